@@ -1,0 +1,56 @@
+# Entry points follow p4lang/tutorials: `make run`, `make stop`, `make clean`,
+# plus `make experiment NAME=...` and `make test`.  Every target installs what
+# it needs first (Debian packages, then the virtual environment).
+
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+TESTBED     := $(VENV)/bin/testbed
+NAME        ?= cbsw1
+TARGET      ?= model
+PYTEST_ARGS ?=
+# Debian packages: Mininet and the tools its hosts use, Java for PySpark,
+# python3-thrift for bmv2's CLI (only used when bmv2 is installed).
+DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
+        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift
+
+.PHONY: deps debs venv experiment run stop clean test bench p4 plots distclean
+
+deps: debs venv
+
+debs:
+	@scripts/install-debs.sh $(DEBS)
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[spark,test]'
+	touch $@
+
+experiment: deps
+	$(TESTBED) run $(NAME) --target $(TARGET)
+
+run: experiment
+
+stop:
+	$(TESTBED) clean
+
+clean: 
+	@if [ -x $(TESTBED) ]; then $(TESTBED) clean; fi
+	rm -rf build logs pcaps
+
+test: deps
+	$(PY) -m pytest -ra $(PYTEST_ARGS)
+
+bench: deps
+	$(PY) -m testbed.bench --out results/bench
+
+p4: 
+	@scripts/build-p4.sh
+
+plots: deps
+	$(TESTBED) plot $(RUN)
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,79 @@
+"""``testbed plan``: what a window spec will do, shown before anything runs."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .plan import SplitterPlan, stream_plan_json
+from .topology import Topology
+from .windows import StreamOracle
+from .workload import stream_events
+
+
+def first_verdicts(topo: Topology, stream_id: int, k: int) -> list[dict[str, Any]]:
+    s = topo.stream(stream_id)
+    ev = stream_events(s, topo.seed, limit=k)
+    oracle = StreamOracle(s.window.assigner(), s.operators, s.window.origin)
+    out = []
+    for seq, ts in zip(ev["seq"].tolist(), ev["ts"].tolist()):
+        v = oracle.step(seq, ts)
+        row: dict[str, Any] = {"seq": seq, "ts": ts, "operators": list(v.operators)}
+        row["windows"] = list(v.windows)
+        if v.dropped:
+            row["dropped"] = v.dropped
+        out.append(row)
+    return out
+
+
+def plan_json(topo: Topology, k: int) -> dict[str, Any]:
+    plan = SplitterPlan(topo)
+    streams = {str(s.id): stream_plan_json(plan, s.id, first_verdicts(topo, s.id, k))
+               for s in topo.streams}
+    return {"topology": topo.name, "streams": streams,
+            "egress": [e.as_json() for e in plan.egress], "cost": plan.cost()}
+
+
+def print_plan(topo: Topology, k: int) -> None:
+    console = Console()
+    plan = SplitterPlan(topo)
+    console.print(f"[bold]{topo.name}[/]: {topo.description}")
+    for s in topo.streams:
+        sp = plan.streams[s.id]
+        w = s.window
+        kind = "tumbling" if w.size <= w.slide else "sliding"
+        origin = "" if w.kind == "count" else f", origin={'first event' if w.origin is None else w.origin}"
+        console.rule(f"stream {s.id} ({s.label}): {w.kind}-based {kind}, size={w.size} slide={w.slide}"
+                     f"{origin}, N={len(s.operators)} [{', '.join(s.operators)}]")
+        entries = Table(title="table entries", show_lines=False)
+        for col in ("table", "action", "match", "params"):
+            entries.add_column(col)
+        for e in sp.entries:
+            entries.add_row(e.table, e.action, " ".join(map(str, e.match)), " ".join(map(str, e.params)))
+        console.print(entries)
+        if sp.groups:
+            groups = Table(title="multicast groups")
+            for col in ("mgid", "ports", "operators"):
+                groups.add_column(col)
+            for g in sorted(sp.groups.values(), key=lambda g: g.mgid):
+                groups.add_row(str(g.mgid), " ".join(map(str, g.ports)), ", ".join(g.hosts))
+            console.print(groups)
+        events = Table(title=f"first {k} events")
+        for col in ("seq", "ts", "windows", "operators"):
+            events.add_column(col)
+        for row in first_verdicts(topo, s.id, k):
+            wins = row["windows"]
+            span = f"{wins[0]}..{wins[-1]}" if len(wins) > 1 else (str(wins[0]) if wins else "-")
+            ops = ", ".join(row["operators"]) or f"(none: {row.get('dropped')})"
+            events.add_row(str(row["seq"]), str(row["ts"]), span, ops)
+        console.print(events)
+    egress = Table(title="egress rewrite (operator port -> destination)")
+    for col in ("port", "host", "mac", "ip"):
+        egress.add_column(col)
+    hosts = plan.host_of_port()
+    for e in plan.egress:
+        egress.add_row(str(e.match[0]), hosts[e.match[0]], str(e.params[0]), str(e.params[1]))
+    console.print(egress)
+    cost = plan.cost()
+    console.print("cost: " + ", ".join(f"{k}={v}" for k, v in cost.items()))

@@ -1,0 +1,75 @@
+"""The event wire format: Ethernet / IPv4 / UDP / event header.
+
+``Event`` is the Scapy layer sources build packets with; ``EVENT_STRUCT`` is
+the same layout for code on the fast path (the switch, the receivers), which
+parses fixed offsets instead of dissecting with Scapy.  ``docs/wire.md``
+describes the format.
+"""
+from __future__ import annotations
+
+import struct
+
+from scapy.fields import LongField, ShortField, SignedLongField, IntField
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, bind_layers
+
+#: UDP destination port that marks an event; the P4 parser keys on it too.
+EVENT_UDP_PORT = 50000
+#: stream(16) flags(16) seq(32) ts(64) key(64) value(signed 64), network order.
+EVENT_STRUCT = struct.Struct("!HHIQQq")
+EVENT_LEN = EVENT_STRUCT.size  # 32 bytes
+ETH_LEN, IPV4_LEN, UDP_LEN = 14, 20, 8
+EVENT_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN
+
+
+class Event(Packet):
+    """One stream event: the header the splitter reads and operators compute on."""
+
+    name = "Event"
+    fields_desc = [
+        ShortField("stream", 0),   # event type = stream id
+        ShortField("flags", 0),    # reserved, 0
+        IntField("seq", 0),        # per-stream sequence number set by the source
+        LongField("ts", 0),        # event timestamp (stream time units)
+        LongField("key", 0),       # grouping key for queries (bidder, campaign, ...)
+        SignedLongField("value", 0),
+    ]
+
+
+bind_layers(UDP, Event, dport=EVENT_UDP_PORT)
+
+
+def event_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,
+                stream: int, seq: int, ts: int, key: int = 0, value: int = 0,
+                sport: int = EVENT_UDP_PORT) -> bytes:
+    """An event frame built with Scapy.  The UDP checksum is 0 (none) because
+    the splitter rewrites the destination IP, which the checksum covers."""
+    pkt = (Ether(src=src_mac, dst=dst_mac)
+           / IP(src=src_ip, dst=dst_ip, ttl=64, id=seq & 0xFFFF, flags="DF")
+           / UDP(sport=sport, dport=EVENT_UDP_PORT, chksum=0)
+           / Event(stream=stream, seq=seq, ts=ts, key=key, value=value))
+    return bytes(pkt)
+
+
+def parse_event(payload: bytes) -> tuple[int, int, int, int, int]:
+    """``(stream, seq, ts, key, value)`` of a UDP payload holding one event."""
+    stream, _flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(payload)
+    return stream, seq, ts, key, value
+
+
+def ipv4_checksum(header: bytes) -> int:
+    total = 0
+    for i in range(0, len(header), 2):
+        total += (header[i] << 8) | header[i + 1]
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return (~total) & 0xFFFF
+
+
+def mac_bytes(mac: str) -> bytes:
+    return bytes(int(b, 16) for b in mac.split(":"))
+
+
+def ip_bytes(ip: str) -> bytes:
+    return bytes(int(b) for b in ip.split("."))
