@@ -50,5 +50,66 @@ def validate(topology: str) -> None:
     click.echo(f"{path}: ok ({len(topo.hosts)} hosts, {len(topo.streams)} streams)")
 
 
+@main.command()
+@click.argument("topology")
+@click.option("--target", type=click.Choice(["model", "bmv2"]), default=None,
+              help="Splitter target (default: the topology's switch.target).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Run directory (default: results/<name>/<run id>/).")
+@click.option("--seed", type=int, default=None, help="Override the topology's seed.")
+@click.option("--timeout", type=float, default=None, help="Give up streaming after this many seconds.")
+def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
+        timeout: Optional[float]) -> None:
+    """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
+    from .run import Run, RunError, RunInterrupted, RunOptions
+
+    path, topo = _load(topology)
+    options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout)
+    try:
+        results = Run(topo, path, options).execute()
+    except RunError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2 if "cannot run" in str(err) else 1)
+    except (RunInterrupted, KeyboardInterrupt):
+        click.echo("interrupted; everything started was stopped", err=True)
+        sys.exit(130)
+    sys.exit(0 if all(r.ok for r in results.values()) else 1)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def check(run_dir: Path) -> None:
+    """Compare a run's deliveries with the oracle; exit 1 on any violation."""
+    from .check import check_run, summary_lines
+
+    try:
+        results = check_run(run_dir)
+    except (OSError, KeyError, ValueError) as err:
+        click.echo(f"error: {run_dir}: not a complete run directory ({err})", err=True)
+        sys.exit(2)
+    for line in summary_lines(results):
+        click.echo(line)
+    sys.exit(0 if all(r.ok for r in results.values()) else 1)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def plot(run_dir: Path) -> None:
+    """Redraw a run's figures from its raw data."""
+    from .plots import plot_run
+
+    for p in plot_run(run_dir):
+        click.echo(str(p))
+
+
+@main.command()
+def clean() -> None:
+    """Remove what crashed runs left: processes (by PID), interfaces, state files."""
+    from .cleanup import clean_stale
+
+    for line in clean_stale():
+        click.echo(line)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,47 @@
+"""Figures of a run, drawn from its raw data only (so they can be redrawn).
+
+``load.png`` shows events per operator per stream, like S4's Fig. 6.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def load_table(run_dir: Path) -> pd.DataFrame:
+    """Events received per (operator, stream), operators in topology order."""
+    run = json.loads((run_dir / "run.json").read_text())
+    deliveries = pd.read_parquet(run_dir / "deliveries.parquet", columns=["stream", "operator"])
+    counts = deliveries.groupby(["operator", "stream"]).size().unstack(fill_value=0)
+    order = [h for h in run["operator_hosts"]]
+    counts = counts.reindex(order, fill_value=0)
+    counts.columns = [run["streams"][str(c)].get("name") or str(c) for c in counts.columns]
+    return counts
+
+
+def plot_load(run_dir: Path) -> Path:
+    counts = load_table(run_dir)
+    run = json.loads((run_dir / "run.json").read_text())
+    fig, ax = plt.subplots(figsize=(7, 4))
+    counts.plot.bar(ax=ax, width=0.8, rot=0)
+    ax.set_xlabel("operator instance (host)")
+    ax.set_ylabel("events received")
+    ax.set_title(f"{run['name']}: load per operator ({run['target']} target)")
+    ax.legend(title="stream")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    out = run_dir / "load.png"
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def plot_run(run_dir: Path) -> list[Path]:
+    """Every figure a run has data for."""
+    return [plot_load(run_dir)]

@@ -1,0 +1,125 @@
+"""Bookkeeping of the processes a run starts, so nothing outlives it.
+
+Every process the testbed starts is recorded (pid, start time, what it is)
+in a state file under ``STATE_DIR``.  A run removes its entries as it stops
+them; ``testbed clean`` ends whatever a crashed run left, by PID, and only
+when the PID still belongs to the same process (same start time), so a
+recycled PID is never hit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Optional
+
+STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
+_state_file: Optional[Path] = None
+
+
+def _start_time(pid: int) -> Optional[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def begin_run(run_id: str) -> Path:
+    """Start recording this process's children under ``run_id``."""
+    global _state_file
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _state_file = STATE_DIR / f"{run_id}.json"
+    _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+            "pids": {}, "paths": [], "interfaces": []})
+    return _state_file
+
+
+def end_run() -> None:
+    global _state_file
+    if _state_file is not None:
+        _state_file.unlink(missing_ok=True)
+    _state_file = None
+
+
+def _read() -> dict:
+    assert _state_file is not None
+    return json.loads(_state_file.read_text())
+
+
+def _write(state: dict) -> None:
+    assert _state_file is not None
+    tmp = _state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(_state_file)
+
+
+def register_pid(pid: int, what: str) -> None:
+    if _state_file is None:
+        return
+    state = _read()
+    state["pids"][str(pid)] = {"what": what, "start": _start_time(pid)}
+    _write(state)
+
+
+def unregister_pid(pid: int) -> None:
+    if _state_file is None:
+        return
+    state = _read()
+    state["pids"].pop(str(pid), None)
+    _write(state)
+
+
+def register_interfaces(names: list[str]) -> None:
+    """Root-namespace interfaces (the switch's ends) to delete after a crash."""
+    if _state_file is None:
+        return
+    state = _read()
+    state.setdefault("interfaces", []).extend(names)
+    _write(state)
+
+
+def register_path(path: str) -> None:
+    """A temporary file or folder (IPC) the run must remove."""
+    if _state_file is None:
+        return
+    state = _read()
+    state["paths"].append(str(path))
+    _write(state)
+
+
+def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
+    """SIGTERM then SIGKILL ``pid`` if it is still the process recorded."""
+    if start is not None and _start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if _start_time(pid) != start:
+            return True
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def stale_runs() -> list[dict]:
+    """State of runs whose owning ``testbed run`` process is gone."""
+    out = []
+    if not STATE_DIR.exists():
+        return out
+    for f in sorted(STATE_DIR.glob("*.json")):
+        try:
+            state = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        state["_file"] = str(f)
+        if _start_time(state.get("owner", -1)) != state.get("owner_start"):
+            out.append(state)
+    return out

@@ -1,0 +1,125 @@
+"""What every splitter switch node shares: a process, a control port, readiness.
+
+A target subclasses ``SplitterSwitch`` and supplies the command line of its
+switch process and a control client.  Mininet calls ``start``/``stop``; the
+run calls ``wait_ready`` before it installs the plan, so readiness is checked
+(process alive, control port accepting connections), never assumed.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from mininet.node import Switch
+
+from ..procs import register_pid, unregister_pid
+
+
+class SwitchNotReady(RuntimeError):
+    pass
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_listening(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class SplitterSwitch(Switch):
+    """A Mininet switch node whose data plane is one external process.
+
+    Parameters (passed through ``net.addSwitch(..., cls=..., **params)``):
+    ``run_dir`` where logs go, ``control_port`` (loopback TCP port; picked
+    when not given), ``device_id``.
+    """
+
+    #: Short name of the target, recorded in run.json.
+    target = ""
+
+    def __init__(self, name: str, run_dir: str, control_port: Optional[int] = None,
+                 device_id: int = 0, **kwargs: Any):
+        super().__init__(name, **kwargs)
+        self.run_dir = Path(run_dir)
+        self.control_port = control_port or free_loopback_port()
+        self.device_id = device_id
+        self.proc: Optional[subprocess.Popen] = None
+        self.log_path = self.run_dir / "logs" / f"{name}.log"
+
+    # -- what a target supplies -----------------------------------------
+    def command(self) -> list[str]:
+        """Command line of the switch process; ``self.port_map()`` gives ports."""
+        raise NotImplementedError
+
+    def control_api(self):
+        """A client with p4-utils' control method names (see testbed.control)."""
+        raise NotImplementedError
+
+    @classmethod
+    def available(cls) -> Optional[str]:
+        """``None`` when the target can run here, else the reason it cannot."""
+        return None
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    # -- lifecycle ------------------------------------------------------
+    def port_map(self) -> dict[int, str]:
+        """Switch port number -> interface name, as Mininet numbered them."""
+        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
+
+    def start(self, controllers) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        register_pid(self.proc.pid, f"{self.target} switch {self.name}")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Return once the process is alive and its control port accepts
+        connections; raise ``SwitchNotReady`` with the log's tail otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise SwitchNotReady(f"{self.target} switch {self.name} exited (code {code}); "
+                                     f"log tail:\n{log_tail(self.log_path)}")
+            if port_listening(self.control_port):
+                return
+            time.sleep(0.05)
+        raise SwitchNotReady(f"{self.target} switch {self.name}: control port {self.control_port} "
+                             f"not listening after {timeout:.0f}s; log tail:\n{log_tail(self.log_path)}")
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        if self.proc is not None:
+            unregister_pid(self.proc.pid)
+        super().stop(deleteIntfs)
