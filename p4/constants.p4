@@ -1,0 +1,44 @@
+/*
+ * Named constants of the splitter program.
+ *
+ * The values are shared with the Python side: testbed/wire.py (the event
+ * UDP port) and testbed/pipeline.py (N_STREAMS, N_PORTS, DROP_SLOTS and
+ * DROP_CODES).  tests/test_bmv2.py checks that the compiled program agrees.
+ */
+#ifndef SPLITTER_CONSTANTS_P4
+#define SPLITTER_CONSTANTS_P4
+
+/* ---- wire format ------------------------------------------------------ */
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<4>  IPV4_VERSION   = 4;
+const bit<4>  IPV4_IHL_NO_OPTIONS = 5;   /* 20-byte header: options are not parsed */
+const bit<8>  IP_PROTO_UDP   = 17;
+const bit<16> EVENT_UDP_PORT = 50000;    /* UDP destination port that marks an event */
+
+/* ---- sizes -------------------------------------------------------------- */
+/* Registers and per-stream counters are indexed by the 16-bit stream id. */
+const bit<32> N_STREAMS = 65536;
+/* bmv2's default port space; operator_out is indexed by the egress port. */
+const bit<32> N_PORTS = 512;
+/* stream_drops index = stream * DROP_SLOTS + drop code. */
+const bit<32> DROP_SLOTS = 8;
+const bit<32> DROP_COUNTER_SIZE = 524288;  /* N_STREAMS * DROP_SLOTS */
+
+/* Table capacities (exact-match entries). */
+const int STREAM_TABLE_SIZE    = 65536;  /* window_spec, operator_count: one per stream */
+const int UNICAST_TABLE_SIZE   = 65536;  /* N per stream */
+const int MULTICAST_TABLE_SIZE = 65536;  /* fewer than 3N per stream (docs/windows.md) */
+const int EGRESS_TABLE_SIZE    = 512;    /* one per operator port */
+
+/* ---- drop codes (testbed.pipeline.DROP_CODES) --------------------------- */
+const bit<32> DROP_NONE           = 0;
+const bit<32> DROP_NO_WINDOW      = 1;  /* falls in a gap between windows (size < slide) */
+const bit<32> DROP_BEFORE_ORIGIN  = 2;  /* time window: timestamp before the origin */
+const bit<32> DROP_OUT_OF_ORDER   = 3;  /* time window: timestamp before its predecessor's */
+const bit<32> DROP_UNKNOWN_STREAM = 4;  /* no window_spec/operator_count/unicast/multicast entry */
+
+/* ---- window kinds (set by the window_spec actions) ---------------------- */
+const bit<1> WINDOW_COUNT = 0;
+const bit<1> WINDOW_TIME  = 1;
+
+#endif

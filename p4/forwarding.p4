@@ -1,0 +1,138 @@
+/*
+ * Ingress: stream lookup, window tracking, and the destination decision.
+ *
+ * S4's pipeline (Fig. 4) in order:
+ *   1. window_spec     stream -> window kind and spec (action data)
+ *   2. operator_count  stream -> N, kept apart so N and the spec change
+ *                      independently
+ *   3. SlideTracker    registers -> (w, c) or a drop reason (slides.p4)
+ *   4. unicast         (stream, w) -> egress port, when c == 1
+ *      multicast       (stream, w, c) -> multicast group, when c >= 2
+ * Every event that reaches no operator is counted in stream_drops under its
+ * reason and marked to drop; frames that are not events are counted in
+ * non_event.  Only the control plane fills these tables: a new spec or N
+ * is a table update, never a recompilation.
+ */
+#ifndef SPLITTER_FORWARDING_P4
+#define SPLITTER_FORWARDING_P4
+
+control MyIngress(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    counter(N_STREAMS, CounterType.packets_and_bytes) stream_in;           /* events given >= 1 window */
+    counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) stream_drops; /* stream * DROP_SLOTS + code */
+    counter(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
+
+    SlideTracker() slides;
+
+    /* ---- window_spec -------------------------------------------------- */
+    action set_count_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap) {
+        meta.win.kind = WINDOW_COUNT;
+        meta.win.slide = slide;
+        meta.win.full = full;
+        meta.win.extra = extra;
+        meta.win.cap = cap;
+        meta.win.fixed_origin = 0;
+        meta.win.origin = 0;
+    }
+
+    action set_time_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap,
+                           bit<8> fixed_origin, bit<64> origin) {
+        meta.win.kind = WINDOW_TIME;
+        meta.win.slide = slide;
+        meta.win.full = full;
+        meta.win.extra = extra;
+        meta.win.cap = cap;
+        meta.win.fixed_origin = fixed_origin;
+        meta.win.origin = origin;
+    }
+
+    table window_spec {
+        key = { hdr.event.stream : exact @name("stream"); }
+        actions = { set_count_window; set_time_window; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = STREAM_TABLE_SIZE;
+    }
+
+    /* ---- operator_count ----------------------------------------------- */
+    action set_operator_count(bit<32> n) {
+        meta.win.n_ops = n;
+    }
+
+    table operator_count {
+        key = { hdr.event.stream : exact @name("stream"); }
+        actions = { set_operator_count; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = STREAM_TABLE_SIZE;
+    }
+
+    /* ---- unicast / multicast ------------------------------------------ */
+    action to_operator(port_t port) {
+        standard_metadata.egress_spec = port;
+    }
+
+    table unicast {
+        key = {
+            hdr.event.stream          : exact @name("stream");
+            meta.verdict.newest_op    : exact @name("newest_op");
+        }
+        actions = { to_operator; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = UNICAST_TABLE_SIZE;
+    }
+
+    action to_group(bit<16> mgid) {
+        standard_metadata.mcast_grp = mgid;
+    }
+
+    table multicast {
+        key = {
+            hdr.event.stream          : exact @name("stream");
+            meta.verdict.newest_op    : exact @name("newest_op");
+            meta.verdict.active       : exact @name("active");
+        }
+        actions = { to_group; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = MULTICAST_TABLE_SIZE;
+    }
+
+    apply {
+        if (!hdr.event.isValid()) {
+            non_event.count(0);
+            mark_to_drop(standard_metadata);
+        } else {
+            bit<32> stream_idx = (bit<32>)hdr.event.stream;
+            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+
+            if (window_spec.apply().hit) {
+                if (operator_count.apply().hit) {
+                    slides.apply(hdr.event, meta.win, meta.verdict);
+                }
+            }
+
+            if (meta.verdict.drop_code == DROP_NONE) {
+                stream_in.count(stream_idx);
+                /* With N or more windows open every operator is hit once. */
+                if (meta.verdict.active > meta.win.n_ops) {
+                    meta.verdict.active = meta.win.n_ops;
+                }
+                if (meta.verdict.active == 1) {
+                    if (!unicast.apply().hit) {
+                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                    }
+                } else {
+                    if (!multicast.apply().hit) {
+                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                    }
+                }
+            }
+
+            if (meta.verdict.drop_code != DROP_NONE) {
+                stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
+                mark_to_drop(standard_metadata);
+            }
+        }
+    }
+}
+
+#endif

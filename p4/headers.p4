@@ -1,0 +1,85 @@
+/*
+ * Headers and metadata of the splitter program.
+ *
+ * Wire format (testbed/wire.py, docs/wire.md): Ethernet / IPv4 without
+ * options / UDP to port EVENT_UDP_PORT / a 32-byte event header.
+ */
+#ifndef SPLITTER_HEADERS_P4
+#define SPLITTER_HEADERS_P4
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<9>  port_t;        /* v1model egress_spec / egress_port */
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header ipv4_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<8>      diffserv;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length_;
+    bit<16> checksum;
+}
+
+/* One stream event (P4SS Listing 1, widened to 64-bit timestamps/values). */
+header event_t {
+    bit<16> stream;      /* event type = stream id: indexes every register */
+    bit<16> flags;       /* reserved */
+    bit<32> seq;         /* per-stream sequence number set by the source */
+    bit<64> ts;          /* event timestamp, in the stream's time units */
+    bit<64> group_key;   /* grouping key for the operators' queries */
+    bit<64> value;       /* signed on the operator side; opaque here */
+}
+
+struct headers_t {
+    ethernet_t ethernet;
+    ipv4_t     ipv4;
+    udp_t      udp;
+    event_t    event;
+}
+
+/* The window spec and parallelism of the event's stream, as action data of
+ * window_spec and operator_count (docs/windows.md, "How the splitter
+ * computes this without division"). */
+struct window_params_t {
+    bit<1>  kind;          /* WINDOW_COUNT or WINDOW_TIME */
+    bit<64> slide;         /* delta (events) or tau (time units) */
+    bit<32> full;          /* size / slide */
+    bit<64> extra;         /* size mod slide */
+    bit<32> cap;           /* ceil(size / slide): most windows one event can be in */
+    bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
+    bit<64> origin;
+    bit<32> n_ops;         /* N, the number of operators of the stream */
+}
+
+/* What the slide tracker decides for one event. */
+struct verdict_t {
+    bit<32> drop_code;     /* DROP_NONE or why the event reaches no operator */
+    bit<32> newest_op;     /* w: operator of the newest window holding the event */
+    bit<32> active;        /* c: number of windows holding the event (clamped to N later) */
+}
+
+struct metadata_t {
+    window_params_t win;
+    verdict_t       verdict;
+}
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * Parser, deparser and the checksum controls.
+ *
+ * A frame is an event only when it is IPv4 without options, UDP, and sent
+ * to EVENT_UDP_PORT, with the whole 32-byte event header present; anything
+ * else leaves hdr.event invalid and ingress counts and drops it
+ * (non_event).  A frame too short for a header it selects stops the parser
+ * with error.PacketTooShort, which v1model passes on to ingress with the
+ * headers extracted so far: again no valid event.
+ */
+#ifndef SPLITTER_PARSER_P4
+#define SPLITTER_PARSER_P4
+
+parser MyParser(packet_in packet,
+                out headers_t hdr,
+                inout metadata_t meta,
+                inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (IPV4_VERSION, IPV4_IHL_NO_OPTIONS, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            EVENT_UDP_PORT: parse_event;
+            default: accept;
+        }
+    }
+
+    state parse_event {
+        packet.extract(hdr.event);
+        transition accept;
+    }
+}
+
+/* The incoming IPv4 checksum is not verified: the splitter decides on the
+ * event header alone, as the pipeline model does, and rewrites the
+ * checksum of every copy it sends. */
+control MyVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+/* Every copy that leaves has a new destination IP (egress_rewrite), so
+ * its IPv4 header checksum is computed afresh.  The UDP checksum is set to
+ * 0 ("none") by the rewrite instead of being recomputed. */
+control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(
+            hdr.ipv4.isValid(),
+            { hdr.ipv4.version,
+              hdr.ipv4.ihl,
+              hdr.ipv4.diffserv,
+              hdr.ipv4.total_len,
+              hdr.ipv4.identification,
+              hdr.ipv4.flags,
+              hdr.ipv4.frag_offset,
+              hdr.ipv4.ttl,
+              hdr.ipv4.protocol,
+              hdr.ipv4.src_addr,
+              hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum,
+            HashAlgorithm.csum16);
+    }
+}
+
+control MyDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.event);
+    }
+}
+
+#endif

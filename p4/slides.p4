@@ -1,0 +1,188 @@
+/*
+ * The slide tracker: per-stream window state and the (w, c) decision.
+ *
+ * Count and time windows share one axis (docs/windows.md): the coordinate
+ * x of an event is its arrival index k (count windows) or its timestamp t
+ * (time windows, with the slide grid anchored at the origin).  Window j
+ * covers [start0 + j*slide, start0 + j*slide + size).  Per stream the
+ * tracker keeps the start of the newest slide, the operator w of the
+ * newest window and how many windows have begun (saturating at cap).  An
+ * event at offset p inside its slide lies in
+ *
+ *     c = min(begun, full + (p < extra ? 1 : 0))
+ *
+ * windows, whose operators are the c operators that end at w round robin.
+ *
+ * v1model has no run-time division, so when an event lands two or more
+ * slides past the newest one (a gap in time), the number of slides it
+ * advanced and the new offset come from a 64-step shift-and-subtract
+ * division; likewise "advanced mod N", only when advanced >= N.  The
+ * common cases (same slide, next slide) use one comparison each.
+ *
+ * testbed/pipeline.py (SplitterPipeline.ingress) is the same algorithm in
+ * Python; the two must agree on every register write and every decision.
+ */
+#ifndef SPLITTER_SLIDES_P4
+#define SPLITTER_SLIDES_P4
+
+/* One step of restoring division: does divisor * 2^I still fit into the
+ * rest?  (rest >> I) >= divisor tests rest >= divisor << I without the
+ * left shift overflowing 64 bits. */
+#define DIV_STEP(I)                                          \
+    if ((remainder >> I) >= divisor) {                       \
+        remainder = remainder - (divisor << I);              \
+        quotient = quotient | ((bit<64>)1 << I);             \
+    }
+
+/* 64-bit unsigned quotient and remainder, dividend / divisor, by shifting
+ * and subtracting (testbed.pipeline.shift_subtract_divmod). */
+control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
+                            out bit<64> quotient, out bit<64> remainder) {
+    apply {
+        quotient = 0;
+        remainder = dividend;
+        DIV_STEP(63) DIV_STEP(62) DIV_STEP(61) DIV_STEP(60)
+        DIV_STEP(59) DIV_STEP(58) DIV_STEP(57) DIV_STEP(56)
+        DIV_STEP(55) DIV_STEP(54) DIV_STEP(53) DIV_STEP(52)
+        DIV_STEP(51) DIV_STEP(50) DIV_STEP(49) DIV_STEP(48)
+        DIV_STEP(47) DIV_STEP(46) DIV_STEP(45) DIV_STEP(44)
+        DIV_STEP(43) DIV_STEP(42) DIV_STEP(41) DIV_STEP(40)
+        DIV_STEP(39) DIV_STEP(38) DIV_STEP(37) DIV_STEP(36)
+        DIV_STEP(35) DIV_STEP(34) DIV_STEP(33) DIV_STEP(32)
+        DIV_STEP(31) DIV_STEP(30) DIV_STEP(29) DIV_STEP(28)
+        DIV_STEP(27) DIV_STEP(26) DIV_STEP(25) DIV_STEP(24)
+        DIV_STEP(23) DIV_STEP(22) DIV_STEP(21) DIV_STEP(20)
+        DIV_STEP(19) DIV_STEP(18) DIV_STEP(17) DIV_STEP(16)
+        DIV_STEP(15) DIV_STEP(14) DIV_STEP(13) DIV_STEP(12)
+        DIV_STEP(11) DIV_STEP(10) DIV_STEP(9)  DIV_STEP(8)
+        DIV_STEP(7)  DIV_STEP(6)  DIV_STEP(5)  DIV_STEP(4)
+        DIV_STEP(3)  DIV_STEP(2)  DIV_STEP(1)  DIV_STEP(0)
+    }
+}
+
+/* Reads and advances the window state of one stream and fills
+ * meta.verdict: a drop code, or (newest_op, active) for the forwarding
+ * tables.  The registers are the ones testbed.pipeline.REGISTERS names. */
+control SlideTracker(in event_t event, in window_params_t win, inout verdict_t verdict) {
+    register<bit<1>>(N_STREAMS)  initialized;
+    register<bit<64>>(N_STREAMS) event_count;  /* count windows: arrival index of the next event */
+    register<bit<64>>(N_STREAMS) last_ts;      /* time windows: latest accepted timestamp */
+    register<bit<64>>(N_STREAMS) slide_start;  /* axis coordinate where the newest slide starts */
+    register<bit<32>>(N_STREAMS) newest_op;    /* operator of the newest window (q mod N) */
+    register<bit<32>>(N_STREAMS) begun;        /* windows begun so far, saturating at cap */
+
+    ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
+    ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= N */
+
+    apply {
+        bit<32> idx = (bit<32>)event.stream;
+        bit<1>  was_initialized;
+        bit<64> x = 0;        /* the event's coordinate on the axis */
+        bit<64> origin = 0;   /* where the first slide starts, used on the first event */
+
+        initialized.read(was_initialized, idx);
+        verdict.drop_code = DROP_NONE;
+
+        /* -- the coordinate; time windows also check the order ---------- */
+        if (win.kind == WINDOW_COUNT) {
+            event_count.read(x, idx);
+            event_count.write(idx, x + 1);
+            origin = x;
+        } else {
+            bit<64> previous_ts;
+            last_ts.read(previous_ts, idx);
+            x = event.ts;
+            if (was_initialized == 1 && x < previous_ts) {
+                verdict.drop_code = DROP_OUT_OF_ORDER;
+            } else {
+                last_ts.write(idx, x);
+                if (win.fixed_origin != 0) {
+                    origin = win.origin;
+                } else {
+                    origin = x;
+                }
+            }
+        }
+
+        if (verdict.drop_code == DROP_NONE) {
+            /* -- current state; the first event of a stream sets it up --- */
+            bit<64> start;
+            bit<32> newest;
+            bit<32> begun_now;
+            if (was_initialized == 0) {
+                initialized.write(idx, 1);
+                slide_start.write(idx, origin);
+                newest_op.write(idx, 0);
+                begun.write(idx, 1);
+                start = origin;
+                newest = 0;
+                begun_now = 1;
+            } else {
+                slide_start.read(start, idx);
+                newest_op.read(newest, idx);
+                begun.read(begun_now, idx);
+            }
+
+            if (x < start) {
+                verdict.drop_code = DROP_BEFORE_ORIGIN;
+            } else {
+                bit<64> offset = x - start;
+
+                /* -- a new slide (or several, after a gap) has begun ------ */
+                if (offset >= win.slide) {
+                    bit<64> advanced;
+                    if (offset - win.slide < win.slide) {
+                        advanced = 1;
+                        offset = offset - win.slide;
+                    } else {
+                        bit<64> rest;
+                        slides_div.apply(offset, win.slide, advanced, rest);
+                        offset = rest;
+                    }
+                    slide_start.write(idx, x - offset);
+
+                    bit<64> n_ops = (bit<64>)win.n_ops;
+                    bit<64> step;
+                    if (advanced < n_ops) {
+                        step = advanced;
+                    } else {
+                        bit<64> laps;
+                        operators_div.apply(advanced, n_ops, laps, step);
+                    }
+                    bit<64> moved = (bit<64>)newest + step;
+                    if (moved >= n_ops) {
+                        moved = moved - n_ops;
+                    }
+                    newest = (bit<32>)moved;
+                    newest_op.write(idx, newest);
+
+                    bit<64> cap = (bit<64>)win.cap;
+                    if (advanced >= cap) {
+                        begun_now = win.cap;
+                    } else if ((bit<64>)begun_now + advanced >= cap) {
+                        begun_now = win.cap;
+                    } else {
+                        begun_now = begun_now + (bit<32>)advanced;
+                    }
+                    begun.write(idx, begun_now);
+                }
+
+                /* -- how many windows hold the event ---------------------- */
+                bit<32> active = win.full;
+                if (offset < win.extra) {
+                    active = active + 1;
+                }
+                if (begun_now < active) {
+                    active = begun_now;
+                }
+                if (active == 0) {
+                    verdict.drop_code = DROP_NO_WINDOW;
+                }
+                verdict.newest_op = newest;
+                verdict.active = active;
+            }
+        }
+    }
+}
+
+#endif

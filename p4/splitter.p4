@@ -1,0 +1,34 @@
+/*
+ * S4-style stream splitter for bmv2's v1model (simple_switch).
+ *
+ * One program carries all four window semantics: count or time windows,
+ * tumbling or sliding, chosen per stream at run time by the action of the
+ * window_spec table.  docs/p4.md describes the layout and how it maps to
+ * S4's pipeline; docs/windows.md the semantics and the division-free
+ * algorithm.  Compile with `python -m testbed.p4build`.
+ *
+ *   constants.p4   named constants shared with testbed/pipeline.py
+ *   headers.p4     Ethernet / IPv4 / UDP / event header, metadata
+ *   parser.p4      parser, deparser, checksum controls
+ *   slides.p4      window state registers and the (w, c) decision
+ *   forwarding.p4  ingress: window_spec, operator_count, unicast, multicast
+ *   egress.p4      egress_rewrite and the per-copy counters
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "constants.p4"
+#include "headers.p4"
+#include "parser.p4"
+#include "slides.p4"
+#include "forwarding.p4"
+#include "egress.p4"
+
+V1Switch(
+    MyParser(),
+    MyVerifyChecksum(),
+    MyIngress(),
+    MyEgress(),
+    MyComputeChecksum(),
+    MyDeparser()
+) main;

@@ -1,0 +1,140 @@
+"""Emulation runs on the embedded target, end to end (root and Mininet needed)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from testbed.network import mininet_missing
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.mininet
+MISSING = mininet_missing()
+needs_mininet = pytest.mark.skipif(MISSING is not None, reason=f"emulation skipped: {MISSING}")
+
+
+def small_topology(tmp_path, switch, window, n_ops=3, events=300, rate=1500, extra_streams=()):
+    hosts = {"src": {}} | {f"op{i}": {} for i in range(1, n_ops + 1)}
+    streams = [{"id": 5, "source": "src", "window": window, "operators": [f"op{i}" for i in range(1, n_ops + 1)],
+                "events": events, "rate": rate, "timestamps": {"start": 0, "step": 1}}]
+    streams += list(extra_streams)
+    data = {"name": "t" + switch, "switch": {"name": switch}, "hosts": hosts, "streams": streams}
+    path = tmp_path / "topo.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run_cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, **kw)
+
+
+def leftovers(switch):
+    intfs = [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(switch + "-")]
+    state = list(Path("/run/testbed").glob("*.json")) if Path("/run/testbed").exists() else []
+    return intfs, state
+
+
+@needs_mininet
+@pytest.mark.parametrize("window", [
+    {"kind": "count", "size": 7, "slide": 7},          # tumbling
+    {"kind": "count", "size": 5, "slide": 2},          # sliding, slide does not divide size
+    {"kind": "time", "size": 9, "slide": 4},           # time sliding, 4 does not divide 9
+], ids=["count-tumbling", "count-sliding", "time-sliding"])
+def test_run_passes_check(tmp_path, window):
+    topo = small_topology(tmp_path, "sw1", window)
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["ok"] is True
+    acct = run["accounting"]["streams"]["5"]
+    assert acct["sent"] == 300 and acct["lost"] == 0
+    delivered = pd.read_parquet(out / "deliveries.parquet")
+    assert len(delivered) == run["expected_deliveries"] == acct["switch_copies_out"]
+    assert sum(acct["received_per_operator"].values()) == len(delivered)
+    assert set(pd.read_parquet(out / "sources.parquet").columns) >= {"stream", "seq", "ts", "send_ns"}
+    assert set(delivered.columns) >= {"stream", "seq", "ts", "operator", "recv_ns"}
+    assert (out / "load.png").stat().st_size > 0
+    assert run["git_revision"] and run["seed"] == 1 and run["versions"]["mininet"]
+    # testbed check agrees, on its own
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 0 and "OK" in chk.stdout
+    assert leftovers("sw1") == ([], [])
+
+
+@needs_mininet
+def test_gap_events_are_counted_not_lost(tmp_path):
+    topo = small_topology(tmp_path, "sw2", {"kind": "count", "size": 2, "slide": 5}, n_ops=2, events=100)
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    acct = json.loads((out / "run.json").read_text())["accounting"]["streams"]["5"]
+    assert acct["undelivered_by_design"] == {"no_window": 60}
+    assert acct["dropped_at_switch"]["no_window"] == 60
+
+
+@needs_mininet
+def test_check_fails_on_tampered_deliveries(tmp_path):
+    topo = small_topology(tmp_path, "sw3", {"kind": "count", "size": 3, "slide": 1}, events=100)
+    out = tmp_path / "run"
+    assert run_cli("run", str(topo), "--out", str(out)).returncode == 0
+    d = pd.read_parquet(out / "deliveries.parquet")
+    d = pd.concat([d.iloc[1:], d.iloc[[5]]])          # one missing, one duplicated
+    d.to_parquet(out / "deliveries.parquet")
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 1
+    assert "missing=1" in chk.stdout and "duplicates=1" in chk.stdout
+
+
+@needs_mininet
+def test_interrupt_cleans_up(tmp_path):
+    topo = small_topology(tmp_path, "sw4", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("*.source.status.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert leftovers("sw4") == ([], [])
+    assert "interrupted" in err
+
+
+@needs_mininet
+def test_clean_after_crash(tmp_path):
+    topo = small_topology(tmp_path, "sw5", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("*.source.status.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)            # a crash: no finally block runs
+    proc.wait()
+    intfs, state = leftovers("sw5")
+    assert intfs and state                       # the crash left things behind
+    res = run_cli("clean")
+    assert res.returncode == 0
+    assert "ended pid" in res.stdout
+    assert leftovers("sw5") == ([], [])
+
+
+def test_bad_topology_starts_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "bad", "hosts": {"a": {}, "b": {}}, "streams": [
+        {"id": 1, "source": "a", "window": {"kind": "count", "size": 0, "slide": 1},
+         "operators": ["b"], "events": 1, "rate": 1}]}))
+    out = tmp_path / "run"
+    res = run_cli("run", str(bad), "--out", str(out))
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "streams[0].window.size" in res.stderr
+    assert not out.exists()
