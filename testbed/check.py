@@ -100,3 +100,76 @@ def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
                      f"duplicates={r.duplicates} undelivered-by-design: {design}")
         lines += [f"    {e}" for e in r.examples]
     return lines
+
+
+# ---------------------------------------------------------------------------
+# end to end: the operators' windowed results against a centralized run
+# ---------------------------------------------------------------------------
+@dataclass
+class WindowCheck:
+    stream: int
+    reference: int = 0       # windows (per key) the centralized job produced
+    produced: int = 0
+    matching: int = 0
+    mismatched: int = 0      # same events counted, different result, or wrong operator
+    incomplete: int = 0      # fewer events than the reference window holds
+    missing: int = 0
+    extra: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.matching == self.reference and not (self.mismatched or self.incomplete
+                                                        or self.missing or self.extra)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"reference_windows": self.reference, "produced_windows": self.produced,
+                "matching": self.matching, "mismatched": self.mismatched, "incomplete": self.incomplete,
+                "missing": self.missing, "extra": self.extra, "ok": self.ok, "examples": self.examples[:10]}
+
+
+def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame) -> dict[int, WindowCheck]:
+    """Window by window: (stream, window, key) must agree on operator, events and result."""
+    keys = ["stream", "window", "key"]
+    p = produced.assign(key=produced["key"].fillna(-1).astype("int64"))
+    r = reference.assign(key=reference["key"].fillna(-1).astype("int64"))
+    merged = r.merge(p, on=keys, how="outer", suffixes=("_ref", ""), indicator=True)
+    out: dict[int, WindowCheck] = {}
+    for sid, rows in merged.groupby("stream"):
+        res = WindowCheck(int(sid))
+        res.reference = int((rows["_merge"] != "right_only").sum())
+        res.produced = int((rows["_merge"] != "left_only").sum())
+        res.missing = int((rows["_merge"] == "left_only").sum())
+        res.extra = int((rows["_merge"] == "right_only").sum())
+        both = rows[rows["_merge"] == "both"]
+        short = both["n_events"] < both["n_events_ref"]
+        wrong = ~short & ((both["n_events"] != both["n_events_ref"])
+                          | ((both["result"] - both["result_ref"]).abs() > 1e-9 * both["result_ref"].abs().clip(lower=1))
+                          | (both["operator"] != both["operator_ref"]))
+        res.incomplete, res.mismatched = int(short.sum()), int(wrong.sum())
+        res.matching = len(both) - res.incomplete - res.mismatched
+        for _, row in both[short | wrong].head(5).iterrows():
+            res.examples.append(f"window {row['window']} key {row['key']}: got {row['result']} from "
+                                f"{row['n_events']} events at {row['operator']}, reference {row['result_ref']} "
+                                f"from {row['n_events_ref']} at {row['operator_ref']}")
+        for _, row in rows[rows["_merge"] != "both"].head(5).iterrows():
+            res.examples.append(f"window {row['window']} key {row['key']}: "
+                                f"{'missing' if row['_merge'] == 'left_only' else 'extra'}")
+        out[int(sid)] = res
+    return out
+
+
+def check_windows(run_dir: Path) -> dict[int, WindowCheck]:
+    produced = pd.read_parquet(run_dir / "windows.parquet")
+    reference = pd.read_parquet(run_dir / "windows_reference.parquet")
+    return compare_windows(produced, reference)
+
+
+def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
+    lines = []
+    for sid, r in sorted(results.items()):
+        lines.append(f"stream {sid} windows: {'OK  ' if r.ok else 'FAIL'} reference={r.reference} "
+                     f"produced={r.produced} matching={r.matching} mismatched={r.mismatched} "
+                     f"incomplete={r.incomplete} missing={r.missing} extra={r.extra}")
+        lines += [f"    {e}" for e in r.examples]
+    return lines

@@ -58,38 +58,44 @@ def validate(topology: str) -> None:
               help="Run directory (default: results/<name>/<run id>/).")
 @click.option("--seed", type=int, default=None, help="Override the topology's seed.")
 @click.option("--timeout", type=float, default=None, help="Give up streaming after this many seconds.")
+@click.option("--spark-master", default="local[*]", show_default=True,
+              help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
+@click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
-        timeout: Optional[float]) -> None:
+        timeout: Optional[float], spark_master: str, no_spark: bool) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from .run import Run, RunError, RunInterrupted, RunOptions
 
     path, topo = _load(topology)
-    options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout)
+    options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
+                         spark=not no_spark, spark_master=spark_master)
     try:
-        results = Run(topo, path, options).execute()
+        ok = Run(topo, path, options).execute()
     except RunError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(2 if "cannot run" in str(err) else 1)
     except (RunInterrupted, KeyboardInterrupt):
         click.echo("interrupted; everything started was stopped", err=True)
         sys.exit(130)
-    sys.exit(0 if all(r.ok for r in results.values()) else 1)
+    sys.exit(0 if ok else 1)
 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def check(run_dir: Path) -> None:
     """Compare a run's deliveries with the oracle; exit 1 on any violation."""
-    from .check import check_run, summary_lines
+    from .check import check_run, check_windows, summary_lines, window_summary_lines
 
     try:
         results = check_run(run_dir)
+        windows = check_windows(run_dir) if (run_dir / "windows.parquet").exists() else {}
     except (OSError, KeyError, ValueError) as err:
         click.echo(f"error: {run_dir}: not a complete run directory ({err})", err=True)
         sys.exit(2)
-    for line in summary_lines(results):
+    for line in summary_lines(results) + window_summary_lines(windows):
         click.echo(line)
-    sys.exit(0 if all(r.ok for r in results.values()) else 1)
+    ok = all(r.ok for r in results.values()) and all(w.ok for w in windows.values())
+    sys.exit(0 if ok else 1)
 
 
 @main.command()

@@ -23,7 +23,10 @@ import pyarrow.parquet as pq
 from .wire import EVENT_STRUCT, EVENT_UDP_PORT
 
 STATUS_EVERY_S = 0.2
+#: How often newly received events are handed to Spark as a Parquet file.
+SPARK_BATCH_S = 0.5
 SOCKET_BUFFER = 32 << 20
+COLUMNS = ("stream", "seq", "ts", "key", "value", "recv_ns")
 
 
 def udp_kernel_drops() -> dict[str, int]:
@@ -44,10 +47,15 @@ def write_json_atomic(path: Path, data: dict) -> None:
 class Receiver:
     """Collects events in column arrays; one per operator host."""
 
-    def __init__(self, host: str, out_dir: Path):
+    def __init__(self, host: str, out_dir: Path, spark_dir: Path | None = None):
         self.host = host
         self.out_dir = out_dir
-        self.cols = {name: array("q") for name in ("stream", "seq", "ts", "key", "value", "recv_ns")}
+        self.cols = {name: array("q") for name in COLUMNS}
+        self.spark_dir = spark_dir
+        self.handed_over = 0      # events already written for Spark
+        self.batches = 0
+        if spark_dir is not None:
+            spark_dir.mkdir(parents=True, exist_ok=True)
         self.stopping = False
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, 33, SOCKET_BUFFER)  # SO_RCVBUFFORCE (root)
@@ -69,6 +77,7 @@ class Receiver:
         write_json_atomic(self.status_path, self.status())   # also the readiness signal
         buf = bytearray(2048)
         next_status = time.monotonic() + STATUS_EVERY_S
+        next_batch = time.monotonic() + SPARK_BATCH_S
         while not self.stopping:
             try:
                 if self.sock.recv_into(buf) >= EVENT_STRUCT.size:
@@ -80,7 +89,30 @@ class Receiver:
             if time.monotonic() >= next_status:
                 write_json_atomic(self.status_path, self.status())
                 next_status = time.monotonic() + STATUS_EVERY_S
+            if self.spark_dir is not None and time.monotonic() >= next_batch:
+                self.hand_over()
+                next_batch = time.monotonic() + SPARK_BATCH_S
         self.finish()
+
+    def _table(self, start: int = 0) -> pa.Table:
+        table = pa.table({name: pa.array(values[start:], type=pa.int64()) for name, values in self.cols.items()})
+        return table.append_column("operator", pa.array([self.host] * table.num_rows, type=pa.string()))
+
+    def hand_over(self) -> None:
+        """Write the events received since the last hand-over as one Parquet
+        file for the Spark application.  The file appears under its final
+        name only when complete (rename), and Spark skips names starting
+        with a dot, so a half-written file is never read."""
+        n = len(self.cols["seq"])
+        if n == self.handed_over:
+            return
+        table = self._table(self.handed_over)
+        name = f"{self.host}-{self.batches:06d}.parquet"
+        tmp = self.spark_dir / f".{name}.tmp"
+        pq.write_table(table, tmp)
+        tmp.replace(self.spark_dir / name)
+        self.handed_over = n
+        self.batches += 1
 
     def _record(self, buf: bytearray, now: int) -> None:
         stream, _flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf)
@@ -103,9 +135,9 @@ class Receiver:
                 break
             if n >= EVENT_STRUCT.size:
                 self._record(buf, time.time_ns())
-        table = pa.table({name: pa.array(values, type=pa.int64()) for name, values in self.cols.items()})
-        table = table.append_column("operator", pa.array([self.host] * table.num_rows, type=pa.string()))
-        pq.write_table(table, self.out_dir / f"{self.host}.deliveries.parquet")
+        pq.write_table(self._table(), self.out_dir / f"{self.host}.deliveries.parquet")
+        if self.spark_dir is not None:
+            self.hand_over()
         write_json_atomic(self.status_path, self.status(final=True))
 
 
@@ -113,8 +145,10 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="operator-host event receiver")
     ap.add_argument("--host", required=True)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--spark-dir", type=Path, default=None,
+                    help="Hand received events to the run's Spark application through this folder.")
     args = ap.parse_args(argv)
-    receiver = Receiver(args.host, args.out)
+    receiver = Receiver(args.host, args.out, args.spark_dir)
 
     def _stop(signum, frame):
         receiver.stopping = True

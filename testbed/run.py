@@ -31,11 +31,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import procs
-from .check import check_frames, expected_deliveries, summary_lines
+from .check import check_frames, check_windows, expected_deliveries, summary_lines, window_summary_lines
 from .control import Controller
 from .network import SplitterNetwork, mininet_missing
 from .plan import SplitterPlan
 from .plots import plot_run
+from .spark import SparkApp, job_description, spark_missing
 from .targets import switch_class
 from .topology import Topology
 from .workload import stream_events
@@ -61,7 +62,8 @@ class RunOptions:
     out: Optional[Path] = None
     seed: Optional[int] = None
     timeout: Optional[float] = None
-    check: bool = True
+    spark: bool = True
+    spark_master: str = "local[*]"
 
 
 def git_revision() -> str:
@@ -105,6 +107,7 @@ class Run:
         self.plan = SplitterPlan(topo)
         self.network: Optional[SplitterNetwork] = None
         self.receivers: dict[str, Any] = {}
+        self.spark: Optional[SparkApp] = None
         self.sources: dict[str, Any] = {}
         self.record: dict[str, Any] = {}
 
@@ -117,9 +120,14 @@ class Run:
         reason = cls.available()
         if reason:
             raise RunError(f"cannot run on target {self.options.target}: {reason}")
+        if self.options.spark:
+            reason = spark_missing()
+            if reason:
+                raise RunError(f"cannot run the operators' Spark application: {reason} (or pass --no-spark)")
 
     # -- the run -------------------------------------------------------------
-    def execute(self) -> dict[int, Any]:
+    def execute(self) -> bool:
+        """Run every phase; ``True`` when all checks pass."""
         self.preflight()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(exist_ok=True)
@@ -128,23 +136,45 @@ class Run:
         previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
         started = time.time()
         self.record = self._base_record(started)
+        failed = True
         try:
+            if self.options.spark:
+                self._submit_spark()
             self._phase("network", self._start_network)
             self._phase("plan", self._install_plan)
             self._phase("operators", self._start_receivers)
             self._stream()
             self.record["switch"] = self._switch_counters()
+            failed = False
         except BaseException as err:
             self.record["error"] = f"{type(err).__name__}: {err}"
             raise
         finally:
-            self._teardown()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            procs.end_run()
-            self.record["end"] = time.time()
-            self._collect()
+            try:
+                self._teardown()
+                self._collect()
+                if self.spark is not None:
+                    if failed:
+                        self.spark.kill()
+                    else:
+                        self._phase("spark", self._finish_spark)
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                if self.spark is not None:
+                    self.spark.kill()
+                procs.end_run()
+                self.record["end"] = time.time()
+                self._write_record()
         return self._finish()
+
+    def _submit_spark(self) -> None:
+        self.spark = SparkApp(self.run_dir, job_description(self.topo, self.run_id), self.options.spark_master)
+        self.spark.start()
+        self.record["spark_master"] = self.options.spark_master
+
+    def _finish_spark(self) -> None:
+        self.record["spark"] = self.spark.finish()
 
     def _interrupt(self, signum, frame):
         raise RunInterrupted(signal.Signals(signum).name)
@@ -171,10 +201,15 @@ class Run:
         for name in self.topo.operator_hosts():
             host = self.network.host(name)
             log = open(self.run_dir / "logs" / f"{name}.receiver.log", "wb")
-            proc = host.popen([sys.executable, "-m", "testbed.receiver", "--host", name,
-                               "--out", str(self.run_dir)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            cmd = [sys.executable, "-m", "testbed.receiver", "--host", name, "--out", str(self.run_dir)]
+            if self.spark is not None:
+                cmd += ["--spark-dir", str(self.run_dir / "spark" / "in" / name)]
+            proc = host.popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             procs.register_pid(proc.pid, f"receiver on {name}")
             self.receivers[name] = proc
+        if self.spark is not None:
+            with self.console.status("waiting for the Spark application"):
+                self.spark.wait_ready()
         deadline = time.monotonic() + 30
         for name, proc in self.receivers.items():
             status = self.run_dir / f"{name}.status.json"
@@ -298,21 +333,28 @@ class Run:
         for p in list(self.run_dir.glob("*.sources.parquet")) + list(self.run_dir.glob("*.deliveries.parquet")) \
                 + list(self.run_dir.glob("*.status.json")):
             p.replace(raw / p.name)
-        self._write_record()
 
-    def _finish(self) -> dict[int, Any]:
+    def _finish(self) -> bool:
         sources = pd.read_parquet(self.run_dir / "sources.parquet")
         deliveries = pd.read_parquet(self.run_dir / "deliveries.parquet")
         results = check_frames(self.record["streams"], sources, deliveries)
         self.record["accounting"] = self._accounting(sources, deliveries, results)
         self.record["check"] = {str(k): v.as_json() for k, v in results.items()}
-        self.record["ok"] = all(r.ok for r in results.values())
+        ok = all(r.ok for r in results.values())
+        if self.spark is not None:
+            wins = check_windows(self.run_dir)
+            self.record["window_check"] = {str(k): v.as_json() for k, v in wins.items()}
+            ok = ok and all(w.ok for w in wins.values())
+        self.record["ok"] = ok
         self._write_record()
         plot_run(self.run_dir)
         for line in summary_lines(results):
             self.console.print(line)
+        if self.spark is not None:
+            for line in window_summary_lines(wins):
+                self.console.print(line)
         self.console.print(f"results: {self.run_dir}")
-        return results
+        return ok
 
     def _accounting(self, sources: pd.DataFrame, deliveries: pd.DataFrame, results) -> dict[str, Any]:
         """Every event: sent, received by each operator, dropped and why."""

@@ -63,6 +63,19 @@ class Timestamps(StrictModel):
     step: int = Field(default=1, ge=0)
 
 
+class Replay(StrictModel):
+    """Replay a CSV or Parquet file as the stream, naming the columns to use.
+
+    Rows are sent in file order; the k-th row is the event with seq k.  A
+    relative path is taken from the topology file's folder.
+    """
+
+    path: str
+    ts: str
+    value: str
+    key: Optional[str] = None
+
+
 class Query(StrictModel):
     """What each operator computes per window (see ``testbed.queries``)."""
 
@@ -80,6 +93,7 @@ class Stream(StrictModel):
     rate: float = Field(gt=0, description="events per second")
     timestamps: Timestamps = Timestamps()
     query: Query = Query()
+    replay: Optional[Replay] = None
 
     @field_validator("operators")
     @classmethod
@@ -283,7 +297,38 @@ def load_topology(path: Union[str, Path]) -> Topology:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise TopologyError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
-    return parse_topology(data, str(path))
+    topo = parse_topology(data, str(path))
+    return _resolve_replays(topo, path)
+
+
+def _resolve_replays(topo: Topology, path: Path) -> Topology:
+    """Make replay paths absolute and check the files and columns exist."""
+    streams = []
+    for i, s in enumerate(topo.streams):
+        if s.replay is not None:
+            file = Path(s.replay.path)
+            if not file.is_absolute():
+                file = (path.parent / file).resolve()
+            if not file.exists():
+                raise TopologyError(f"{path}: streams[{i}].replay.path: no such file {file}")
+            if file.suffix not in (".csv", ".parquet"):
+                raise TopologyError(f"{path}: streams[{i}].replay.path: must be .csv or .parquet")
+            columns = _columns(file)
+            for field_name in ("ts", "value", "key"):
+                col = getattr(s.replay, field_name)
+                if col is not None and col not in columns:
+                    raise TopologyError(f"{path}: streams[{i}].replay.{field_name}: no column {col!r} in {file.name}")
+            s = s.model_copy(update={"replay": s.replay.model_copy(update={"path": str(file)})})
+        streams.append(s)
+    return topo.model_copy(update={"streams": streams})
+
+
+def _columns(file: Path) -> list[str]:
+    if file.suffix == ".parquet":
+        import pyarrow.parquet as pq
+        return pq.read_schema(file).names
+    with open(file) as f:
+        return [c.strip() for c in f.readline().rstrip("\n").split(",")]
 
 
 def resolve_topology(name_or_path: str, root: Optional[Path] = None) -> Path:

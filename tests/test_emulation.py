@@ -50,7 +50,7 @@ def leftovers(switch):
 def test_run_passes_check(tmp_path, window):
     topo = small_topology(tmp_path, "sw1", window)
     out = tmp_path / "run"
-    res = run_cli("run", str(topo), "--out", str(out))
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
     assert res.returncode == 0, res.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     assert run["ok"] is True
@@ -73,7 +73,7 @@ def test_run_passes_check(tmp_path, window):
 def test_gap_events_are_counted_not_lost(tmp_path):
     topo = small_topology(tmp_path, "sw2", {"kind": "count", "size": 2, "slide": 5}, n_ops=2, events=100)
     out = tmp_path / "run"
-    res = run_cli("run", str(topo), "--out", str(out))
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
     assert res.returncode == 0, res.stderr[-3000:]
     acct = json.loads((out / "run.json").read_text())["accounting"]["streams"]["5"]
     assert acct["undelivered_by_design"] == {"no_window": 60}
@@ -84,7 +84,7 @@ def test_gap_events_are_counted_not_lost(tmp_path):
 def test_check_fails_on_tampered_deliveries(tmp_path):
     topo = small_topology(tmp_path, "sw3", {"kind": "count", "size": 3, "slide": 1}, events=100)
     out = tmp_path / "run"
-    assert run_cli("run", str(topo), "--out", str(out)).returncode == 0
+    assert run_cli("run", str(topo), "--out", str(out), "--no-spark").returncode == 0
     d = pd.read_parquet(out / "deliveries.parquet")
     d = pd.concat([d.iloc[1:], d.iloc[[5]]])          # one missing, one duplicated
     d.to_parquet(out / "deliveries.parquet")
@@ -97,7 +97,7 @@ def test_check_fails_on_tampered_deliveries(tmp_path):
 def test_interrupt_cleans_up(tmp_path):
     topo = small_topology(tmp_path, "sw4", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--no-spark"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(out.glob("*.source.status.json")) and time.monotonic() < deadline:
@@ -113,7 +113,7 @@ def test_interrupt_cleans_up(tmp_path):
 def test_clean_after_crash(tmp_path):
     topo = small_topology(tmp_path, "sw5", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--no-spark"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not list(out.glob("*.source.status.json")) and time.monotonic() < deadline:
@@ -138,3 +138,24 @@ def test_bad_topology_starts_nothing(tmp_path):
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "streams[0].window.size" in res.stderr
     assert not out.exists()
+
+
+@needs_mininet
+@pytest.mark.spark
+def test_run_with_spark_operators(tmp_path):
+    from testbed.spark import spark_missing
+    if spark_missing():
+        pytest.skip(f"Spark skipped: {spark_missing()}")
+    topo = small_topology(tmp_path, "sw6", {"kind": "count", "size": 5, "slide": 2}, events=400)
+    data = yaml.safe_load(topo.read_text())
+    data["streams"][0]["query"] = {"kind": "nexmark_q7"}
+    topo.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["window_check"]["5"]["ok"] and run["window_check"]["5"]["reference_windows"] == 199
+    assert run["spark"]["spark_master"] == "local[2]"
+    windows = pd.read_parquet(out / "windows.parquet")
+    assert len(windows) == 199 and windows["completed_ns"].min() > run["start"] * 1e9
+    assert leftovers("sw6") == ([], [])
