@@ -32,10 +32,15 @@ control MyEgress(inout headers_t hdr,
     }
 
     apply {
-        if (hdr.event.isValid() && egress_rewrite.apply().hit) {
-            stream_out.count((bit<32>)hdr.event.stream);
-            operator_out.count((bit<32>)standard_metadata.egress_port);
-        } else {
+        bool sent = false;
+        if (hdr.event.isValid()) {
+            if (egress_rewrite.apply().hit) {
+                stream_out.count((bit<32>)hdr.event.stream);
+                operator_out.count((bit<32>)standard_metadata.egress_port);
+                sent = true;
+            }
+        }
+        if (!sent) {
             mark_to_drop(standard_metadata);
         }
     }

@@ -154,8 +154,8 @@ def test_run_with_spark_operators(tmp_path):
     res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
     assert res.returncode == 0, res.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
-    assert run["window_check"]["5"]["ok"] and run["window_check"]["5"]["reference_windows"] == 199
+    assert run["window_check"]["5"]["ok"] and run["window_check"]["5"]["reference_windows"] == 200
     assert run["spark"]["spark_master"] == "local[2]"
     windows = pd.read_parquet(out / "windows.parquet")
-    assert len(windows) == 199 and windows["completed_ns"].min() > run["start"] * 1e9
+    assert len(windows) == 200 and windows["completed_ns"].min() > run["start"] * 1e9
     assert leftovers("sw6") == ([], [])
