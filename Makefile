@@ -46,8 +46,8 @@ test: deps
 bench: deps
 	$(PY) -m testbed.bench --out results/bench
 
-p4: 
-	@scripts/build-p4.sh
+p4: venv
+	$(PY) -m testbed.p4build
 
 plots: deps
 	$(TESTBED) plot $(RUN)

@@ -72,27 +72,27 @@ def window_range(spec: dict) -> tuple[F.Column, F.Column]:
     return oldest, newest
 
 
-def assign(events: DataFrame, spec: dict, owned_by: str | None) -> DataFrame:
+def assign(events: DataFrame, spec: dict, per_operator: bool) -> DataFrame:
     """Explode the stream's events into (event, window) rows.
 
-    With ``owned_by`` (an operator host) only the windows that operator owns
-    are kept, stepping through them with stride N; otherwise every window.
+    With ``per_operator`` each row keeps only the windows that the operator
+    which received it owns (``j = idx mod N``), stepping through them with
+    stride N; otherwise (the centralized reference) every window is kept.
     """
     ops = spec["operators"]
     n_ops = len(ops)
     oldest, newest = window_range(spec)
     df = events.where(F.col("stream") == spec["id"]).withColumn("_x", axis(spec)).where(F.col("_x") >= 0)
     df = df.withColumn("_oldest", oldest).withColumn("_newest", newest)
-    if owned_by is not None:
-        idx = ops.index(owned_by)
-        first = F.col("_oldest") + F.pmod(F.lit(idx) - F.col("_oldest"), F.lit(n_ops))
-        windows = F.when(first <= F.col("_newest"),
-                         F.sequence(first, F.col("_newest"), F.lit(n_ops).cast("long"))) \
-                   .otherwise(F.array().cast("array<long>"))
+    empty = F.array().cast("array<long>")
+    if per_operator:
+        idx = F.array_position(F.array(*[F.lit(o) for o in ops]), F.col("operator")) - 1
+        first = F.col("_oldest") + F.pmod(idx - F.col("_oldest"), F.lit(n_ops))
+        windows = F.when((idx >= 0) & (first <= F.col("_newest")),
+                         F.sequence(first, F.col("_newest"), F.lit(n_ops).cast("long"))).otherwise(empty)
     else:
         windows = F.when(F.col("_oldest") <= F.col("_newest"),
-                         F.sequence(F.col("_oldest"), F.col("_newest"))) \
-                   .otherwise(F.array().cast("array<long>"))
+                         F.sequence(F.col("_oldest"), F.col("_newest"))).otherwise(empty)
     df = df.withColumn("window", F.explode(windows)).drop("_x", "_oldest", "_newest")
     owner = F.element_at(F.array(*[F.lit(o) for o in ops]), (F.pmod(F.col("window"), F.lit(n_ops)) + 1).cast("int"))
     return df.withColumn("owner", owner)
@@ -156,13 +156,7 @@ class WindowJob:
     def operator_batch(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch: every operator's events folded into partial aggregates."""
         now = time.time_ns()
-        frames = []
-        for spec in self.specs.values():
-            for op in spec["operators"]:
-                mine = batch.where(F.col("operator") == op)
-                frames.append(partials(assign(mine, spec, owned_by=op), spec))
-        if not frames:
-            return
+        frames = [partials(assign(batch, spec, per_operator=True), spec) for spec in self.specs.values()]
         out = frames[0]
         for f in frames[1:]:
             out = out.unionByName(f)
@@ -174,7 +168,7 @@ class WindowJob:
                   .parquet(str(in_dir)))
         query = (events.writeStream.foreachBatch(self.operator_batch)
                  .option("checkpointLocation", str(self.spark_dir / "checkpoint"))
-                 .trigger(processingTime=f"{self.job.get('trigger_ms', 500)} milliseconds").start())
+                 .trigger(processingTime=f"{self.job.get('trigger_ms', 1000)} milliseconds").start())
         (self.spark_dir / "ready").write_text(str(os.getpid()))
         done = in_dir / "_DONE"
         while not done.exists():
@@ -191,7 +185,7 @@ class WindowJob:
 
     def reference(self) -> None:
         sources = self.spark.read.parquet(str(self.run_dir / "sources.parquet"))
-        frames = [partials(assign(sources, spec, owned_by=None), spec) for spec in self.specs.values()]
+        frames = [partials(assign(sources, spec, per_operator=False), spec) for spec in self.specs.values()]
         ref = frames[0]
         for f in frames[1:]:
             ref = ref.unionByName(f)

@@ -42,6 +42,36 @@ def plot_load(run_dir: Path) -> Path:
     return out
 
 
+def latency_table(run_dir: Path) -> pd.DataFrame:
+    """Delivery latency (receive - send, microseconds) of every delivered copy."""
+    sources = pd.read_parquet(run_dir / "sources.parquet", columns=["stream", "seq", "send_ns"])
+    deliveries = pd.read_parquet(run_dir / "deliveries.parquet", columns=["stream", "seq", "recv_ns"])
+    joined = deliveries.merge(sources, on=["stream", "seq"])
+    return joined.assign(latency_us=(joined["recv_ns"] - joined["send_ns"]) / 1000.0)[["stream", "latency_us"]]
+
+
+def plot_latency(run_dir: Path) -> Path:
+    """CDF of delivery latency per stream (source send to operator socket)."""
+    run = json.loads((run_dir / "run.json").read_text())
+    lat = latency_table(run_dir)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for sid, part in lat.groupby("stream"):
+        values = part["latency_us"].sort_values().to_numpy()
+        label = run["streams"][str(sid)].get("name") or str(sid)
+        ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("delivery latency (us, source send to operator receive)")
+    ax.set_ylabel("fraction of deliveries")
+    ax.set_title(f"{run['name']}: latency ({run['target']} target)")
+    ax.legend(title="stream")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = run_dir / "latency.png"
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
 def plot_run(run_dir: Path) -> list[Path]:
     """Every figure a run has data for."""
-    return [plot_load(run_dir)]
+    return [plot_load(run_dir), plot_latency(run_dir)]

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import time
 from array import array
 from pathlib import Path
@@ -26,6 +27,8 @@ STATUS_EVERY_S = 0.2
 #: How often newly received events are handed to Spark as a Parquet file.
 SPARK_BATCH_S = 0.5
 SOCKET_BUFFER = 32 << 20
+SO_TIMESTAMPNS = 35            # = SCM_TIMESTAMPNS: kernel receive time as a timespec
+TIMESPEC = struct.Struct("qq")
 COLUMNS = ("stream", "seq", "ts", "key", "value", "recv_ns")
 
 
@@ -59,6 +62,9 @@ class Receiver:
         self.stopping = False
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, 33, SOCKET_BUFFER)  # SO_RCVBUFFORCE (root)
+        # The kernel stamps each datagram on arrival, so recv_ns measures the
+        # network and the splitter, not how busy this process was.
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.sock.bind(("0.0.0.0", EVENT_UDP_PORT))
         self.sock.settimeout(STATUS_EVERY_S)
         self.baseline_drops = udp_kernel_drops()
@@ -80,8 +86,7 @@ class Receiver:
         next_batch = time.monotonic() + SPARK_BATCH_S
         while not self.stopping:
             try:
-                if self.sock.recv_into(buf) >= EVENT_STRUCT.size:
-                    self._record(buf, time.time_ns())
+                self._receive(buf)
             except socket.timeout:
                 pass
             except InterruptedError:
@@ -114,6 +119,17 @@ class Receiver:
         self.handed_over = n
         self.batches += 1
 
+    def _receive(self, buf: bytearray) -> None:
+        n, ancdata, _flags, _addr = self.sock.recvmsg_into([buf], 64)
+        if n < EVENT_STRUCT.size:
+            return
+        now = None
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = TIMESPEC.unpack_from(data)
+                now = sec * 1_000_000_000 + nsec
+        self._record(buf, now if now is not None else time.time_ns())
+
     def _record(self, buf: bytearray, now: int) -> None:
         stream, _flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf)
         cols = self.cols
@@ -130,11 +146,9 @@ class Receiver:
         buf = bytearray(2048)
         while True:
             try:
-                n = self.sock.recv_into(buf)
+                self._receive(buf)
             except (BlockingIOError, InterruptedError):
                 break
-            if n >= EVENT_STRUCT.size:
-                self._record(buf, time.time_ns())
         pq.write_table(self._table(), self.out_dir / f"{self.host}.deliveries.parquet")
         if self.spark_dir is not None:
             self.hand_over()
