@@ -77,6 +77,9 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
     except (RunInterrupted, KeyboardInterrupt):
         click.echo("interrupted; everything started was stopped", err=True)
         sys.exit(130)
+    except Exception as err:  # the run stopped what it started; say why in one line
+        click.echo(f"error: run failed: {type(err).__name__}: {err}", err=True)
+        sys.exit(1)
     sys.exit(0 if ok else 1)
 
 

@@ -58,6 +58,8 @@ class SplitterSwitch(Switch):
 
     def __init__(self, name: str, run_dir: str, control_port: Optional[int] = None,
                  device_id: int = 0, **kwargs: Any):
+        # Mininet derives a datapath id from digits in the name; ours may have none.
+        kwargs.setdefault("dpid", "%016x" % (device_id + 1))
         super().__init__(name, **kwargs)
         self.run_dir = Path(run_dir)
         self.control_port = control_port or free_loopback_port()

@@ -1,0 +1,146 @@
+"""``make bench``: speed and memory of the testbed's parts, written to files.
+
+Measured, not asserted: each benchmark records what it measured and on what
+machine, in ``results/bench/bench-<time>.json``.  Parts:
+
+- oracle: verdicts per second;
+- pipeline: ingress decisions and whole-frame processing per second of the
+  embedded target's model, tumbling and sliding, and its register memory;
+- plan: entries and groups as N grows (the cost docs/windows.md bounds);
+- emulation (root + Mininet): the embedded target at increasing offered
+  rates, with the deliveries lost and the latency percentiles per rate.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import yaml
+
+from .control import Controller
+from .pipeline import SplitterPipeline
+from .plan import SplitterPlan
+from .topology import parse_topology
+from .wire import FrameTemplate
+from .windows import CountWindows, StreamOracle
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _topology(size, slide, n_ops, kind="count", events=1, rate=1):
+    hosts = {"src": {}} | {f"op{i}": {} for i in range(n_ops)}
+    return {"name": "bench", "hosts": hosts, "streams": [
+        {"id": 1, "source": "src", "window": {"kind": kind, "size": size, "slide": slide},
+         "operators": [f"op{i}" for i in range(n_ops)], "events": events, "rate": rate}]}
+
+
+def bench_oracle(n=200_000) -> dict:
+    oracle = StreamOracle(CountWindows(5, 1), [f"o{i}" for i in range(6)])
+    t0 = time.perf_counter()
+    for k in range(n):
+        oracle.step(k, k)
+    dt = time.perf_counter() - t0
+    return {"spec": "count n=5 slide=1 N=6", "events": n, "seconds": dt, "events_per_s": n / dt}
+
+
+def bench_pipeline(n=100_000) -> list[dict]:
+    out = []
+    for label, (size, slide) in {"tumbling n=100 slide=100": (100, 100), "sliding n=5 slide=1": (5, 1),
+                                 "sliding n=5 slide=2": (5, 2)}.items():
+        topo = parse_topology(_topology(size, slide, 6))
+        pipe = SplitterPipeline()
+        Controller(pipe).install(SplitterPlan(topo))
+        t0 = time.perf_counter()
+        for k in range(n):
+            pipe.replicate(pipe.ingress(1, k))
+        t_ingress = time.perf_counter() - t0
+        tpl = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
+        frames = [tpl.frame(k, k) for k in range(n // 4)]
+        pipe.register_reset("initialized")
+        copies = 0
+        t0 = time.perf_counter()
+        for f in frames:
+            copies += len(pipe.process(f))
+        t_frames = time.perf_counter() - t0
+        out.append({"spec": label, "decisions_per_s": n / t_ingress, "frames_per_s": len(frames) / t_frames,
+                    "copies_per_frame": copies / len(frames)})
+    tracemalloc.start()
+    SplitterPipeline()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    out.append({"spec": "memory of an empty pipeline (registers for 65,536 streams)", "peak_bytes": peak})
+    return out
+
+
+def bench_plan() -> list[dict]:
+    rows = []
+    for n_ops in (2, 4, 8, 16, 32, 64):
+        for size, slide in ((5, 1), (5, 2), (100, 30), (10, 10)):
+            topo = parse_topology(_topology(size, slide, n_ops))
+            t0 = time.perf_counter()
+            cost = SplitterPlan(topo).cost()
+            rows.append({"N": n_ops, "size": size, "slide": slide, "seconds": time.perf_counter() - t0, **cost})
+    return rows
+
+
+def bench_emulation(rates=(1000, 2000, 4000, 8000), events=8000) -> list[dict]:
+    from .network import mininet_missing
+    reason = mininet_missing()
+    if reason:
+        return [{"skipped": reason}]
+    rows = []
+    for rate in rates:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "topo.yaml"
+            data = _topology(5, 1, 4, events=events, rate=rate)
+            data["switch"] = {"name": "bsw"}
+            path.write_text(yaml.safe_dump(data))
+            out = Path(tmp) / "run"
+            t0 = time.perf_counter()
+            res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--out", str(out),
+                                  "--no-spark"], cwd=ROOT, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            run = json.loads((out / "run.json").read_text())
+            from .plots import latency_table
+            lat = latency_table(out)["latency_us"]
+            acct = run["accounting"]["streams"]["1"]
+            rows.append({"offered_rate": rate, "events": events, "exit": res.returncode,
+                         "expected_deliveries": run["expected_deliveries"],
+                         "lost": acct["lost"], "switch_socket": run["accounting"]["switch_socket"],
+                         "latency_us_p50": float(lat.quantile(0.5)), "latency_us_p99": float(lat.quantile(0.99)),
+                         "stream_seconds": run["phases_s"]["stream"], "wall_seconds": wall})
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench")
+    ap.add_argument("--skip-emulation", action="store_true")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "kernel": platform.release()}, "started": time.time()}
+    for name, fn in (("oracle", bench_oracle), ("pipeline", bench_pipeline), ("plan", bench_plan)):
+        print(f"bench: {name}", flush=True)
+        report[name] = fn()
+    if not args.skip_emulation:
+        print("bench: emulation (embedded target, rate sweep)", flush=True)
+        report["emulation"] = bench_emulation()
+    path = args.out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: report[k] for k in ("oracle", "pipeline")}, indent=2))
+    for row in report.get("emulation", []):
+        print(row)
+    print(f"written: {path}")
+
+
+if __name__ == "__main__":
+    main()
