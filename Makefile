@@ -6,7 +6,8 @@ VENV        ?= .venv
 PY          := $(VENV)/bin/python
 TESTBED     := $(VENV)/bin/testbed
 NAME        ?= cbsw1
-TARGET      ?= model
+TARGET      ?=
+EXPERIMENT_ARGS ?=
 PYTEST_ARGS ?=
 # Debian packages: Mininet and the tools its hosts use, Java for PySpark,
 # python3-thrift for bmv2's CLI (only used when bmv2 is installed).
@@ -29,7 +30,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	touch $@
 
 experiment: deps
-	$(TESTBED) run $(NAME) --target $(TARGET)
+	$(TESTBED) experiment $(NAME) $(if $(TARGET),--target $(TARGET),) $(EXPERIMENT_ARGS)
 
 run: experiment
 

@@ -84,6 +84,46 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
 
 
 @main.command()
+@click.argument("name")
+@click.option("--target", type=click.Choice(["model", "bmv2"]), default=None)
+@click.option("--spark-master", default="local[*]", show_default=True)
+@click.option("--no-spark", is_flag=True)
+@click.pass_context
+def experiment(ctx: click.Context, name: str, target: Optional[str], spark_master: str, no_spark: bool) -> None:
+    """Run experiment NAME (experiments/NAME.yaml), or a single scenario of that name."""
+    from .experiment import experiment_path, load_experiment, run_experiment
+    from .run import Run, RunError, RunInterrupted, RunOptions
+
+    path = experiment_path(name)
+    if path is None:
+        ctx.invoke(run, topology=name, target=target, out=None, seed=None, timeout=None,
+                   spark_master=spark_master, no_spark=no_spark)
+        return
+    try:
+        exp = load_experiment(path)
+    except TopologyError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2)
+
+    def make_run(topo, topo_path, run_dir):
+        opts = RunOptions(target=target or topo.switch.target, out=run_dir, spark=not no_spark,
+                          spark_master=spark_master)
+        click.echo(f"== {exp.name}: {topo.name} on {opts.target}", err=True)
+        return Run(topo, topo_path, opts).execute()
+
+    try:
+        ok, out = run_experiment(exp, make_run)
+    except RunError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2 if "cannot run" in str(err) else 1)
+    except (RunInterrupted, KeyboardInterrupt):
+        click.echo("interrupted; everything started was stopped", err=True)
+        sys.exit(130)
+    click.echo(f"experiment {exp.name}: {'all runs passed their checks' if ok else 'CHECK FAILURES'}; {out}")
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def check(run_dir: Path) -> None:
     """Compare a run's deliveries with the oracle; exit 1 on any violation."""

@@ -332,13 +332,13 @@ def _columns(file: Path) -> list[str]:
 
 
 def resolve_topology(name_or_path: str, root: Optional[Path] = None) -> Path:
-    """A path as given, or a scenario name looked up in ``topologies/`` and ``experiments/``."""
+    """A path as given, or a scenario name looked up in ``topologies/``."""
     p = Path(name_or_path)
     if p.exists():
         return p
     root = root or Path(__file__).resolve().parent.parent
-    for folder in ("topologies", "experiments"):
-        cand = root / folder / f"{name_or_path}.yaml"
-        if cand.exists():
-            return cand
-    raise TopologyError(f"{name_or_path}: no such topology file (looked in topologies/ and experiments/)")
+    cand = root / "topologies" / f"{name_or_path}.yaml"
+    if cand.exists():
+        return cand
+    raise TopologyError(f"{name_or_path}: no such topology file or experiment "
+                        f"(looked in topologies/ and experiments/)")

@@ -118,3 +118,20 @@ def test_cli_plan_table_output_cbsw1():
     res = run_cli("plan", "cbsw1", "-k", "6")
     assert res.returncode == 0
     assert "set_count_window" in res.stdout and "multicast groups" in res.stdout
+
+
+def test_experiment_files_load():
+    from testbed.experiment import experiment_path, load_experiment
+    for name in ("s4load", "s4amp", "p4ssexp"):
+        exp = load_experiment(experiment_path(name))
+        assert exp.runs and exp.figure in ("load", "amplification")
+
+
+def test_experiment_with_unknown_scenario_fails_cleanly(tmp_path):
+    from testbed.experiment import load_experiment
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    f = folder / "bad.yaml"
+    f.write_text("name: bad\nruns: [cbsw1, nosuch]\n")
+    with pytest.raises(TopologyError, match=r"runs\[1\]: nosuch: no such topology"):
+        load_experiment(f)
