@@ -61,14 +61,15 @@ def validate(topology: str) -> None:
 @click.option("--spark-master", default="local[*]", show_default=True,
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
 @click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
+@click.option("--pcap", is_flag=True, help="Capture every switch port into pcaps/ (tcpdump).")
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
-        timeout: Optional[float], spark_master: str, no_spark: bool) -> None:
+        timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from .run import Run, RunError, RunInterrupted, RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
-                         spark=not no_spark, spark_master=spark_master)
+                         spark=not no_spark, spark_master=spark_master, pcap=pcap)
     try:
         ok = Run(topo, path, options).execute()
     except RunError as err:

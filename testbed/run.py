@@ -64,6 +64,7 @@ class RunOptions:
     timeout: Optional[float] = None
     spark: bool = True
     spark_master: str = "local[*]"
+    pcap: bool = False
 
 
 def git_revision() -> str:
@@ -189,7 +190,25 @@ class Run:
     def _start_network(self) -> None:
         self.network = SplitterNetwork(self.topo, self.options.target, self.run_dir).build()
         self.network.start()
+        if self.options.pcap:
+            self._start_captures()
         self.record["versions"].update(self.network.switch.versions())
+
+    def _start_captures(self) -> None:
+        """tcpdump on every switch port into pcaps/, as p4lang/tutorials does."""
+        folder = self.run_dir / "pcaps"
+        folder.mkdir(exist_ok=True)
+        self.captures = []
+        for port, intf in sorted(self.network.switch.port_map().items()):
+            proc = subprocess.Popen(["tcpdump", "-i", intf, "-w", str(folder / f"{intf}.pcap"), "-U", "-q",
+                                     "udp port 50000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.register_pid(proc.pid, f"tcpdump on {intf}")
+            self.captures.append(proc)
+        deadline = time.monotonic() + 10
+        while not all((folder / f"{i}.pcap").exists() for i in self.network.switch.port_map().values()):
+            if time.monotonic() > deadline:
+                raise RunError("tcpdump did not start capturing within 10s")
+            time.sleep(0.05)
 
     def _install_plan(self) -> None:
         api = self.network.switch.control_api()
@@ -299,8 +318,9 @@ class Run:
 
     # -- teardown and results -------------------------------------------------
     def _teardown(self) -> None:
-        """Stop receivers (they flush their data), sources, then the network."""
-        for group in (self.sources, self.receivers):
+        """Stop receivers (they flush their data), sources, captures, then the network."""
+        captures = {str(p.pid): p for p in getattr(self, "captures", [])}
+        for group in (self.sources, self.receivers, captures):
             for name, proc in group.items():
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
