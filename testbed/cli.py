@@ -3,12 +3,31 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 import click
 
 from .topology import TopologyError, load_topology, resolve_topology
+
+
+@contextmanager
+def _run_errors():
+    """One line and the right exit code for whatever stops a run or experiment."""
+    from .run import RunError, RunInterrupted
+
+    try:
+        yield
+    except RunError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2 if "cannot run" in str(err) else 1)
+    except (RunInterrupted, KeyboardInterrupt):
+        click.echo("interrupted; everything started was stopped", err=True)
+        sys.exit(130)
+    except Exception as err:  # the run stopped what it started; say why in one line
+        click.echo(f"error: run failed: {type(err).__name__}: {err}", err=True)
+        sys.exit(1)
 
 
 def _load(topology: str):
@@ -65,22 +84,13 @@ def validate(topology: str) -> None:
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
         timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
-    from .run import Run, RunError, RunInterrupted, RunOptions
+    from .run import Run, RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
                          spark=not no_spark, spark_master=spark_master, pcap=pcap)
-    try:
+    with _run_errors():
         ok = Run(topo, path, options).execute()
-    except RunError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2 if "cannot run" in str(err) else 1)
-    except (RunInterrupted, KeyboardInterrupt):
-        click.echo("interrupted; everything started was stopped", err=True)
-        sys.exit(130)
-    except Exception as err:  # the run stopped what it started; say why in one line
-        click.echo(f"error: run failed: {type(err).__name__}: {err}", err=True)
-        sys.exit(1)
     sys.exit(0 if ok else 1)
 
 
@@ -93,7 +103,7 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
 def experiment(ctx: click.Context, name: str, target: Optional[str], spark_master: str, no_spark: bool) -> None:
     """Run experiment NAME (experiments/NAME.yaml), or a single scenario of that name."""
     from .experiment import experiment_path, load_experiment, run_experiment
-    from .run import Run, RunError, RunInterrupted, RunOptions
+    from .run import Run, RunOptions
 
     path = experiment_path(name)
     if path is None:
@@ -112,14 +122,8 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], spark_maste
         click.echo(f"== {exp.name}: {topo.name} on {opts.target}", err=True)
         return Run(topo, topo_path, opts).execute()
 
-    try:
+    with _run_errors():
         ok, out = run_experiment(exp, make_run)
-    except RunError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2 if "cannot run" in str(err) else 1)
-    except (RunInterrupted, KeyboardInterrupt):
-        click.echo("interrupted; everything started was stopped", err=True)
-        sys.exit(130)
     click.echo(f"experiment {exp.name}: {'all runs passed their checks' if ok else 'CHECK FAILURES'}; {out}")
     sys.exit(0 if ok else 1)
 

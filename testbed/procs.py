@@ -109,6 +109,33 @@ def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
     return True
 
 
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a log, for error messages about a process that failed."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def stop_group(proc, grace: float = 5.0) -> None:
+    """End a child started with ``start_new_session=True`` and its whole
+    process group (SIGTERM, then SIGKILL after ``grace``); forget its PID."""
+    import subprocess
+
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+    unregister_pid(proc.pid)
+
+
 def stale_runs() -> list[dict]:
     """State of runs whose owning ``testbed run`` process is gone."""
     out = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Optional
 
 from . import procs
-from .targets.base import log_tail
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "operators" / "window_job.py"
@@ -87,10 +85,10 @@ class SparkApp:
         while not ready.exists():
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Spark application exited ({self.proc.returncode}); log tail:\n"
-                                   f"{log_tail(self.log_path)}")
+                                   f"{procs.log_tail(self.log_path)}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Spark application not ready after {timeout:.0f}s; log tail:\n"
-                                   f"{log_tail(self.log_path)}")
+                                   f"{procs.log_tail(self.log_path)}")
             time.sleep(0.2)
 
     def finish(self, timeout: float = 600.0) -> dict:
@@ -103,21 +101,11 @@ class SparkApp:
             raise RuntimeError(f"Spark application did not finish in {timeout:.0f}s")
         procs.unregister_pid(self.proc.pid)
         if code != 0:
-            raise RuntimeError(f"Spark application failed ({code}); log tail:\n{log_tail(self.log_path)}")
+            raise RuntimeError(f"Spark application failed ({code}); log tail:\n{procs.log_tail(self.log_path)}")
         return json.loads((self.spark_dir / "analysis.json").read_text())
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
-        if self.proc is not None:
-            procs.unregister_pid(self.proc.pid)
+        procs.stop_group(self.proc, grace=10)
 
 
 def job_description(topo, run_id: str) -> dict:

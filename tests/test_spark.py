@@ -12,7 +12,7 @@ import yaml
 
 from testbed.check import check_windows
 from testbed.spark import SparkApp, job_description, loopback_env, spark_home, spark_missing
-from testbed.targets.base import free_loopback_port, port_listening
+from testbed.ports import free_loopback_port, port_listening
 from testbed.topology import load_topology
 from testbed.windows import StreamOracle
 from testbed.workload import stream_events

@@ -7,9 +7,6 @@ run calls ``wait_ready`` before it installs the plan, so readiness is checked
 """
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,32 +14,12 @@ from typing import Any, Optional
 
 from mininet.node import Switch
 
-from ..procs import register_pid, unregister_pid
+from ..ports import free_loopback_port, port_listening  # noqa: F401 (re-exported for targets)
+from ..procs import log_tail, register_pid, stop_group
 
 
 class SwitchNotReady(RuntimeError):
     pass
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_listening(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 class SplitterSwitch(Switch):
@@ -113,15 +90,5 @@ class SplitterSwitch(Switch):
                              f"not listening after {timeout:.0f}s; log tail:\n{log_tail(self.log_path)}")
 
     def stop(self, deleteIntfs: bool = True) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
-        if self.proc is not None:
-            unregister_pid(self.proc.pid)
+        stop_group(self.proc)
         super().stop(deleteIntfs)
