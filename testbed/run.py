@@ -185,7 +185,7 @@ class Run:
         with self.console.status(f"[bold]{name}[/]: starting"):
             fn()
         self.record.setdefault("phases_s", {})[name] = round(time.perf_counter() - t0, 3)
-        self.console.log(f"{name}: ready ({self.record['phases_s'][name]:.1f}s)")
+        self.console.log(f"{name}: done ({self.record['phases_s'][name]:.1f}s)")
 
     def _start_network(self) -> None:
         self.network = SplitterNetwork(self.topo, self.options.target, self.run_dir).build()
