@@ -64,8 +64,10 @@ class SplitterNetwork:
             net.addLink(host, self.switch, port2=ports[name], cls=TCLink if shaping else Link, **shaping)
         net.build()
         register_interfaces([i.name for i in self.switch.intfList() if i.name != "lo"])
+        nodes = list(net.hosts) + ([self.switch] if self.switch.inNamespace else [])
+        for node in nodes:
+            register_pid(node.pid, f"mininet node {node.name}")
         for host in net.hosts:
-            register_pid(host.pid, f"mininet host {host.name}")
             # IPv6 neighbour discovery and router solicitations would only add
             # noise to the switch's non-event counter.
             host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")

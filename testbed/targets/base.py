@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from mininet.node import Switch
 
+from .. import netns
 from ..ports import free_loopback_port, port_listening  # noqa: F401 (re-exported for targets)
 from ..procs import log_tail, register_pid, stop_group
 
@@ -66,10 +67,24 @@ class SplitterSwitch(Switch):
         """Switch port number -> interface name, as Mininet numbered them."""
         return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
 
+    def control_listening(self) -> bool:
+        """Whether the control port accepts connections, seen from the switch's namespace."""
+        if self.inNamespace:
+            return netns.listening(self.netns_path, self.control_port)
+        return port_listening(self.control_port)
+
+    @property
+    def netns_path(self) -> str:
+        return f"/proc/{self.pid}/ns/net"
+
     def start(self, controllers) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+        cmd = self.command()
+        if self.inNamespace:
+            self.cmd("ip link set lo up")                  # the control port's only way in
+            cmd = ["mnexec", "-a", str(self.pid)] + cmd   # into the node's namespaces
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         register_pid(self.proc.pid, f"{self.target} switch {self.name}")
@@ -83,7 +98,7 @@ class SplitterSwitch(Switch):
                 code = None if self.proc is None else self.proc.returncode
                 raise SwitchNotReady(f"{self.target} switch {self.name} exited (code {code}); "
                                      f"log tail:\n{log_tail(self.log_path)}")
-            if port_listening(self.control_port):
+            if self.control_listening():
                 return
             time.sleep(0.05)
         raise SwitchNotReady(f"{self.target} switch {self.name}: control port {self.control_port} "

@@ -10,15 +10,14 @@
   ``Bmv2Process`` runs a switch outside Mininet (tests, benchmarks) and
   ``Bmv2Switch`` is the Mininet node.
 
-bmv2's Thrift server listens on every interface (``[::]:<port>``); there is
-no option to bind it to loopback.  ``docs/p4.md`` says what that means.
+bmv2's Thrift server listens on every interface (``0.0.0.0:<port>``); there
+is no option to bind it to loopback.  ``docs/p4.md`` says what that means.
 """
 from __future__ import annotations
 
 import ipaddress
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -28,8 +27,10 @@ from typing import Any, Optional, Sequence
 
 from .. import p4build
 from ..pipeline import SCHEMA
-from ..procs import register_path, register_pid, unregister_pid
-from .base import SplitterSwitch, SwitchNotReady, free_loopback_port, log_tail, port_listening
+from ..ports import free_loopback_port, port_listening
+from ..procs import log_tail, register_path, register_pid, stop_group
+from .. import netns
+from .base import SplitterSwitch, SwitchNotReady
 
 #: Context id of the single P4 program in a bmv2 switch.
 CXT_ID = 0
@@ -51,6 +52,7 @@ class Bmv2Error(RuntimeError):
 @dataclass(frozen=True)
 class TableInfo:
     name: str                       # qualified, e.g. MyIngress.window_spec
+    key_names: tuple[str, ...]      # as @name gives them, e.g. ("stream", "newest_op")
     key_widths: tuple[int, ...]
     match_types: tuple[str, ...]
     actions: tuple[str, ...]        # qualified action names
@@ -98,10 +100,9 @@ class ProgramInfo:
         for pipe in config["pipelines"]:
             for t in pipe["tables"]:
                 self.tables[t["name"]] = TableInfo(
-                    t["name"], tuple(width(k["target"]) for k in t["key"]),
+                    t["name"], tuple(k.get("name", "") for k in t["key"]),
+                    tuple(width(k["target"]) for k in t["key"]),
                     tuple(k["match_type"] for k in t["key"]), tuple(t["actions"]))
-        self.key_names = {t["name"]: tuple(k.get("name", "") for k in t["key"])
-                          for pipe in config["pipelines"] for t in pipe["tables"]}
         self.registers = {r["name"]: ArrayInfo(r["name"], r["size"], r["bitwidth"])
                           for r in config["register_arrays"]}
         self.counters = {c["name"]: ArrayInfo(c["name"], c["size"])
@@ -183,19 +184,30 @@ class Bmv2API:
     """
 
     def __init__(self, thrift_port: int, json_path: Optional[Path] = None,
-                 host: str = "127.0.0.1", timeout_ms: int = THRIFT_TIMEOUT_MS):
+                 host: str = "127.0.0.1", timeout_ms: int = THRIFT_TIMEOUT_MS,
+                 netns_path: Optional[str] = None):
         m = _thrift_modules()
         self._std = m["std"]
         self._pre_types = m["pre"]
         sock = m["TSocket"].TSocket(host, thrift_port)
         sock.setTimeout(timeout_ms)
+        if netns_path is not None:
+            # The switch lives in its own namespace (its Thrift server binds
+            # every interface there, and there only loopback has an address):
+            # connect from inside it and hand Thrift the open socket.
+            try:
+                sock.handle = netns.connect(netns_path, thrift_port, timeout_ms / 1000)
+            except OSError as err:
+                raise Bmv2Error(f"cannot connect to bmv2 Thrift server at 127.0.0.1:{thrift_port} "
+                                f"in {netns_path}: {err}") from None
         self._transport = m["TTransport"].TBufferedTransport(sock)
         proto = m["TBinaryProtocol"].TBinaryProtocol(self._transport)
         mux = m["TMultiplexedProtocol"].TMultiplexedProtocol
         self.client = m["Standard"].Client(mux(proto, "standard"))
         self.mc = m["SimplePreLAG"].Client(mux(proto, "simple_pre_lag"))
         try:
-            self._transport.open()
+            if netns_path is None:
+                self._transport.open()
         except m["TTransport"].TTransportException as err:
             raise Bmv2Error(f"cannot connect to bmv2 Thrift server at {host}:{thrift_port}: {err}") from None
         config = (json.loads(Path(json_path).read_text()) if json_path
@@ -373,8 +385,7 @@ def bmv2_log_path(run_dir: Path, name: str) -> Path:
 
 
 def simple_switch_command(json_path: Path, ports: dict[int, str], thrift_port: int, run_dir: Path,
-                          name: str, device_id: int = 0, log_level: str = DEFAULT_LOG_LEVEL,
-                          pcap_dir: Optional[Path] = None) -> list[str]:
+                          name: str, device_id: int = 0, log_level: str = DEFAULT_LOG_LEVEL) -> list[str]:
     """The ``simple_switch`` command line for one switch.
 
     bmv2's log goes to ``bmv2_log_path(run_dir, name)`` at ``log_level``
@@ -388,8 +399,6 @@ def simple_switch_command(json_path: Path, ports: dict[int, str], thrift_port: i
     cmd = [switch, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
            "--log-file", str(bmv2_log_path(run_dir, name).with_suffix("")), "--log-level", log_level,
            "--notifications-addr", notifications_address(run_dir, name)]
-    if pcap_dir is not None:
-        cmd += ["--pcap", str(pcap_dir)]
     for port, intf in sorted(ports.items()):
         cmd += ["-i", f"{port}@{intf}"]
     cmd.append(str(json_path))
@@ -405,7 +414,11 @@ class Bmv2Process:
 
     def __init__(self, ports: dict[int, str], run_dir: Path, name: str = "bmv2",
                  thrift_port: Optional[int] = None, device_id: int = 0,
-                 log_level: str = DEFAULT_LOG_LEVEL, json_path: Optional[Path] = None):
+                 log_level: str = DEFAULT_LOG_LEVEL, json_path: Optional[Path] = None,
+                 namespace: Optional[netns.NamedNamespace] = None):
+        """``namespace`` holds the port interfaces; the switch runs in it so
+        that its Thrift server is reachable only there, over loopback."""
+        self.namespace = namespace
         self.ports = dict(ports)
         self.run_dir = Path(run_dir)
         self.name = name
@@ -421,13 +434,16 @@ class Bmv2Process:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         cmd = simple_switch_command(self.json_path, self.ports, self.thrift_port, self.run_dir,
                                     self.name, self.device_id, self.log_level)
+        if self.namespace is not None:
+            cmd = self.namespace.prefix() + cmd
         with open(self.console_log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         register_pid(self.proc.pid, f"bmv2 {self.name}")
         deadline = time.monotonic() + timeout
-        while not port_listening(self.thrift_port):
+        while not self._listening():
             if self.proc.poll() is not None:
+                self.stop()
                 raise SwitchNotReady(f"simple_switch exited (code {self.proc.returncode}); "
                                      f"log tail:\n{log_tail(self.console_log)}")
             if time.monotonic() > deadline:
@@ -437,22 +453,17 @@ class Bmv2Process:
             time.sleep(0.05)
         return self
 
+    def _listening(self) -> bool:
+        if self.namespace is not None:
+            return netns.listening(self.namespace.path, self.thrift_port)
+        return port_listening(self.thrift_port)
+
     def api(self) -> Bmv2API:
-        return Bmv2API(self.thrift_port, self.json_path)
+        return Bmv2API(self.thrift_port, self.json_path,
+                       netns_path=self.namespace.path if self.namespace else None)
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
-        unregister_pid(self.proc.pid)
+        stop_group(self.proc)
 
     def __enter__(self) -> "Bmv2Process":
         return self.start()
@@ -474,6 +485,10 @@ class Bmv2Switch(SplitterSwitch):
 
     def __init__(self, name: str, run_dir: str, json_path: Optional[str] = None,
                  log_level: str = DEFAULT_LOG_LEVEL, **kwargs: Any):
+        # In a namespace of its own: simple_switch's Thrift server binds every
+        # interface, and there the only address is loopback's.  (Mininet's
+        # addSwitch passes its own inNamespace=False, hence the override.)
+        kwargs["inNamespace"] = True
         super().__init__(name, run_dir, **kwargs)
         self.json_path = Path(json_path) if json_path else None
         self.log_level = log_level
@@ -492,4 +507,5 @@ class Bmv2Switch(SplitterSwitch):
         return {"simple_switch": found["simple_switch"], "p4c": found["p4c"]}
 
     def control_api(self) -> Bmv2API:
-        return Bmv2API(self.control_port, self.json_path)
+        return Bmv2API(self.control_port, self.json_path,
+                       netns_path=self.netns_path if self.inNamespace else None)
