@@ -21,6 +21,7 @@ import argparse
 import glob
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,7 @@ COMPILERS = ("p4c-bm2-ss", "p4c")
 SWITCH = "simple_switch"
 #: A bmv2 Thrift module that must be importable to drive the switch.
 THRIFT_CLIENT_MODULE = "bm_runtime"
+VERSION_PATTERN = re.compile(r"\d+\.\d+\.\d+")
 
 
 class P4BuildError(RuntimeError):
@@ -177,7 +179,11 @@ def compile_program(out_dir: Path = BUILD_DIR, force: bool = False) -> Path:
 
 
 def tool_version(tool: str) -> str:
-    """First line of ``tool --version``, or ``"unknown"``."""
+    """The line of ``tool --version`` that holds a version number, or ``"unknown"``.
+
+    p4c prints its own path first and ``Version 1.2.4.1 (SHA: ...)`` after
+    it; simple_switch prints just ``1.15.5-<sha>``.
+    """
     path = find_tool(tool)
     if path is None:
         return "missing"
@@ -185,8 +191,11 @@ def tool_version(tool: str) -> str:
         res = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    text = (res.stdout or res.stderr).strip()
-    return text.splitlines()[0] if text else "unknown"
+    for line in (res.stdout + "\n" + res.stderr).splitlines():
+        line = line.strip()
+        if VERSION_PATTERN.search(line) and not line.startswith("/"):
+            return line.removeprefix("Version ").strip()
+    return "unknown"
 
 
 def versions() -> dict[str, str]:

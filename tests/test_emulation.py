@@ -159,3 +159,22 @@ def test_run_with_spark_operators(tmp_path):
     windows = pd.read_parquet(out / "windows.parquet")
     assert len(windows) == 200 and windows["completed_ns"].min() > run["start"] * 1e9
     assert leftovers("sw6") == ([], [])
+
+
+@needs_mininet
+@pytest.mark.bmv2
+@pytest.mark.parametrize("window", [{"kind": "count", "size": 5, "slide": 2},
+                                    {"kind": "time", "size": 9, "slide": 4}], ids=["count", "time"])
+def test_run_on_bmv2_passes_check(tmp_path, window):
+    from testbed.p4build import toolchain_missing
+    if toolchain_missing():
+        pytest.skip(f"bmv2 toolchain: {toolchain_missing()}")
+    topo = small_topology(tmp_path, "sw7", window)
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark", "--target", "bmv2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["ok"] and run["target"] == "bmv2" and run["versions"]["simple_switch"].startswith("1.")
+    assert run["accounting"]["streams"]["5"]["switch_copies_out"] == run["expected_deliveries"]
+    assert (out / "logs" / "sw7.bmv2.txt").exists()
+    assert leftovers("sw7") == ([], [])
