@@ -109,6 +109,16 @@ def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
     return True
 
 
+def run_until_signalled(worker) -> None:
+    """Call ``worker.run()``; SIGTERM or SIGINT set ``worker.stopping`` so it
+    can finish its loop and write what it has, instead of dying mid-write."""
+    def _stop(signum, frame):
+        worker.stopping = True
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    worker.run()
+
+
 def log_tail(path: Path, lines: int = 20) -> str:
     """The last lines of a log, for error messages about a process that failed."""
     try:

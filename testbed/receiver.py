@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import struct
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .procs import run_until_signalled
 from .wire import EVENT_STRUCT, EVENT_UDP_PORT
 
 STATUS_EVERY_S = 0.2
@@ -163,12 +163,7 @@ def main(argv=None) -> None:
                     help="Hand received events to the run's Spark application through this folder.")
     args = ap.parse_args(argv)
     receiver = Receiver(args.host, args.out, args.spark_dir)
-
-    def _stop(signum, frame):
-        receiver.stopping = True
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    receiver.run()
+    run_until_signalled(receiver)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -378,7 +377,7 @@ class Run:
 
     def _accounting(self, sources: pd.DataFrame, deliveries: pd.DataFrame, results) -> dict[str, Any]:
         """Every event: sent, received by each operator, dropped and why."""
-        received = deliveries.groupby(["stream", "operator"]).size()
+        received_all = deliveries.groupby(["stream", "operator"]).size()
         switch = self.record.get("switch", {})
         receivers = {n: self._read_json(self.run_dir / "raw" / f"{n}.status.json").get("kernel_drops", {})
                      for n in self.receivers}
@@ -388,14 +387,25 @@ class Run:
         for s in self.topo.streams:
             r = results[s.id]
             counters = switch.get("streams", {}).get(s.id, {})
+            sent = int((sources["stream"] == s.id).sum())
+            received = sum(int(received_all.get((s.id, op), 0)) for op in s.operators)
+            seen = None
+            if counters:
+                seen = counters.get("in", 0) + sum(counters.get("dropped", {}).values())
             out["streams"][str(s.id)] = {
                 "planned": s.events,
-                "sent": int((sources["stream"] == s.id).sum()),
-                "received_per_operator": {op: int(received.get((s.id, op), 0)) for op in s.operators},
+                "sent": sent,
+                "received_per_operator": {op: int(received_all.get((s.id, op), 0)) for op in s.operators},
                 "switch_accepted": counters.get("in"),
                 "switch_copies_out": counters.get("out"),
                 "dropped_at_switch": counters.get("dropped", {}),
                 "undelivered_by_design": r.by_design,
+                # Where deliveries went missing: frames the switch never
+                # counted (lost on the way in), and copies it sent that no
+                # operator recorded.  Count windows number events by arrival,
+                # so one event lost on the way in shifts every later window.
+                "lost_before_switch": None if seen is None else sent - seen,
+                "lost_after_switch": None if not counters else counters.get("out", 0) - received,
                 "lost": r.missing,
             }
         return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .procs import run_until_signalled
 from .receiver import write_json_atomic
 from .topology import SPLITTER_IP, load_topology
 from .wire import FrameTemplate
@@ -114,12 +114,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     source = Source(args.topology, args.host, args.out, args.intf)
-
-    def _stop(signum, frame):
-        source.stopping = True
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    source.run()
+    run_until_signalled(source)
 
 
 if __name__ == "__main__":

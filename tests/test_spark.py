@@ -1,10 +1,6 @@
 """The operators' Spark application: windowed results equal a centralized run."""
-import json
-import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -1,5 +1,5 @@
 """The oracle against brute force and against the papers' worked examples."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from testbed.windows import (BEFORE_ORIGIN, NO_WINDOW, OUT_OF_ORDER, CountWindows,
                              StreamOracle, TimeWindows, max_windows, operators_for,
