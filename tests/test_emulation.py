@@ -178,3 +178,15 @@ def test_run_on_bmv2_passes_check(tmp_path, window):
     assert run["accounting"]["streams"]["5"]["switch_copies_out"] == run["expected_deliveries"]
     assert (out / "logs" / "sw7.bmv2.txt").exists()
     assert leftovers("sw7") == ([], [])
+
+
+@needs_mininet
+def test_bmv2_target_without_toolchain_refuses_cleanly(tmp_path):
+    topo = small_topology(tmp_path, "sw8", {"kind": "count", "size": 2, "slide": 2})
+    out = tmp_path / "run"
+    env = dict(os.environ, P4_PREFIX=str(tmp_path / "no-toolchain"))
+    res = run_cli("run", str(topo), "--out", str(out), "--target", "bmv2", "--no-spark", env=env)
+    assert res.returncode == 2
+    assert "cannot run on target bmv2" in res.stderr and "not found" in res.stderr
+    assert res.stderr.strip().count("\n") == 0
+    assert not out.exists() and leftovers("sw8")[0] == []
