@@ -210,10 +210,11 @@ class WindowJob:
                         .withColumn("latency_us", (F.col("recv_ns") - F.col("send_ns")) / 1000.0)
         pct = lat.groupBy("stream").agg(*[F.percentile_approx("latency_us", p, 10000).alias(f"p{int(p * 100)}")
                                           for p in (0.5, 0.9, 0.99)], F.max("latency_us").alias("max"))
-        keys = ["stream", "window", "key"]
-        comp = ref.select(*keys, F.col("n_events").alias("expected")) \
-                  .join(windows.select(*keys, F.col("n_events").alias("got")), keys, "left") \
-                  .fillna(0, ["got"])
+        # key is null for unkeyed queries, and null never equals null in a join
+        keyed = lambda df, n: df.select("stream", "window", F.coalesce("key", F.lit(-1)).alias("k"),  # noqa: E731
+                                        F.col("n_events").alias(n))
+        keys = ["stream", "window", "k"]
+        comp = keyed(ref, "expected").join(keyed(windows, "got"), keys, "left").fillna(0, ["got"])
         completeness = comp.groupBy("stream").agg(
             F.count(F.lit(1)).alias("windows"),
             F.sum((F.col("got") == F.col("expected")).cast("int")).alias("complete"),

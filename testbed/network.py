@@ -33,6 +33,28 @@ def mininet_missing() -> Optional[str]:
     return None
 
 
+def netem_missing() -> Optional[str]:
+    """Why links cannot be given delay or loss here (no ``sch_netem``), or ``None``.
+
+    Mininet only prints an error when tc refuses a qdisc and goes on with an
+    unshaped link; a run must not report results for a network it did not
+    build, so the run asks first.
+    """
+    import os
+    import subprocess
+
+    a, b = f"tbq{os.getpid() % 100000}a", f"tbq{os.getpid() % 100000}b"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], capture_output=True)
+    try:
+        res = subprocess.run(["tc", "qdisc", "add", "dev", a, "root", "netem", "delay", "1ms"],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            return f"the kernel has no netem qdisc ({res.stderr.strip() or 'tc failed'})"
+        return None
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
 class SplitterNetwork:
     """The emulated network of one run."""
 

@@ -72,6 +72,39 @@ def plot_latency(run_dir: Path) -> Path:
     return out
 
 
+def plot_analysis(run_dir: Path) -> Path:
+    """Spark's summary (spark/analysis.json): windows per operator, window
+    completeness and latency percentiles per stream.  The tables are small;
+    the aggregation over the raw events was done on Spark."""
+    run = json.loads((run_dir / "run.json").read_text())
+    analysis = json.loads((run_dir / "spark" / "analysis.json").read_text())
+    name = lambda sid: run["streams"][str(sid)].get("name") or str(sid)  # noqa: E731
+    load = pd.DataFrame(analysis["load"])
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    windows = load.pivot_table(index="operator", columns="stream", values="windows", fill_value=0)
+    windows = windows.reindex(run["operator_hosts"], fill_value=0).rename(columns=name)
+    windows.plot.bar(ax=axes[0], rot=0)
+    axes[0].set_title("windows computed per operator")
+    axes[0].set_ylabel("windows")
+    comp = pd.DataFrame(analysis["completeness"]).set_index("stream")
+    axes[1].bar([name(s) for s in comp.index], comp["complete"] / comp["windows"])
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_title("complete windows (fraction of reference)")
+    lat = pd.DataFrame(analysis["latency_us"]).set_index("stream")[["p50", "p90", "p99"]]
+    lat.index = [name(s) for s in lat.index]
+    lat.plot.bar(ax=axes[2], rot=0, logy=True)
+    axes[2].set_title("delivery latency (us)")
+    fig.suptitle(f"{run['name']} on {run['target']}: Spark analysis ({analysis['spark_master']})")
+    fig.tight_layout()
+    out = run_dir / "analysis.png"
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
 def plot_run(run_dir: Path) -> list[Path]:
     """Every figure a run has data for."""
-    return [plot_load(run_dir), plot_latency(run_dir)]
+    figures = [plot_load(run_dir), plot_latency(run_dir)]
+    if (run_dir / "spark" / "analysis.json").exists():
+        figures.append(plot_analysis(run_dir))
+    return figures

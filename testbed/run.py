@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import procs
 from .check import check_frames, check_windows, expected_deliveries, summary_lines, window_summary_lines
 from .control import Controller
-from .network import SplitterNetwork, mininet_missing
+from .network import SplitterNetwork, mininet_missing, netem_missing
 from .plan import SplitterPlan
 from .plots import plot_run
 from .spark import SparkApp, job_description, spark_missing
@@ -116,6 +116,12 @@ class Run:
         reason = mininet_missing()
         if reason:
             raise RunError(f"cannot run: {reason}")
+        shaped = [i for i, l in enumerate(self.topo.links) if l.delay is not None or l.loss is not None]
+        if shaped:
+            reason = netem_missing()
+            if reason:
+                raise RunError(f"cannot run: {self.topology_path}: links[{shaped[0]}]: delay and loss "
+                               f"need tc netem, but {reason}")
         cls = switch_class(self.options.target)
         reason = cls.available()
         if reason:

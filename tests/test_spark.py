@@ -92,11 +92,15 @@ def test_operators_equal_centralized_run_local(tmp_path):
     amp = {r["stream"]: r["amplification"] for r in analysis["amplification"]}
     assert amp[3] == pytest.approx(1.0) and amp[1] == pytest.approx(2.5, rel=0.02)
     assert all(r["p50"] == pytest.approx(1.0) for r in analysis["latency_us"])
+    complete = {r["stream"]: (r["complete"], r["windows"]) for r in analysis["completeness"]}
+    assert all(done == total > 0 for done, total in complete.values()), complete
 
 
 def test_missing_event_shows_as_incomplete_window(tmp_path):
     topo, run_dir = make_run_dir(tmp_path, drop_one=True)
-    run_app(topo, run_dir, "local[1]")
+    analysis = run_app(topo, run_dir, "local[1]")
+    complete = {r["stream"]: (r["complete"], r["windows"]) for r in analysis["completeness"]}
+    assert complete[1][0] < complete[1][1] and complete[3][0] == complete[3][1]
     r = check_windows(run_dir)[1]
     assert not r.ok
     assert r.incomplete + r.mismatched >= 1 and r.missing == 0

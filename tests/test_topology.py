@@ -135,3 +135,30 @@ def test_experiment_with_unknown_scenario_fails_cleanly(tmp_path):
     f.write_text("name: bad\nruns: [cbsw1, nosuch]\n")
     with pytest.raises(TopologyError, match=r"runs\[1\]: nosuch: no such topology"):
         load_experiment(f)
+
+
+def test_replay_csv_is_the_stream(tmp_path):
+    from testbed.workload import stream_events
+    (tmp_path / "bids.csv").write_text("time,price,bidder\n" + "".join(
+        f"{10 * i},{100 + i}.4,{i % 7}\n" for i in range(50)))
+    data = json.loads(json.dumps(GOOD))
+    data["streams"][0].update(events=40, replay={"path": "bids.csv", "ts": "time", "value": "price",
+                                                 "key": "bidder"})
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(data))
+    topo = load_topology(f)
+    assert topo.streams[0].replay.path == str(tmp_path / "bids.csv")
+    ev = stream_events(topo.streams[0], topo.seed)
+    assert ev["seq"].tolist() == list(range(40))
+    assert ev["ts"].tolist()[:3] == [0, 10, 20] and ev["value"].tolist()[:2] == [100, 101]
+    assert ev["key"].tolist()[:8] == [0, 1, 2, 3, 4, 5, 6, 0]
+
+
+def test_replay_names_missing_column(tmp_path):
+    (tmp_path / "x.csv").write_text("t,v\n1,2\n")
+    data = json.loads(json.dumps(GOOD))
+    data["streams"][0]["replay"] = {"path": "x.csv", "ts": "t", "value": "price"}
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(TopologyError, match=r"streams\[0\]\.replay\.value: no column 'price' in x\.csv"):
+        load_topology(f)
