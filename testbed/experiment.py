@@ -64,7 +64,8 @@ def draw(exp: Experiment, runs: dict[str, Path], out: Path) -> Path:
         rows = (n + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
         for ax, (name, run_dir) in zip(axes.flat, runs.items()):
-            load_table(run_dir).plot.bar(ax=ax, rot=0, legend=len(load_table(run_dir).columns) > 1)
+            table = load_table(run_dir)
+            table.plot.bar(ax=ax, rot=0, legend=len(table.columns) > 1)
             ax.set_title(name)
             ax.set_xlabel("")
             ax.set_ylabel("events")

@@ -8,7 +8,9 @@ can remove them after a crash.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +22,6 @@ from .topology import Topology
 
 def mininet_missing() -> Optional[str]:
     """Why Mininet cannot run here, or ``None``."""
-    import os
     if os.geteuid() != 0:
         return "Mininet needs root"
     try:
@@ -40,9 +41,6 @@ def netem_missing() -> Optional[str]:
     unshaped link; a run must not report results for a network it did not
     build, so the run asks first.
     """
-    import os
-    import subprocess
-
     a, b = f"tbq{os.getpid() % 100000}a", f"tbq{os.getpid() % 100000}b"
     subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], capture_output=True)
     try:

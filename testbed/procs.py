@@ -119,6 +119,25 @@ def run_until_signalled(worker) -> None:
     worker.run()
 
 
+def wait_ready(proc, is_ready, what: str, timeout: float, log_path: Optional[Path] = None,
+               error: type[Exception] = RuntimeError, poll_s: float = 0.05) -> None:
+    """Poll ``is_ready()`` until it holds; readiness is checked, never slept.
+
+    Raise ``error`` naming ``what`` (with the tail of ``log_path``) if the
+    process exits first or ``timeout`` seconds pass.
+    """
+    def tail() -> str:
+        return "" if log_path is None else f"; log tail:\n{log_tail(log_path)}"
+
+    deadline = time.monotonic() + timeout
+    while not is_ready():
+        if proc is not None and proc.poll() is not None:
+            raise error(f"{what} exited (code {proc.returncode}){tail()}")
+        if time.monotonic() > deadline:
+            raise error(f"{what} not ready after {timeout:.0f}s{tail()}")
+        time.sleep(poll_s)
+
+
 def log_tail(path: Path, lines: int = 20) -> str:
     """The last lines of a log, for error messages about a process that failed."""
     try:

@@ -109,6 +109,8 @@ class Run:
         self.receivers: dict[str, Any] = {}
         self.spark: Optional[SparkApp] = None
         self.sources: dict[str, Any] = {}
+        self.captures: list[subprocess.Popen] = []
+        self.api = None
         self.record: dict[str, Any] = {}
 
     # -- preconditions: fail before anything is started ---------------------
@@ -203,17 +205,13 @@ class Run:
         """tcpdump on every switch port into pcaps/, as p4lang/tutorials does."""
         folder = self.run_dir / "pcaps"
         folder.mkdir(exist_ok=True)
-        self.captures = []
-        for port, intf in sorted(self.network.switch.port_map().items()):
-            proc = subprocess.Popen(["tcpdump", "-i", intf, "-w", str(folder / f"{intf}.pcap"), "-U", "-q",
-                                     "udp port 50000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _port, intf in sorted(self.network.switch.port_map().items()):
+            pcap = folder / f"{intf}.pcap"
+            proc = subprocess.Popen(["tcpdump", "-i", intf, "-w", str(pcap), "-U", "-q", "udp port 50000"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.register_pid(proc.pid, f"tcpdump on {intf}")
             self.captures.append(proc)
-        deadline = time.monotonic() + 10
-        while not all((folder / f"{i}.pcap").exists() for i in self.network.switch.port_map().values()):
-            if time.monotonic() > deadline:
-                raise RunError("tcpdump did not start capturing within 10s")
-            time.sleep(0.05)
+            procs.wait_ready(proc, pcap.exists, f"tcpdump on {intf}", 10, error=RunError)
 
     def _install_plan(self) -> None:
         api = self.network.switch.control_api()
@@ -234,16 +232,10 @@ class Run:
         if self.spark is not None:
             with self.console.status("waiting for the Spark application"):
                 self.spark.wait_ready()
-        deadline = time.monotonic() + 30
         for name, proc in self.receivers.items():
-            status = self.run_dir / f"{name}.status.json"
-            while not status.exists():
-                if proc.poll() is not None:
-                    raise RunError(f"receiver on {name} exited with {proc.returncode}; "
-                                   f"see {self.run_dir / 'logs' / (name + '.receiver.log')}")
-                if time.monotonic() > deadline:
-                    raise RunError(f"receiver on {name} not ready after 30s")
-                time.sleep(0.05)
+            # The first status file is written once the UDP socket is bound.
+            procs.wait_ready(proc, (self.run_dir / f"{name}.status.json").exists, f"receiver on {name}", 30,
+                             self.run_dir / "logs" / f"{name}.receiver.log", RunError)
 
     def _expected_totals(self) -> int:
         total = 0
@@ -324,19 +316,18 @@ class Run:
     # -- teardown and results -------------------------------------------------
     def _teardown(self) -> None:
         """Stop receivers (they flush their data), sources, captures, then the network."""
-        captures = {str(p.pid): p for p in getattr(self, "captures", [])}
-        for group in (self.sources, self.receivers, captures):
-            for name, proc in group.items():
+        for group in (list(self.sources.values()), list(self.receivers.values()), self.captures):
+            for proc in group:
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
-            for name, proc in group.items():
+            for proc in group:
                 try:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
                 procs.unregister_pid(proc.pid)
-        if getattr(self, "api", None) is not None and hasattr(self.api, "close"):
+        if self.api is not None and hasattr(self.api, "close"):
             try:
                 self.api.close()
             except OSError:
@@ -346,17 +337,18 @@ class Run:
             self.network = None
 
     def _collect(self) -> None:
-        """Merge per-host files into sources.parquet and deliveries.parquet."""
-        parts = [pq.read_table(p) for p in sorted(self.run_dir.glob("*.sources.parquet"))]
-        if parts:
-            pq.write_table(pa.concat_tables(parts), self.run_dir / "sources.parquet")
-        parts = [pq.read_table(p) for p in sorted(self.run_dir.glob("*.deliveries.parquet"))]
-        if parts:
-            pq.write_table(pa.concat_tables(parts), self.run_dir / "deliveries.parquet")
+        """Merge per-host files into sources.parquet and deliveries.parquet;
+        the per-host files and status files move to raw/."""
         raw = self.run_dir / "raw"
         raw.mkdir(exist_ok=True)
-        for p in list(self.run_dir.glob("*.sources.parquet")) + list(self.run_dir.glob("*.deliveries.parquet")) \
-                + list(self.run_dir.glob("*.status.json")):
+        for kind in ("sources", "deliveries"):
+            parts = sorted(self.run_dir.glob(f"*.{kind}.parquet"))
+            if parts:
+                pq.write_table(pa.concat_tables([pq.read_table(p) for p in parts]),
+                               self.run_dir / f"{kind}.parquet")
+            for p in parts:
+                p.replace(raw / p.name)
+        for p in self.run_dir.glob("*.status.json"):
             p.replace(raw / p.name)
 
     def _finish(self) -> bool:
@@ -394,14 +386,14 @@ class Run:
             r = results[s.id]
             counters = switch.get("streams", {}).get(s.id, {})
             sent = int((sources["stream"] == s.id).sum())
-            received = sum(int(received_all.get((s.id, op), 0)) for op in s.operators)
+            per_operator = {op: int(received_all.get((s.id, op), 0)) for op in s.operators}
             seen = None
             if counters:
                 seen = counters.get("in", 0) + sum(counters.get("dropped", {}).values())
             out["streams"][str(s.id)] = {
                 "planned": s.events,
                 "sent": sent,
-                "received_per_operator": {op: int(received_all.get((s.id, op), 0)) for op in s.operators},
+                "received_per_operator": per_operator,
                 "switch_accepted": counters.get("in"),
                 "switch_copies_out": counters.get("out"),
                 "dropped_at_switch": counters.get("dropped", {}),
@@ -411,7 +403,7 @@ class Run:
                 # operator recorded.  Count windows number events by arrival,
                 # so one event lost on the way in shifts every later window.
                 "lost_before_switch": None if seen is None else sent - seen,
-                "lost_after_switch": None if not counters else counters.get("out", 0) - received,
+                "lost_after_switch": None if not counters else counters.get("out", 0) - sum(per_operator.values()),
                 "lost": r.missing,
             }
         return out

@@ -66,6 +66,7 @@ class Source:
         send_ns = {s.id: np.zeros(s.events, dtype=np.int64) for s in self.streams}
         frames = {s.id: self._frames(s.id) for s in self.streams}
         due = [(s.id, 1.0 / s.rate, s.events, max(1, int(s.rate * BURST_S))) for s in self.streams]
+        send = self.sock.send
         start = time.monotonic()
         next_status = start
         while not self.stopping:
@@ -77,9 +78,10 @@ class Source:
                     continue
                 pending = True
                 ready = min(total, int((now - start) / interval) + 1, i + burst)
+                stamps, stream_frames = send_ns[sid], frames[sid]
                 while i < ready:
-                    send_ns[sid][i] = time.time_ns()
-                    self.sock.send(frames[sid][i])
+                    stamps[i] = time.time_ns()
+                    send(stream_frames[i])
                     i += 1
                 self.sent[sid] = i
                 if i < total:

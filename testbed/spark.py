@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -80,16 +79,8 @@ class SparkApp:
         procs.register_pid(self.proc.pid, f"spark application ({self.master})")
 
     def wait_ready(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        ready = self.spark_dir / "ready"
-        while not ready.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"Spark application exited ({self.proc.returncode}); log tail:\n"
-                                   f"{procs.log_tail(self.log_path)}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Spark application not ready after {timeout:.0f}s; log tail:\n"
-                                   f"{procs.log_tail(self.log_path)}")
-            time.sleep(0.2)
+        ready = self.spark_dir / "ready"    # written once its streaming query runs
+        procs.wait_ready(self.proc, ready.exists, "Spark application", timeout, self.log_path, poll_s=0.2)
 
     def finish(self, timeout: float = 600.0) -> dict:
         """Mark the input complete and wait for the merger and analysis."""

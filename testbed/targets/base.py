@@ -8,7 +8,6 @@ run calls ``wait_ready`` before it installs the plan, so readiness is checked
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,7 +15,7 @@ from mininet.node import Switch
 
 from .. import netns
 from ..ports import free_loopback_port, port_listening  # noqa: F401 (re-exported for targets)
-from ..procs import log_tail, register_pid, stop_group
+from ..procs import register_pid, stop_group, wait_ready
 
 
 class SwitchNotReady(RuntimeError):
@@ -92,17 +91,11 @@ class SplitterSwitch(Switch):
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Return once the process is alive and its control port accepts
         connections; raise ``SwitchNotReady`` with the log's tail otherwise."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is None or self.proc.poll() is not None:
-                code = None if self.proc is None else self.proc.returncode
-                raise SwitchNotReady(f"{self.target} switch {self.name} exited (code {code}); "
-                                     f"log tail:\n{log_tail(self.log_path)}")
-            if self.control_listening():
-                return
-            time.sleep(0.05)
-        raise SwitchNotReady(f"{self.target} switch {self.name}: control port {self.control_port} "
-                             f"not listening after {timeout:.0f}s; log tail:\n{log_tail(self.log_path)}")
+        if self.proc is None:
+            raise SwitchNotReady(f"{self.target} switch {self.name} was not started")
+        wait_ready(self.proc, self.control_listening,
+                   f"{self.target} switch {self.name} (control port {self.control_port})",
+                   timeout, self.log_path, SwitchNotReady)
 
     def stop(self, deleteIntfs: bool = True) -> None:
         stop_group(self.proc)

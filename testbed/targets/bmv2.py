@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -28,7 +27,7 @@ from typing import Any, Optional, Sequence
 from .. import p4build
 from ..pipeline import SCHEMA
 from ..ports import free_loopback_port, port_listening
-from ..procs import log_tail, register_path, register_pid, stop_group
+from ..procs import register_path, register_pid, stop_group, wait_ready
 from .. import netns
 from .base import SplitterSwitch, SwitchNotReady
 
@@ -440,17 +439,12 @@ class Bmv2Process:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         register_pid(self.proc.pid, f"bmv2 {self.name}")
-        deadline = time.monotonic() + timeout
-        while not self._listening():
-            if self.proc.poll() is not None:
-                self.stop()
-                raise SwitchNotReady(f"simple_switch exited (code {self.proc.returncode}); "
-                                     f"log tail:\n{log_tail(self.console_log)}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise SwitchNotReady(f"simple_switch: Thrift port {self.thrift_port} not listening "
-                                     f"after {timeout:.0f}s")
-            time.sleep(0.05)
+        try:
+            wait_ready(self.proc, self._listening, f"simple_switch (Thrift port {self.thrift_port})",
+                       timeout, self.console_log, SwitchNotReady)
+        except SwitchNotReady:
+            self.stop()
+            raise
         return self
 
     def _listening(self) -> bool:

@@ -67,20 +67,27 @@ class EmbeddedDataPlane:
                 self._drain(key.fileobj, key.data)
 
     def _drain(self, sock: socket.socket, port: int) -> None:
-        for _ in range(256):   # bounded, so one busy port cannot starve the others
+        """Take what the port has queued (bounded, so one busy port cannot
+        starve the others), run it through the pipeline under one hold of the
+        control lock, then send the copies."""
+        frames = []
+        for _ in range(256):
             try:
                 frame, addr = sock.recvfrom(65535)
             except BlockingIOError:
-                return
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            with self.lock:
-                out = self.pipeline.process(frame)
-            for egress, data in out:
-                try:
-                    self.sockets[egress].send(data)
-                except (KeyError, OSError):
-                    self.tx_errors[egress] = self.tx_errors.get(egress, 0) + 1
+                break
+            if addr[2] != PACKET_OUTGOING:
+                frames.append(frame)
+        if not frames:
+            return
+        process = self.pipeline.process
+        with self.lock:
+            out = [copy for frame in frames for copy in process(frame)]
+        for egress, data in out:
+            try:
+                self.sockets[egress].send(data)
+            except (KeyError, OSError):
+                self.tx_errors[egress] = self.tx_errors.get(egress, 0) + 1
 
     def port_stats(self) -> dict[str, dict[str, int]]:
         """Kernel-side socket drops per port (read-and-reset by the kernel, so summed here)."""
