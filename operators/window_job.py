@@ -1,30 +1,32 @@
 """The operators' windowed computation: one Spark application per run.
 
-Submit with ``spark-submit --master <url> operators/window_job.py --job <run>/spark/job.json``.
-The testbed does this for every run (``testbed.spark.SparkApp``).  The job is
-self-contained (only pyspark), so it runs on any Spark cluster that can read
-the run directory.
+Submit with ``spark-submit --master <url> --py-files <run>/spark/testbed.zip
+operators/window_job.py --job <run>/spark/job.json``.  The testbed does this
+for every run (``testbed.analysis.spark.SparkApp``).  Besides pyspark, the job
+needs only the ``testbed.semantics`` package, which the zip ships to every
+executor, so it runs on any Spark cluster that can read the run directory.
+The job description names every path it reads and writes.
 
 What it does, in one application:
 
 1. **Operators.** A Structured Streaming query reads the Parquet files that
-   the operator hosts hand over (``spark/in/<host>/``).  Each micro-batch
-   assigns every event to the windows *its operator owns*: window ``j`` of a
-   stream with N operators belongs to operator ``j mod N``.  It then folds the
-   events into partial aggregates, appended to ``spark/partials/``.
-2. **Merger.** Once the run marks its input complete (``spark/in/_DONE``),
-   the partials are reduced into the output stream ``windows.parquet``:
-   stream, window, operator, key, result, n_events, completed_ns.
+   the operator hosts hand over.  Each micro-batch assigns every event to
+   the windows *its operator owns* and folds the events into partial
+   aggregates.
+2. **Merger.** Once the run marks its input complete, the partials are
+   reduced into the output stream ``windows.parquet``: stream, window,
+   operator, key, result, n_events, completed_ns.
 3. **Centralized reference.** The same windows are computed over the full
-   stream that the sources sent (``sources.parquet``), without splitting:
-   ``windows_reference.parquet``.
+   stream that the sources sent, without splitting: ``windows_reference.parquet``.
 4. **Analysis.** Load per operator, per-window completeness, amplification
-   and delivery-latency percentiles: ``spark/analysis.json``.
+   and delivery-latency percentiles: ``analysis.json``.
 
-Window definitions are those of docs/windows.md.  Count windows use the
-source's sequence number as the arrival index, which is what the splitter
-counts when delivery is lossless and in order (``testbed check`` verifies
-that separately).  Time windows use ``ts - origin``.
+Which windows hold an event, and which operator owns a window, is
+``testbed.semantics.windows``; what each query computes is
+``testbed.semantics.queries``.  This file only moves data through Spark.
+Count windows use the source's sequence number as the arrival index, which
+is what the splitter counts when delivery is lossless and in order
+(``testbed check`` verifies that separately).
 """
 from __future__ import annotations
 
@@ -32,87 +34,74 @@ import argparse
 import json
 import os
 import time
+from itertools import chain
 from pathlib import Path
+from typing import Iterator
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-EVENT_SCHEMA = T.StructType([
-    T.StructField("stream", T.LongType()), T.StructField("seq", T.LongType()),
-    T.StructField("ts", T.LongType()), T.StructField("key", T.LongType()),
-    T.StructField("value", T.LongType()), T.StructField("recv_ns", T.LongType()),
-    T.StructField("operator", T.StringType()),
-])
+from testbed.semantics.queries import query
+from testbed.semantics.windows import make_assigner, window_owners
+
+EVENT_FIELDS = [T.StructField(name, T.LongType()) for name in ("stream", "seq", "ts", "key", "value")]
+DELIVERY_SCHEMA = T.StructType(EVENT_FIELDS + [T.StructField("recv_ns", T.LongType()),
+                                               T.StructField("operator", T.StringType())])
 #: Bytes on the wire per delivered event: Ethernet 14 + IPv4 20 + UDP 8 + event 32.
 FRAME_BYTES = 74
-YSB_VIEW = 0
 
 
 # ---------------------------------------------------------------------------
-# window assignment
+# window assignment (the arithmetic is testbed.semantics.windows')
 # ---------------------------------------------------------------------------
-def axis(spec: dict) -> F.Column:
-    """The event's coordinate on its window axis (docs/windows.md)."""
-    if spec["window"]["kind"] == "count":
-        return F.col("seq")
-    return F.col("ts") - F.lit(spec["origin"])
-
-
-def window_range(spec: dict) -> tuple[F.Column, F.Column]:
-    """``(oldest, newest)`` window ids holding the event at axis position ``_x``.
-
-    Integer division only (``div``), so 64-bit timestamps lose no precision:
-    ``newest = x div slide`` and ``oldest = ceil((x - size + 1) / slide)``,
-    at least 0.
-    """
-    size, slide = spec["window"]["size"], spec["window"]["slide"]
-    newest = F.expr(f"_x div {slide}")
-    oldest = F.expr(f"CASE WHEN _x - {size - 1} <= 0 THEN 0L ELSE (_x - {size - 1} + {slide - 1}) div {slide} END")
-    return oldest, newest
-
-
 def assign(events: DataFrame, spec: dict, per_operator: bool) -> DataFrame:
-    """Explode the stream's events into (event, window) rows.
+    """Explode the stream's events into (event, window, owner) rows.
 
     With ``per_operator`` each row keeps only the windows that the operator
-    which received it owns (``j = idx mod N``), stepping through them with
-    stride N; otherwise (the centralized reference) every window is kept.
+    which received it owns; otherwise (the centralized reference) every
+    window is kept.
     """
-    ops = spec["operators"]
-    n_ops = len(ops)
-    oldest, newest = window_range(spec)
-    df = events.where(F.col("stream") == spec["id"]).withColumn("_x", axis(spec)).where(F.col("_x") >= 0)
-    df = df.withColumn("_oldest", oldest).withColumn("_newest", newest)
-    empty = F.array().cast("array<long>")
-    if per_operator:
-        idx = F.array_position(F.array(*[F.lit(o) for o in ops]), F.col("operator")) - 1
-        first = F.col("_oldest") + F.pmod(idx - F.col("_oldest"), F.lit(n_ops))
-        windows = F.when((idx >= 0) & (first <= F.col("_newest")),
-                         F.sequence(first, F.col("_newest"), F.lit(n_ops).cast("long"))).otherwise(empty)
-    else:
-        windows = F.when(F.col("_oldest") <= F.col("_newest"),
-                         F.sequence(F.col("_oldest"), F.col("_newest"))).otherwise(empty)
-    df = df.withColumn("window", F.explode(windows)).drop("_x", "_oldest", "_newest")
-    owner = F.element_at(F.array(*[F.lit(o) for o in ops]), (F.pmod(F.col("window"), F.lit(n_ops)) + 1).cast("int"))
-    return df.withColumn("owner", owner)
+    w = spec["window"]
+    assigner = make_assigner(w["kind"], w["size"], w["slide"])
+    operators = list(spec["operators"])
+    index = {op: i for i, op in enumerate(operators)}
+    origin = spec["origin"]
+    columns = ["stream", "seq", "ts", "key", "value"] + (["operator"] if per_operator else [])
+    df = events.where(F.col("stream") == spec["id"]).select(*columns)
+    schema = T.StructType([f for f in DELIVERY_SCHEMA.fields if f.name in columns]
+                          + [T.StructField("window", T.LongType()), T.StructField("owner", T.StringType())])
+
+    def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            owner = (batch["operator"].map(index).fillna(-1).to_numpy(dtype=np.int64)
+                     if per_operator else None)
+            ranges = assigner.assign_many(batch["seq"].to_numpy(), batch["ts"].to_numpy(), origin,
+                                          owner, len(operators))
+            out = batch.loc[batch.index.repeat([len(r) for r in ranges])].reset_index(drop=True)
+            windows = np.fromiter(chain.from_iterable(ranges), dtype=np.int64, count=len(out))
+            out["window"] = windows
+            out["owner"] = window_owners(windows, operators) if len(out) else []
+            yield out
+
+    return df.mapInPandas(explode, schema)
 
 
 # ---------------------------------------------------------------------------
 # queries: partial aggregates that merge associatively
 # ---------------------------------------------------------------------------
-def group_key(spec: dict) -> F.Column:
-    return F.col("key") if spec["query"] == "ysb_campaign_count" else F.lit(0).cast("long")
-
-
 def partials(df: DataFrame, spec: dict) -> DataFrame:
-    if spec["query"] == "ysb_campaign_count":
-        df = df.where(F.col("value") == YSB_VIEW)
-    return (df.withColumn("gkey", group_key(spec))
+    q = query(spec["query"]["kind"])
+    if q.only_value is not None:
+        df = df.where(F.col("value") == q.only_value)
+    group = F.col("key") if q.group_by_key else F.lit(0).cast("long")
+    return (df.withColumn("gkey", group)
               .groupBy("stream", "window", "owner", "gkey")
               .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("sum"),
                    F.min("value").alias("min"), F.max("value").alias("max"),
-                   # highest bid, lowest bidder on ties: max of (price, -bidder)
+                   # highest value, lowest key on ties: max of (value, -key)
                    F.max(F.struct(F.col("value"), (-F.col("key")).alias("neg_key"))).alias("best")))
 
 
@@ -123,21 +112,22 @@ def merge(parts: DataFrame) -> DataFrame:
                       F.max("batch_ns").alias("completed_ns")))
 
 
+#: A query's result and key, named in ``QueryDef``, as columns of the merged partials.
+RESULT_COLUMNS = {"n": lambda: F.col("n"), "sum": lambda: F.col("sum"), "min": lambda: F.col("min"),
+                  "max": lambda: F.col("max"), "mean": lambda: F.col("sum") / F.col("n"),
+                  "best": lambda: F.col("best.value")}
+KEY_COLUMNS = {None: lambda: F.lit(None), "group": lambda: F.col("gkey"), "best": lambda: -F.col("best.neg_key")}
+
+
 def finalize(df: DataFrame, specs: dict[int, dict]) -> DataFrame:
-    """Result column per query kind; ``key`` is the campaign (YSB) or bidder (Q7)."""
+    """One row per (stream, window, key): the query's result and its key."""
     out = None
     for sid, spec in specs.items():
-        q = spec["query"]
-        part = df.where(F.col("stream") == sid)
-        result = {"count": F.col("n").cast("double"), "sum": F.col("sum").cast("double"),
-                  "min": F.col("min").cast("double"), "max": F.col("max").cast("double"),
-                  "mean": (F.col("sum") / F.col("n")).cast("double"),
-                  "nexmark_q7": F.col("best.value").cast("double"),
-                  "ysb_campaign_count": F.col("n").cast("double")}[q]
-        key = {"nexmark_q7": -F.col("best.neg_key"), "ysb_campaign_count": F.col("gkey")}.get(q, F.lit(None))
-        part = part.select("stream", "window", F.col("owner").alias("operator"), key.cast("long").alias("key"),
-                           result.alias("result"), F.col("n").alias("n_events"),
-                           *([F.col("completed_ns")] if "completed_ns" in df.columns else []))
+        q = query(spec["query"]["kind"])
+        part = df.where(F.col("stream") == sid).select(
+            "stream", "window", F.col("owner").alias("operator"), KEY_COLUMNS[q.key]().cast("long").alias("key"),
+            RESULT_COLUMNS[q.result]().cast("double").alias("result"), F.col("n").alias("n_events"),
+            *([F.col("completed_ns")] if "completed_ns" in df.columns else []))
         out = part if out is None else out.unionByName(part)
     return out
 
@@ -145,59 +135,60 @@ def finalize(df: DataFrame, specs: dict[int, dict]) -> DataFrame:
 # ---------------------------------------------------------------------------
 # the application
 # ---------------------------------------------------------------------------
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
 class WindowJob:
+    """The run's operators, merger, reference and analysis, over the paths of its job description."""
+
     def __init__(self, spark: SparkSession, job: dict):
         self.spark = spark
         self.job = job
-        self.run_dir = Path(job["run_dir"])
-        self.spark_dir = self.run_dir / "spark"
+        self.paths = job["paths"]
         self.specs = {int(s["id"]): s for s in job["streams"]}
 
     def operator_batch(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch: every operator's events folded into partial aggregates."""
         now = time.time_ns()
-        frames = [partials(assign(batch, spec, per_operator=True), spec) for spec in self.specs.values()]
-        out = frames[0]
-        for f in frames[1:]:
-            out = out.unionByName(f)
-        out.withColumn("batch_ns", F.lit(now)).write.mode("append").parquet(str(self.spark_dir / "partials"))
+        out = union_all([partials(assign(batch, spec, per_operator=True), spec) for spec in self.specs.values()])
+        out.withColumn("batch_ns", F.lit(now)).write.mode("append").parquet(self.paths["partials"])
 
     def stream(self) -> None:
-        in_dir = self.spark_dir / "in"
-        events = (self.spark.readStream.schema(EVENT_SCHEMA).option("recursiveFileLookup", "true")
-                  .parquet(str(in_dir)))
-        query = (events.writeStream.foreachBatch(self.operator_batch)
-                 .option("checkpointLocation", str(self.spark_dir / "checkpoint"))
-                 .trigger(processingTime=f"{self.job.get('trigger_ms', 1000)} milliseconds").start())
-        (self.spark_dir / "ready").write_text(str(os.getpid()))
-        done = in_dir / "_DONE"
+        events = (self.spark.readStream.schema(DELIVERY_SCHEMA).option("recursiveFileLookup", "true")
+                  .parquet(self.paths["in"]))
+        running = (events.writeStream.foreachBatch(self.operator_batch)
+                   .option("checkpointLocation", self.paths["checkpoint"])
+                   .trigger(processingTime=f"{self.job.get('trigger_ms', 1000)} milliseconds").start())
+        Path(self.paths["ready"]).write_text(str(os.getpid()))
+        done = Path(self.paths["input_done"])
         while not done.exists():
-            if query.exception() is not None:
-                raise query.exception()
+            if running.exception() is not None:
+                raise running.exception()
             time.sleep(0.2)
-        query.processAllAvailable()
-        query.stop()
+        running.processAllAvailable()
+        running.stop()
+
+    def write_windows(self, partial: DataFrame, path: str) -> None:
+        finalize(partial, self.specs).orderBy("stream", "window", "key").toPandas().to_parquet(path, index=False)
 
     def merge_output(self) -> None:
-        parts = self.spark.read.parquet(str(self.spark_dir / "partials"))
-        finalize(merge(parts), self.specs).orderBy("stream", "window", "key") \
-            .toPandas().to_parquet(self.run_dir / "windows.parquet", index=False)
+        self.write_windows(merge(self.spark.read.parquet(self.paths["partials"])), self.paths["windows"])
 
     def reference(self) -> None:
-        sources = self.spark.read.parquet(str(self.run_dir / "sources.parquet"))
-        frames = [partials(assign(sources, spec, per_operator=False), spec) for spec in self.specs.values()]
-        ref = frames[0]
-        for f in frames[1:]:
-            ref = ref.unionByName(f)
-        finalize(ref, self.specs).orderBy("stream", "window", "key") \
-            .toPandas().to_parquet(self.run_dir / "windows_reference.parquet", index=False)
+        sources = self.spark.read.parquet(self.paths["sources"])
+        self.write_windows(union_all([partials(assign(sources, spec, per_operator=False), spec)
+                                      for spec in self.specs.values()]), self.paths["windows_reference"])
 
     def analysis(self) -> None:
         spark = self.spark
-        deliveries = spark.read.parquet(str(self.run_dir / "deliveries.parquet"))
-        sources = spark.read.parquet(str(self.run_dir / "sources.parquet"))
-        windows = spark.read.parquet(str(self.run_dir / "windows.parquet"))
-        ref = spark.read.parquet(str(self.run_dir / "windows_reference.parquet"))
+        deliveries = spark.read.parquet(self.paths["deliveries"])
+        sources = spark.read.parquet(self.paths["sources"])
+        windows = spark.read.parquet(self.paths["windows"])
+        ref = spark.read.parquet(self.paths["windows_reference"])
         load = (deliveries.groupBy("operator", "stream").agg(F.count(F.lit(1)).alias("events"))
                 .withColumn("bytes", F.col("events") * FRAME_BYTES)
                 .join(windows.groupBy("operator", "stream").agg(F.countDistinct("window").alias("windows")),
@@ -223,7 +214,7 @@ class WindowJob:
         analysis = {"load": rows(load), "amplification": rows(amp), "latency_us": rows(pct),
                     "completeness": rows(completeness), "spark_master": spark.sparkContext.master,
                     "spark_version": spark.version, "application_id": spark.sparkContext.applicationId}
-        (self.spark_dir / "analysis.json").write_text(json.dumps(analysis, indent=2, default=str))
+        Path(self.paths["analysis"]).write_text(json.dumps(analysis, indent=2, default=str))
 
     def run(self) -> None:
         self.stream()

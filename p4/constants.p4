@@ -1,9 +1,9 @@
 /*
  * Named constants of the splitter program.
  *
- * The values are shared with the Python side: testbed/wire.py (the event
- * UDP port) and testbed/pipeline.py (N_STREAMS, N_PORTS, DROP_SLOTS and
- * DROP_CODES).  tests/test_bmv2.py checks that the compiled program agrees.
+ * The values are shared with the Python side: testbed/dataplane/wire.py (the
+ * event UDP port) and testbed/dataplane/contract.py (N_STREAMS, N_PORTS,
+ * DROP_SLOTS and DROP_CODES).  tests/integration/test_bmv2.py checks that the compiled program agrees.
  */
 #ifndef SPLITTER_CONSTANTS_P4
 #define SPLITTER_CONSTANTS_P4
@@ -30,7 +30,7 @@ const int UNICAST_TABLE_SIZE   = 65536;  /* N per stream */
 const int MULTICAST_TABLE_SIZE = 65536;  /* fewer than 3N per stream (docs/windows.md) */
 const int EGRESS_TABLE_SIZE    = 512;    /* one per operator port */
 
-/* ---- drop codes (testbed.pipeline.DROP_CODES) --------------------------- */
+/* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */
 const bit<32> DROP_NONE           = 0;
 const bit<32> DROP_NO_WINDOW      = 1;  /* falls in a gap between windows (size < slide) */
 const bit<32> DROP_BEFORE_ORIGIN  = 2;  /* time window: timestamp before the origin */

@@ -1,7 +1,7 @@
 /*
  * Headers and metadata of the splitter program.
  *
- * Wire format (testbed/wire.py, docs/wire.md): Ethernet / IPv4 without
+ * Wire format (testbed/dataplane/wire.py, docs/wire.md): Ethernet / IPv4 without
  * options / UDP to port EVENT_UDP_PORT / a 32-byte event header.
  */
 #ifndef SPLITTER_HEADERS_P4

@@ -19,7 +19,7 @@
  * division; likewise "advanced mod N", only when advanced >= N.  The
  * common cases (same slide, next slide) use one comparison each.
  *
- * testbed/pipeline.py (SplitterPipeline.ingress) is the same algorithm in
+ * testbed/dataplane/model.py (SplitterPipeline.ingress) is the same algorithm in
  * Python; the two must agree on every register write and every decision.
  */
 #ifndef SPLITTER_SLIDES_P4
@@ -35,7 +35,7 @@
     }
 
 /* 64-bit unsigned quotient and remainder, dividend / divisor, by shifting
- * and subtracting (testbed.pipeline.shift_subtract_divmod). */
+ * and subtracting (testbed.dataplane.model.shift_subtract_divmod). */
 control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
                             out bit<64> quotient, out bit<64> remainder) {
     apply {
@@ -62,7 +62,7 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
 
 /* Reads and advances the window state of one stream and fills
  * meta.verdict: a drop code, or (newest_op, active) for the forwarding
- * tables.  The registers are the ones testbed.pipeline.REGISTERS names. */
+ * tables.  The registers are the ones testbed.dataplane.contract.REGISTERS names. */
 control SlideTracker(in event_t event, in window_params_t win, inout verdict_t verdict) {
     register<bit<1>>(N_STREAMS)  initialized;
     register<bit<64>>(N_STREAMS) event_count;  /* count windows: arrival index of the next event */

@@ -5,9 +5,9 @@
  * tumbling or sliding, chosen per stream at run time by the action of the
  * window_spec table.  docs/p4.md describes the layout and how it maps to
  * S4's pipeline; docs/windows.md the semantics and the division-free
- * algorithm.  Compile with `python -m testbed.p4build`.
+ * algorithm.  Compile with `python -m testbed.targets.bmv2.toolchain`.
  *
- *   constants.p4   named constants shared with testbed/pipeline.py
+ *   constants.p4   named constants shared with testbed/dataplane/contract.py
  *   headers.p4     Ethernet / IPv4 / UDP / event header, metadata
  *   parser.p4      parser, deparser, checksum controls
  *   slides.p4      window state registers and the (w, c) decision

@@ -25,14 +25,15 @@ from pathlib import Path
 
 import yaml
 
-from .control import Controller
-from .pipeline import SplitterPipeline
-from .plan import SplitterPlan
-from .topology import parse_topology
-from .wire import FrameTemplate
-from .windows import CountWindows, StreamOracle
-
-ROOT = Path(__file__).resolve().parent.parent
+from testbed import ROOT
+from testbed.analysis.plots import latency_table
+from testbed.dataplane.control import Controller
+from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import FrameTemplate
+from testbed.runs.rundir import RunDir
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import parse_topology
+from testbed.semantics.windows import CountWindows, StreamOracle
 
 
 def _topology(size, slide, n_ops, kind="count", events=1, rate=1):
@@ -92,7 +93,7 @@ def bench_plan() -> list[dict]:
 
 
 def bench_emulation(rates=(1000, 2000, 4000, 8000), events=8000) -> list[dict]:
-    from .network import mininet_missing
+    from testbed.emulation.network import mininet_missing
     reason = mininet_missing()
     if reason:
         return [{"skipped": reason}]
@@ -108,9 +109,9 @@ def bench_emulation(rates=(1000, 2000, 4000, 8000), events=8000) -> list[dict]:
             res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--out", str(out),
                                   "--no-spark"], cwd=ROOT, capture_output=True, text=True)
             wall = time.perf_counter() - t0
-            run = json.loads((out / "run.json").read_text())
-            from .plots import latency_table
-            lat = latency_table(out)["latency_us"]
+            rundir = RunDir(out)
+            run = rundir.read_record()
+            lat = latency_table(rundir)["latency_us"]
             acct = run["accounting"]["streams"]["1"]
             rows.append({"offered_rate": rate, "events": events, "exit": res.returncode,
                          "expected_deliveries": run["expected_deliveries"],

@@ -9,19 +9,22 @@ from typing import Optional
 
 import click
 
-from .topology import TopologyError, load_topology, resolve_topology
+from testbed.semantics.topology import TopologyError, load_topology, resolve_topology
 
 
 @contextmanager
 def _run_errors():
     """One line and the right exit code for whatever stops a run or experiment."""
-    from .run import RunError, RunInterrupted
+    from testbed.runs.orchestrator import PreflightError, RunError, RunInterrupted
 
     try:
         yield
+    except PreflightError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2)
     except RunError as err:
         click.echo(f"error: {err}", err=True)
-        sys.exit(2 if "cannot run" in str(err) else 1)
+        sys.exit(1)
     except (RunInterrupted, KeyboardInterrupt):
         click.echo("interrupted; everything started was stopped", err=True)
         sys.exit(130)
@@ -52,7 +55,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def plan(topology: str, n_events: int, as_json: bool) -> None:
     """Show the splitter plan of TOPOLOGY: tables, multicast groups, first events."""
-    from .planview import plan_json, print_plan
+    from testbed.planview import plan_json, print_plan
 
     _path, topo = _load(topology)
     if as_json:
@@ -84,7 +87,7 @@ def validate(topology: str) -> None:
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
         timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
-    from .run import Run, RunOptions
+    from testbed.runs.orchestrator import Run, RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
@@ -102,8 +105,8 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
 @click.pass_context
 def experiment(ctx: click.Context, name: str, target: Optional[str], spark_master: str, no_spark: bool) -> None:
     """Run experiment NAME (experiments/NAME.yaml), or a single scenario of that name."""
-    from .experiment import experiment_path, load_experiment, run_experiment
-    from .run import Run, RunOptions
+    from testbed.runs.experiment import experiment_path, load_experiment, run_experiment
+    from testbed.runs.orchestrator import Run, RunOptions
 
     path = experiment_path(name)
     if path is None:
@@ -132,11 +135,13 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], spark_maste
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def check(run_dir: Path) -> None:
     """Compare a run's deliveries with the oracle; exit 1 on any violation."""
-    from .check import check_run, check_windows, summary_lines, window_summary_lines
+    from testbed.analysis.check import check_run, check_windows, summary_lines, window_summary_lines
+    from testbed.runs.rundir import RunDir
 
+    rundir = RunDir(run_dir)
     try:
-        results = check_run(run_dir)
-        windows = check_windows(run_dir) if (run_dir / "windows.parquet").exists() else {}
+        results = check_run(rundir)
+        windows = check_windows(rundir) if rundir.windows.exists() else {}
     except (OSError, KeyError, ValueError) as err:
         click.echo(f"error: {run_dir}: not a complete run directory ({err})", err=True)
         sys.exit(2)
@@ -150,16 +155,17 @@ def check(run_dir: Path) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot(run_dir: Path) -> None:
     """Redraw a run's figures from its raw data."""
-    from .plots import plot_run
+    from testbed.analysis.plots import plot_run
+    from testbed.runs.rundir import RunDir
 
-    for p in plot_run(run_dir):
+    for p in plot_run(RunDir(run_dir)):
         click.echo(str(p))
 
 
 @main.command()
 def clean() -> None:
     """Remove what crashed runs left: processes (by PID), interfaces, state files."""
-    from .cleanup import clean_stale
+    from testbed.emulation.cleanup import clean_stale
 
     for line in clean_stale():
         click.echo(line)

@@ -6,16 +6,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .plan import SplitterPlan, stream_plan_json
-from .topology import Topology
-from .windows import StreamOracle
-from .workload import stream_events
+from testbed.semantics.plan import SplitterPlan, stream_plan_json
+from testbed.semantics.topology import Topology
+from testbed.semantics.workload import stream_events
 
 
 def first_verdicts(topo: Topology, stream_id: int, k: int) -> list[dict[str, Any]]:
     s = topo.stream(stream_id)
     ev = stream_events(s, topo.seed, limit=k)
-    oracle = StreamOracle(s.window.assigner(), s.operators, s.window.origin)
+    oracle = s.oracle()
     out = []
     for seq, ts in zip(ev["seq"].tolist(), ev["ts"].tolist()):
         v = oracle.step(seq, ts)

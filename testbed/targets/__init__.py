@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 
 TARGETS = {
-    "model": "testbed.targets.embedded:EmbeddedSwitch",
-    "bmv2": "testbed.targets.bmv2:Bmv2Switch",
+    "model": "testbed.targets.embedded.node:EmbeddedSwitch",
+    "bmv2": "testbed.targets.bmv2.node:Bmv2Switch",
 }
 
 

@@ -8,14 +8,14 @@ run calls ``wait_ready`` before it installs the plan, so readiness is checked
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 from typing import Any, Optional
 
 from mininet.node import Switch
 
-from .. import netns
-from ..ports import free_loopback_port, port_listening  # noqa: F401 (re-exported for targets)
-from ..procs import register_pid, stop_group, wait_ready
+from testbed.emulation import netns
+from testbed.emulation.ports import free_loopback_port, port_listening
+from testbed.emulation.procs import spawn, stop_group, wait_ready
+from testbed.runs.rundir import RunDir
 
 
 class SwitchNotReady(RuntimeError):
@@ -26,7 +26,7 @@ class SplitterSwitch(Switch):
     """A Mininet switch node whose data plane is one external process.
 
     Parameters (passed through ``net.addSwitch(..., cls=..., **params)``):
-    ``run_dir`` where logs go, ``control_port`` (loopback TCP port; picked
+    ``run_dir`` (the run's directory: logs go to its ``logs/``), ``control_port`` (loopback TCP port; picked
     when not given), ``device_id``.
     """
 
@@ -38,11 +38,11 @@ class SplitterSwitch(Switch):
         # Mininet derives a datapath id from digits in the name; ours may have none.
         kwargs.setdefault("dpid", "%016x" % (device_id + 1))
         super().__init__(name, **kwargs)
-        self.run_dir = Path(run_dir)
+        self.rundir = RunDir(run_dir)
         self.control_port = control_port or free_loopback_port()
         self.device_id = device_id
         self.proc: Optional[subprocess.Popen] = None
-        self.log_path = self.run_dir / "logs" / f"{name}.log"
+        self.log_path = self.rundir.switch_log(name)
 
     # -- what a target supplies -----------------------------------------
     def command(self) -> list[str]:
@@ -50,7 +50,7 @@ class SplitterSwitch(Switch):
         raise NotImplementedError
 
     def control_api(self):
-        """A client with p4-utils' control method names (see testbed.control)."""
+        """A client of the contract's control API (``testbed.dataplane.contract.SwitchAPI``)."""
         raise NotImplementedError
 
     @classmethod
@@ -78,15 +78,11 @@ class SplitterSwitch(Switch):
 
     def start(self, controllers) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
         cmd = self.command()
         if self.inNamespace:
             self.cmd("ip link set lo up")                  # the control port's only way in
             cmd = ["mnexec", "-a", str(self.pid)] + cmd   # into the node's namespaces
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        register_pid(self.proc.pid, f"{self.target} switch {self.name}")
+        self.proc = spawn(cmd, self.log_path, f"{self.target} switch {self.name}", start_new_session=True)
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Return once the process is alive and its control port accepts

@@ -1,0 +1,156 @@
+"""Figures, drawn from raw data only, so they can always be redrawn.
+
+A run's figures (``plot_run``): ``load.png``, events per operator per
+stream, like S4's Fig. 6; ``latency.png``; ``analysis.png`` from Spark's
+summary.  An experiment's figures (``plot_experiment``) compare its runs.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from testbed.runs.rundir import RunDir  # noqa: E402
+
+
+def load_table(rundir: RunDir) -> pd.DataFrame:
+    """Events received per (operator, stream), operators in topology order."""
+    run = rundir.read_record()
+    deliveries = pd.read_parquet(rundir.deliveries, columns=["stream", "operator"])
+    counts = deliveries.groupby(["operator", "stream"]).size().unstack(fill_value=0)
+    order = [h for h in run["operator_hosts"]]
+    counts = counts.reindex(order, fill_value=0)
+    counts.columns = [run["streams"][str(c)].get("name") or str(c) for c in counts.columns]
+    return counts
+
+
+def plot_load(rundir: RunDir) -> Path:
+    counts = load_table(rundir)
+    run = rundir.read_record()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    counts.plot.bar(ax=ax, width=0.8, rot=0)
+    ax.set_xlabel("operator instance (host)")
+    ax.set_ylabel("events received")
+    ax.set_title(f"{run['name']}: load per operator ({run['target']} target)")
+    ax.legend(title="stream")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    out = rundir.figure("load")
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def latency_table(rundir: RunDir) -> pd.DataFrame:
+    """Delivery latency (receive - send, microseconds) of every delivered copy."""
+    sources = pd.read_parquet(rundir.sources, columns=["stream", "seq", "send_ns"])
+    deliveries = pd.read_parquet(rundir.deliveries, columns=["stream", "seq", "recv_ns"])
+    joined = deliveries.merge(sources, on=["stream", "seq"])
+    return joined.assign(latency_us=(joined["recv_ns"] - joined["send_ns"]) / 1000.0)[["stream", "latency_us"]]
+
+
+def plot_latency(rundir: RunDir) -> Path:
+    """CDF of delivery latency per stream (source send to operator socket)."""
+    run = rundir.read_record()
+    lat = latency_table(rundir)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for sid, part in lat.groupby("stream"):
+        values = part["latency_us"].sort_values().to_numpy()
+        label = run["streams"][str(sid)].get("name") or str(sid)
+        ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("delivery latency (us, source send to operator receive)")
+    ax.set_ylabel("fraction of deliveries")
+    ax.set_title(f"{run['name']}: latency ({run['target']} target)")
+    ax.legend(title="stream")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = rundir.figure("latency")
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def plot_analysis(rundir: RunDir) -> Path:
+    """Spark's summary (spark/analysis.json): windows per operator, window
+    completeness and latency percentiles per stream.  The tables are small;
+    the aggregation over the raw events was done on Spark."""
+    run = rundir.read_record()
+    analysis = json.loads(rundir.spark_analysis.read_text())
+    name = lambda sid: run["streams"][str(sid)].get("name") or str(sid)  # noqa: E731
+    load = pd.DataFrame(analysis["load"])
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    windows = load.pivot_table(index="operator", columns="stream", values="windows", fill_value=0)
+    windows = windows.reindex(run["operator_hosts"], fill_value=0).rename(columns=name)
+    windows.plot.bar(ax=axes[0], rot=0)
+    axes[0].set_title("windows computed per operator")
+    axes[0].set_ylabel("windows")
+    comp = pd.DataFrame(analysis["completeness"]).set_index("stream")
+    axes[1].bar([name(s) for s in comp.index], comp["complete"] / comp["windows"])
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_title("complete windows (fraction of reference)")
+    lat = pd.DataFrame(analysis["latency_us"]).set_index("stream")[["p50", "p90", "p99"]]
+    lat.index = [name(s) for s in lat.index]
+    lat.plot.bar(ax=axes[2], rot=0, logy=True)
+    axes[2].set_title("delivery latency (us)")
+    fig.suptitle(f"{run['name']} on {run['target']}: Spark analysis ({analysis['spark_master']})")
+    fig.tight_layout()
+    out = rundir.figure("analysis")
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def plot_run(rundir: RunDir) -> list[Path]:
+    """Every figure a run has data for."""
+    figures = [plot_load(rundir), plot_latency(rundir)]
+    if rundir.spark_analysis.exists():
+        figures.append(plot_analysis(rundir))
+    return figures
+
+
+# ---------------------------------------------------------------------------
+# experiments: one figure over several runs
+# ---------------------------------------------------------------------------
+def copies_per_event(rundir: RunDir) -> float:
+    """Copies the operators received per event the sources sent (S4's amplification)."""
+    acct = rundir.read_record()["accounting"]["streams"]
+    sent = sum(s["sent"] for s in acct.values())
+    return sum(sum(s["received_per_operator"].values()) for s in acct.values()) / sent
+
+
+def plot_load_grid(runs: dict[str, RunDir], ax_grid) -> None:
+    for ax, (name, rundir) in zip(ax_grid.flat, runs.items()):
+        table = load_table(rundir)
+        table.plot.bar(ax=ax, rot=0, legend=len(table.columns) > 1)
+        ax.set_title(name)
+        ax.set_xlabel("")
+        ax.set_ylabel("events")
+    for ax in list(ax_grid.flat)[len(runs):]:
+        ax.axis("off")
+
+
+def plot_experiment(figure: str, title: str, runs: dict[str, RunDir], out: Path) -> Path:
+    """``load``: one load panel per run; ``amplification``: copies per event per run."""
+    if figure == "load":
+        cols = min(4, len(runs))
+        rows = (len(runs) + cols - 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+        plot_load_grid(runs, axes)
+    else:
+        ratios = {name: copies_per_event(rundir) for name, rundir in runs.items()}
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar(list(ratios), list(ratios.values()))
+        ax.set_ylabel("copies delivered per event sent")
+        for i, v in enumerate(ratios.values()):
+            ax.text(i, v, f"{v:.2f}", ha="center", va="bottom")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,115 @@
+"""From a topology to a running Mininet network: hosts around one splitter.
+
+``SplitterNetwork`` has Mininet's lifecycle (build, start, stop).  Every host
+gets one link to the splitter switch, on the port the plan expects
+(``Topology.switch_ports``), shaped with TCLink when the topology asks.
+Hosts and interfaces are recorded in the run's state so ``testbed clean``
+can remove them after a crash.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Optional
+
+from testbed.emulation.procs import register_interfaces, register_pid
+from testbed.runs.rundir import RunDir
+from testbed.semantics.topology import Topology
+from testbed.targets import switch_class
+from testbed.targets.base import SplitterSwitch
+
+
+def mininet_missing() -> Optional[str]:
+    """Why Mininet cannot run here, or ``None``."""
+    if os.geteuid() != 0:
+        return "Mininet needs root"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "the mininet Python module is not installed (apt-get install mininet)"
+    for tool in ("mnexec", "ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (apt-get install mininet iproute2)"
+    return None
+
+
+def netem_missing() -> Optional[str]:
+    """Why links cannot be given delay or loss here (no ``sch_netem``), or ``None``.
+
+    Mininet only prints an error when tc refuses a qdisc and goes on with an
+    unshaped link; a run must not report results for a network it did not
+    build, so the run asks first.
+    """
+    a, b = f"tbq{os.getpid() % 100000}a", f"tbq{os.getpid() % 100000}b"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], capture_output=True)
+    try:
+        res = subprocess.run(["tc", "qdisc", "add", "dev", a, "root", "netem", "delay", "1ms"],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            return f"the kernel has no netem qdisc ({res.stderr.strip() or 'tc failed'})"
+        return None
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
+class SplitterNetwork:
+    """The emulated network of one run."""
+
+    def __init__(self, topo: Topology, target: str, rundir: RunDir):
+        self.topo = topo
+        self.target = target
+        self.rundir = rundir
+        self.net = None
+        self.switch: Optional[SplitterSwitch] = None
+
+    def build(self) -> "SplitterNetwork":
+        from mininet.link import Link, TCLink
+        from mininet.net import Mininet
+
+        topo = self.topo
+        net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
+                      autoStaticArp=False, waitConnected=False)
+        self.net = net
+        self.switch = net.addSwitch(topo.switch.name, cls=switch_class(self.target),
+                                    run_dir=str(self.rundir.root))
+        addresses = topo.addresses()
+        ports = topo.switch_ports()
+        for name in topo.hosts:
+            ip, mac = addresses[name]
+            host = net.addHost(name, ip=f"{ip}/24", mac=mac)
+            link = topo.link_for(name)
+            shaping = {k: v for k, v in (("bw", link.bw), ("delay", link.delay), ("loss", link.loss))
+                       if v is not None}
+            net.addLink(host, self.switch, port2=ports[name], cls=TCLink if shaping else Link, **shaping)
+        net.build()
+        register_interfaces([i.name for i in self.switch.intfList() if i.name != "lo"])
+        nodes = list(net.hosts) + ([self.switch] if self.switch.inNamespace else [])
+        for node in nodes:
+            register_pid(node.pid, f"mininet node {node.name}")
+        for host in net.hosts:
+            # IPv6 neighbour discovery and router solicitations would only add
+            # noise to the switch's non-event counter.
+            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+        return self
+
+    def start(self, ready_timeout: float = 60.0) -> "SplitterNetwork":
+        """Start the switch and wait until it is ready (alive, control port open)."""
+        assert self.net is not None and self.switch is not None
+        for intf in self.switch.intfList():
+            if intf.name != "lo":
+                intf.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
+        self.switch.start([])
+        self.switch.wait_ready(ready_timeout)
+        return self
+
+    def host(self, name: str):
+        return self.net.get(name)
+
+    def intf_of(self, host: str) -> str:
+        return self.host(host).defaultIntf().name
+
+    def stop(self) -> None:
+        if self.net is not None:
+            self.net.stop()
+            self.net = None

@@ -1,0 +1,212 @@
+"""Bookkeeping of the processes a run starts, so nothing outlives it.
+
+Every process the testbed starts is recorded (pid, start time, what it is)
+in a state file under ``state_dir()``.  A run removes its entries as it stops
+them; ``testbed clean`` ends whatever a crashed run left, by PID, and only
+when the PID still belongs to the same process (same start time), so a
+recycled PID is never hit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Optional
+
+#: Where runs record what they started; ``TESTBED_STATE_DIR`` overrides it.
+DEFAULT_STATE_DIR = "/run/testbed"
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("TESTBED_STATE_DIR", DEFAULT_STATE_DIR))
+_state_file: Optional[Path] = None
+
+
+def _start_time(pid: int) -> Optional[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def begin_run(run_id: str) -> Path:
+    """Start recording this process's children under ``run_id``."""
+    global _state_file
+    state_dir().mkdir(parents=True, exist_ok=True)
+    _state_file = state_dir() / f"{run_id}.json"
+    _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+            "pids": {}, "paths": [], "interfaces": []})
+    return _state_file
+
+
+def end_run() -> None:
+    global _state_file
+    if _state_file is not None:
+        _state_file.unlink(missing_ok=True)
+    _state_file = None
+
+
+def _read() -> dict:
+    assert _state_file is not None
+    return json.loads(_state_file.read_text())
+
+
+def _write(state: dict) -> None:
+    assert _state_file is not None
+    tmp = _state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(_state_file)
+
+
+def register_pid(pid: int, what: str) -> None:
+    if _state_file is None:
+        return
+    state = _read()
+    state["pids"][str(pid)] = {"what": what, "start": _start_time(pid)}
+    _write(state)
+
+
+def unregister_pid(pid: int) -> None:
+    if _state_file is None:
+        return
+    state = _read()
+    state["pids"].pop(str(pid), None)
+    _write(state)
+
+
+def register_interfaces(names: list[str]) -> None:
+    """Root-namespace interfaces (the switch's ends) to delete after a crash."""
+    if _state_file is None:
+        return
+    state = _read()
+    state.setdefault("interfaces", []).extend(names)
+    _write(state)
+
+
+def register_path(path: str) -> None:
+    """A temporary file or folder (IPC) the run must remove."""
+    if _state_file is None:
+        return
+    state = _read()
+    state["paths"].append(str(path))
+    _write(state)
+
+
+def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
+    """SIGTERM then SIGKILL ``pid`` if it is still the process recorded."""
+    if start is not None and _start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if _start_time(pid) != start:
+            return True
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def spawn(cmd: list[str], log_path: Path, what: str, host=None, **popen_args):
+    """Start ``cmd`` (inside Mininet ``host`` when given), output to ``log_path``,
+    and record its PID.  The log is closed here: the child keeps its own handle."""
+    import subprocess
+
+    with open(log_path, "ab") as log:
+        popen = host.popen if host is not None else subprocess.Popen
+        proc = popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen_args)
+    register_pid(proc.pid, what)
+    return proc
+
+
+def stop(proc, grace: float = 15.0) -> None:
+    """SIGTERM one child and wait for it (SIGKILL after ``grace``); forget its PID."""
+    import subprocess
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    unregister_pid(proc.pid)
+
+
+def run_until_signalled(worker) -> None:
+    """Call ``worker.run()``; SIGTERM or SIGINT set ``worker.stopping`` so it
+    can finish its loop and write what it has, instead of dying mid-write."""
+    def _stop(signum, frame):
+        worker.stopping = True
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    worker.run()
+
+
+def wait_ready(proc, is_ready, what: str, timeout: float, log_path: Optional[Path] = None,
+               error: type[Exception] = RuntimeError, poll_s: float = 0.05) -> None:
+    """Poll ``is_ready()`` until it holds; readiness is checked, never slept.
+
+    Raise ``error`` naming ``what`` (with the tail of ``log_path``) if the
+    process exits first or ``timeout`` seconds pass.
+    """
+    def tail() -> str:
+        return "" if log_path is None else f"; log tail:\n{log_tail(log_path)}"
+
+    deadline = time.monotonic() + timeout
+    while not is_ready():
+        if proc is not None and proc.poll() is not None:
+            raise error(f"{what} exited (code {proc.returncode}){tail()}")
+        if time.monotonic() > deadline:
+            raise error(f"{what} not ready after {timeout:.0f}s{tail()}")
+        time.sleep(poll_s)
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a log, for error messages about a process that failed."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def stop_group(proc, grace: float = 5.0) -> None:
+    """End a child started with ``start_new_session=True`` and its whole
+    process group (SIGTERM, then SIGKILL after ``grace``); forget its PID."""
+    import subprocess
+
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+    unregister_pid(proc.pid)
+
+
+def stale_runs() -> list[dict]:
+    """State of runs whose owning ``testbed run`` process is gone."""
+    out = []
+    if not state_dir().exists():
+        return out
+    for f in sorted(state_dir().glob("*.json")):
+        try:
+            state = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        state["_file"] = str(f)
+        if _start_time(state.get("owner", -1)) != state.get("owner_start"):
+            out.append(state)
+    return out

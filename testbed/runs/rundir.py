@@ -1,0 +1,197 @@
+"""The run directory: every path a run writes or reads, in one place.
+
+A run directory is the testbed's one interface between its phases and its
+tools: the orchestrator, the host processes (sources, receivers), the Spark
+application, ``testbed check`` and ``testbed plot`` all find their files
+through ``RunDir``, and nothing else spells a file name.  The layout:
+
+    run.json  topology.yaml                  the record, and the topology as run
+    sources.parquet  deliveries.parquet      raw events, merged from raw/
+    windows.parquet  windows_reference.parquet   the operators' output, the reference
+    load.png  latency.png  analysis.png      figures, redrawn from the above
+    logs/   raw/   pcaps/   spark/           logs, per-host files, captures, Spark's files
+
+``ExperimentDir`` does the same for a set of runs.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON under a temporary name and rename it, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> dict:
+    """A JSON file, or ``{}`` while it does not exist yet (or is being replaced)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+class At:
+    """A path inside a run or experiment directory, declared once as a class
+    attribute: ``record = At("run.json")`` makes ``rundir.record`` that path."""
+
+    def __init__(self, *parts: str):
+        self.parts = parts
+
+    def __get__(self, owner_obj, owner_type=None):
+        return self if owner_obj is None else owner_obj.root.joinpath(*self.parts)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run directory (``root``); creating it is ``create()``'s job."""
+
+    root: Path
+
+    # the record, the merged raw data, and the operators' output
+    record = At("run.json")
+    topology = At("topology.yaml")
+    sources = At("sources.parquet")
+    deliveries = At("deliveries.parquet")
+    windows = At("windows.parquet")
+    windows_reference = At("windows_reference.parquet")
+    # logs, per-host files after the run, captures
+    logs = At("logs")
+    spark_log = At("logs", "spark.log")
+    raw = At("raw")
+    pcaps = At("pcaps")
+    # the Spark application's files
+    spark = At("spark")
+    spark_job = At("spark", "job.json")
+    spark_package = At("spark", "testbed.zip")     # the package, for spark-submit --py-files
+    spark_in = At("spark", "in")
+    spark_input_done = At("spark", "in", "_DONE")
+    spark_ready = At("spark", "ready")
+    spark_partials = At("spark", "partials")
+    spark_checkpoint = At("spark", "checkpoint")
+    spark_analysis = At("spark", "analysis.json")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    def create(self) -> "RunDir":
+        for folder in (self.root, self.logs, self.raw):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def is_run(self) -> bool:
+        return self.record.is_file()
+
+    def read_record(self) -> dict:
+        return json.loads(self.record.read_text())
+
+    def write_record(self, record: dict) -> None:
+        write_json_atomic(self.record, record)
+
+    def figure(self, name: str) -> Path:
+        """``load``, ``latency``, ``analysis``: ``<name>.png`` in the run directory."""
+        return self.root / f"{name}.png"
+
+    def log(self, host: str, role: str) -> Path:
+        """Log of a process: ``logs/<host>.<role>.log`` (role: source, receiver, ...)."""
+        return self.logs / f"{host}.{role}.log"
+
+    def switch_log(self, switch: str) -> Path:
+        return self.logs / f"{switch}.log"
+
+    def bmv2_log(self, switch: str) -> Path:
+        """bmv2's log.  ``--log-file X`` makes bmv2 write ``X.txt`` (its rotating
+        sink adds the extension), so the switch is given this minus ``.txt``."""
+        return self.logs / f"{switch}.bmv2.txt"
+
+    def bmv2_notifications(self, switch: str) -> Path:
+        return self.logs / f"{switch}-notifications.ipc"
+
+    def pcap(self, intf: str) -> Path:
+        return self.pcaps / f"{intf}.pcap"
+
+    # -- what host processes write while the run goes on ----------------------
+    # They write at the top level and the collect phase moves them to raw/,
+    # so the top level of a finished run holds only merged data.
+    HOST_FILES = {"sources": "{host}.sources.parquet", "source_status": "{host}.source.status.json",
+                  "deliveries": "{host}.deliveries.parquet", "status": "{host}.status.json"}
+
+    def host_file(self, kind: str, host: str) -> Path:
+        return self.root / self.HOST_FILES[kind].format(host=host)
+
+    def source_events(self, host: str) -> Path:
+        return self.host_file("sources", host)
+
+    def source_status(self, host: str) -> Path:
+        return self.host_file("source_status", host)
+
+    def receiver_events(self, host: str) -> Path:
+        return self.host_file("deliveries", host)
+
+    def receiver_status(self, host: str) -> Path:
+        return self.host_file("status", host)
+
+    def host_files(self, kind: str) -> list[Path]:
+        """Per-host files of ``kind`` (``sources``, ``deliveries``, ``status``) still at the top level;
+        ``status`` covers sources' and receivers' status files."""
+        return sorted(self.root.glob(self.HOST_FILES[kind].format(host="*")))
+
+    def raw_receiver_status(self, host: str) -> Path:
+        return self.raw / self.receiver_status(host).name
+
+    def spark_inbox(self, host: str) -> Path:
+        """Where an operator host hands its events to Spark."""
+        return self.spark_in / host
+
+    def spark_paths(self) -> dict[str, str]:
+        """What the Spark job reads and writes, for its job description."""
+        return {"in": str(self.spark_in), "input_done": str(self.spark_input_done),
+                "ready": str(self.spark_ready), "partials": str(self.spark_partials),
+                "checkpoint": str(self.spark_checkpoint), "analysis": str(self.spark_analysis),
+                "sources": str(self.sources), "deliveries": str(self.deliveries),
+                "windows": str(self.windows), "windows_reference": str(self.windows_reference)}
+
+    def link_latest(self) -> None:
+        """Point ``<parent>/latest`` at this run (results/<name>/latest)."""
+        latest = self.root.parent / "latest"
+        try:
+            if latest.is_symlink() or latest.exists():
+                latest.unlink()
+            latest.symlink_to(self.root.name)
+        except OSError:
+            pass
+
+
+@dataclass(frozen=True)
+class ExperimentDir:
+    """``results/<experiment>/<id>/``: the record, the figures and one RunDir per run."""
+
+    root: Path
+
+    record = At("experiment.json")
+    runs_folder = At("runs")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    def run(self, name: str) -> RunDir:
+        return RunDir(self.runs_folder / name)
+
+    def runs(self) -> Iterator[RunDir]:
+        found = sorted(self.runs_folder.iterdir()) if self.runs_folder.is_dir() else []
+        return (RunDir(path) for path in found if RunDir(path).is_run())
+
+    def figure(self, name: str) -> Path:
+        return self.root / f"{name}.png"
+
+    def write_record(self, record: dict) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.record, record)
+
+    def read_record(self) -> dict:
+        return json.loads(self.record.read_text())

@@ -1,0 +1,187 @@
+"""The splitter plan: the control-plane state a P4 splitter needs for a topology.
+
+The plan is derived from the window definitions (``testbed.semantics.windows``) and is
+the only thing the controller installs, on either target.  Its tables and
+their actions are the ones ``p4/`` declares (``testbed.dataplane.contract.SCHEMA``).
+
+How the data plane uses it (``docs/windows.md`` has the reasoning): per stream
+the switch keeps the start of the newest slide, the operator ``w`` of the
+newest window (``q mod N`` for slide ``q``) and how many windows have begun
+(saturating).  An event at offset ``p`` in its slide lies in
+``c = min(begun, full + (p < extra))`` windows, whose operators are the ``c``
+operators ending at ``w`` in round-robin order.  ``(w, c)`` therefore names
+the destination set, and the plan maps every reachable pair to a port
+(``c = 1``) or a multicast group (``c >= 2``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from testbed.semantics.topology import Stream, Topology
+from testbed.semantics.windows import max_windows, windows_per_position
+
+WINDOW_SPEC = "window_spec"
+OPERATOR_COUNT = "operator_count"
+UNICAST = "unicast"
+MULTICAST = "multicast"
+EGRESS_REWRITE = "egress_rewrite"
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """One ``table_add``: match key values and action parameters, in P4 order."""
+
+    table: str
+    action: str
+    match: tuple[Any, ...]
+    params: tuple[Any, ...]
+
+    def cli(self) -> str:
+        """The entry as a ``simple_switch_CLI`` / p4-utils ``table_add`` line."""
+        m = " ".join(str(v) for v in self.match)
+        p = " ".join(str(v) for v in self.params)
+        return f"table_add {self.table} {self.action} {m} => {p}".rstrip(" =>")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"action": self.action, "match": list(self.match), "params": list(self.params)}
+
+
+@dataclass(frozen=True)
+class MulticastGroup:
+    """A PRE group: one node with ``rid = mgid`` replicating to ``ports``."""
+
+    mgid: int
+    ports: tuple[int, ...]
+    hosts: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ports": list(self.ports), "hosts": list(self.hosts), "rid": self.mgid}
+
+
+def destination_pairs(size: int, slide: int, n_ops: int) -> list[tuple[int, int]]:
+    """Every ``(newest operator w, active windows c)`` the data plane can reach.
+
+    ``c`` is already clamped to ``N`` (with at least ``N`` active windows all
+    operators are hit).  Slide ``q`` yields ``w = q mod N`` and
+    ``c = min(q + 1, full + (p < extra))``; after ``max_windows`` slides the
+    start-up is over and one more cycle of ``N`` slides covers every ``w``.
+    """
+    full, extra = windows_per_position(size, slide)
+    counts = {full} | ({full + 1} if extra else set())
+    cap = max_windows(size, slide)
+    pairs: set[tuple[int, int]] = set()
+    for q in range(cap + n_ops):
+        for per_pos in counts:
+            c = min(q + 1, per_pos, n_ops)
+            if c >= 1:
+                pairs.add((q % n_ops, c))
+    return sorted(pairs)
+
+
+def destination_set(operators: list[str], newest: int, active: int) -> list[str]:
+    """The ``active`` operators whose windows end at ``operators[newest]``, oldest first."""
+    n = len(operators)
+    return [operators[(newest - i) % n] for i in range(active - 1, -1, -1)]
+
+
+@dataclass
+class StreamPlan:
+    stream: Stream
+    entries: list[TableEntry] = field(default_factory=list)
+    groups: dict[int, MulticastGroup] = field(default_factory=dict)
+
+    def tables(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for e in self.entries:
+            out.setdefault(e.table, []).append(e.as_json())
+        return out
+
+
+class SplitterPlan:
+    """Tables and multicast groups for every stream of a topology."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.ports = topology.switch_ports()
+        self.addresses = topology.addresses()
+        self._group_ids: dict[tuple[int, ...], MulticastGroup] = {}
+        self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
+        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (self.ports[h],),
+                                  (self.addresses[h][1], self.addresses[h][0]))
+                       for h in topology.operator_hosts()]
+
+    # -- derivation ----------------------------------------------------
+    def _group_for(self, hosts: list[str]) -> MulticastGroup:
+        """Groups are shared by every stream that replicates to the same ports."""
+        ports = tuple(sorted(self.ports[h] for h in hosts))
+        group = self._group_ids.get(ports)
+        if group is None:
+            by_port = {self.ports[h]: h for h in hosts}
+            group = MulticastGroup(len(self._group_ids) + 1, ports, tuple(by_port[p] for p in ports))
+            self._group_ids[ports] = group
+        return group
+
+    def _plan_stream(self, s: Stream) -> StreamPlan:
+        w = s.window
+        full, extra = windows_per_position(w.size, w.slide)
+        cap = max_windows(w.size, w.slide)
+        n_ops = len(s.operators)
+        plan = StreamPlan(s)
+        if w.kind == "count":
+            plan.entries.append(TableEntry(WINDOW_SPEC, "set_count_window", (s.id,),
+                                           (w.slide, full, extra, cap)))
+        else:
+            fixed = 0 if w.origin is None else 1
+            plan.entries.append(TableEntry(WINDOW_SPEC, "set_time_window", (s.id,),
+                                           (w.slide, full, extra, cap, fixed, w.origin or 0)))
+        plan.entries.append(TableEntry(OPERATOR_COUNT, "set_operator_count", (s.id,), (n_ops,)))
+        for i, op in enumerate(s.operators):
+            plan.entries.append(TableEntry(UNICAST, "to_operator", (s.id, i), (self.ports[op],)))
+        for newest, active in destination_pairs(w.size, w.slide, n_ops):
+            if active < 2:
+                continue
+            group = self._group_for(destination_set(s.operators, newest, active))
+            plan.groups[group.mgid] = group
+            plan.entries.append(TableEntry(MULTICAST, "to_group", (s.id, newest, active), (group.mgid,)))
+        return plan
+
+    # -- views ---------------------------------------------------------
+    @property
+    def groups(self) -> list[MulticastGroup]:
+        return sorted(self._group_ids.values(), key=lambda g: g.mgid)
+
+    def entries(self) -> list[TableEntry]:
+        out: list[TableEntry] = []
+        for sp in self.streams.values():
+            out.extend(sp.entries)
+        out.extend(self.egress)
+        return out
+
+    def host_of_port(self) -> dict[int, str]:
+        return {p: h for h, p in self.ports.items()}
+
+    def cost(self) -> dict[str, int]:
+        """What installing the plan takes, in entries and groups."""
+        counts: dict[str, int] = {}
+        for e in self.entries():
+            counts[e.table] = counts.get(e.table, 0) + 1
+        counts["multicast_groups"] = len(self._group_ids)
+        counts["multicast_ports"] = sum(len(g.ports) for g in self._group_ids.values())
+        return counts
+
+
+def stream_plan_json(plan: SplitterPlan, stream_id: int,
+                     events: Optional[Iterable[dict[str, Any]]] = None) -> dict[str, Any]:
+    sp = plan.streams[stream_id]
+    s = sp.stream
+    out: dict[str, Any] = {
+        "window": s.window.as_json(),
+        "operators": list(s.operators),
+        "source": s.source,
+    }
+    if events is not None:
+        out["events"] = list(events)
+    out["tables"] = sp.tables()
+    out["multicast_groups"] = {str(g.mgid): g.as_json() for g in sorted(sp.groups.values(), key=lambda g: g.mgid)}
+    return out

@@ -1,0 +1,46 @@
+"""The events a source sends: sequence numbers, timestamps, keys and values.
+
+Everything is a pure function of the stream spec and the run's seed, so the
+oracle, the sources and the analysis all see the same events without passing
+them around.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from testbed.semantics.queries import query
+from testbed.semantics.topology import Stream
+
+
+def stream_events(stream: Stream, seed: int, limit: int | None = None) -> dict[str, np.ndarray]:
+    """Columns ``seq, ts, key, value`` of the stream's events, in send order.
+
+    Timestamps are ``start + k*step`` (the papers' workloads use 0, 1, 2, ...).
+    Keys and values are drawn from a generator seeded by ``(seed, stream id)``
+    so that every stream of a run differs but reruns do not.
+    """
+    n = stream.events if limit is None else min(limit, stream.events)
+    if stream.replay is not None:
+        return replay_events(stream, n)
+    k = np.arange(n, dtype=np.uint64)
+    ts = np.uint64(stream.timestamps.start) + k * np.uint64(stream.timestamps.step)
+    rng = np.random.default_rng([seed, stream.id])
+    key, value = query(stream.query.kind).draw(rng, n)
+    return {"seq": k.astype(np.int64), "ts": ts.astype(np.int64), "key": key, "value": value}
+
+
+def replay_events(stream: Stream, n: int) -> dict[str, np.ndarray]:
+    """The first ``n`` rows of the stream's replay file, as events."""
+    import pandas as pd
+
+    r = stream.replay
+    cols = [c for c in (r.ts, r.value, r.key) if c is not None]
+    frame = (pd.read_parquet(r.path, columns=cols) if r.path.endswith(".parquet")
+             else pd.read_csv(r.path, usecols=cols))
+    if len(frame) < n:
+        raise ValueError(f"stream {stream.id}: replay file {r.path} has {len(frame)} rows, "
+                         f"fewer than events={stream.events}")
+    frame = frame.iloc[:n]
+    key = frame[r.key].to_numpy(dtype=np.int64) if r.key else np.zeros(n, dtype=np.int64)
+    return {"seq": np.arange(n, dtype=np.int64), "ts": frame[r.ts].to_numpy(dtype=np.int64),
+            "key": key, "value": np.round(frame[r.value].to_numpy(dtype=np.float64)).astype(np.int64)}

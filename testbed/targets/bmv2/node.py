@@ -1,0 +1,49 @@
+"""The Mininet node that runs the splitter on bmv2's ``simple_switch``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from testbed.targets.base import SplitterSwitch
+from testbed.targets.bmv2 import toolchain
+from testbed.targets.bmv2.client import Bmv2API
+from testbed.targets.bmv2.process import DEFAULT_LOG_LEVEL, simple_switch_command
+
+
+class Bmv2Switch(SplitterSwitch):
+    """Mininet switch node running the splitter on bmv2's ``simple_switch``.
+
+    Extra parameters: ``json_path`` (default: compile ``p4/splitter.p4`` into
+    ``build/``) and ``log_level`` (default ``warn``).  bmv2's log goes to
+    ``logs/<name>.bmv2.txt``, the process's own output to
+    ``logs/<name>.log``.
+    """
+
+    target = "bmv2"
+
+    def __init__(self, name: str, run_dir: str, json_path: Optional[str] = None,
+                 log_level: str = DEFAULT_LOG_LEVEL, **kwargs: Any):
+        # In a namespace of its own: simple_switch's Thrift server binds every
+        # interface, and there the only address is loopback's.  (Mininet's
+        # addSwitch passes its own inNamespace=False, hence the override.)
+        kwargs["inNamespace"] = True
+        super().__init__(name, run_dir, **kwargs)
+        self.json_path = Path(json_path) if json_path else None
+        self.log_level = log_level
+
+    @classmethod
+    def available(cls) -> Optional[str]:
+        return toolchain.toolchain_missing()
+
+    def command(self) -> list[str]:
+        self.json_path = self.json_path or toolchain.compile_program()
+        return simple_switch_command(self.json_path, self.port_map(), self.control_port,
+                                     self.rundir, self.name, self.device_id, self.log_level)
+
+    def versions(self) -> dict[str, str]:
+        found = toolchain.versions()
+        return {"simple_switch": found["simple_switch"], "p4c": found["p4c"]}
+
+    def control_api(self) -> Bmv2API:
+        return Bmv2API(self.control_port, self.json_path,
+                       netns_path=self.netns_path if self.inNamespace else None)

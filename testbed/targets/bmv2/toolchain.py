@@ -1,0 +1,228 @@
+"""Find the P4 toolchain and compile ``p4/splitter.p4`` for bmv2.
+
+The tools are looked up on ``PATH`` first, then under ``$P4_PREFIX``
+(default ``/opt/p4``), the one variable that points the project at a
+toolchain installed outside ``PATH``:
+
+- ``$P4_PREFIX/bin``: ``p4c-bm2-ss`` (or the ``p4c`` driver) and ``simple_switch``;
+- ``$P4_PREFIX/lib/python3*/site-packages`` (or ``dist-packages``): bmv2's
+  Thrift client modules (``bm_runtime``, ``sswitch_runtime``, ...).
+
+The compiled program goes to ``build/splitter.json`` (bmv2 JSON) and
+``build/splitter.p4info.txt`` (P4Runtime info, for reference); a compile is
+skipped while both are newer than every ``p4/*.p4``.
+
+``python -m testbed.targets.bmv2.toolchain`` compiles and prints the two paths, or exits
+non-zero with a one-line reason.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from testbed import ROOT
+
+P4_DIR = ROOT / "p4"
+PROGRAM = P4_DIR / "splitter.p4"
+BUILD_DIR = ROOT / "build"
+PREFIX_VAR = "P4_PREFIX"
+DEFAULT_PREFIX = "/opt/p4"
+#: Compilers in order of preference: the bmv2 back end itself, then the driver.
+COMPILERS = ("p4c-bm2-ss", "p4c")
+SWITCH = "simple_switch"
+#: A bmv2 Thrift module that must be importable to drive the switch.
+THRIFT_CLIENT_MODULE = "bm_runtime"
+VERSION_PATTERN = re.compile(r"\d+\.\d+\.\d+")
+
+
+class P4BuildError(RuntimeError):
+    """The compiler is missing or rejected the program; ``str()`` is the reason."""
+
+
+def prefix() -> Path:
+    return Path(os.environ.get(PREFIX_VAR) or DEFAULT_PREFIX)
+
+
+def find_tool(name: str) -> Optional[str]:
+    """Path of an executable named ``name``: on PATH, else in ``$P4_PREFIX/bin``."""
+    found = shutil.which(name)
+    if found:
+        return found
+    cand = prefix() / "bin" / name
+    if cand.is_file() and os.access(cand, os.X_OK):
+        return str(cand)
+    return None
+
+
+def find_compiler() -> Optional[str]:
+    for name in COMPILERS:
+        path = find_tool(name)
+        if path:
+            return path
+    return None
+
+
+def bmv2_python_path() -> Optional[str]:
+    """Directory holding bmv2's Thrift client modules, or ``None``.
+
+    An installed ``bm_runtime`` that Python already finds wins; otherwise
+    the directories under ``$P4_PREFIX/lib`` are searched, this
+    interpreter's version first.
+    """
+    spec = importlib.util.find_spec(THRIFT_CLIENT_MODULE)
+    if spec is not None and spec.submodule_search_locations:
+        return str(Path(list(spec.submodule_search_locations)[0]).parent)
+    lib = prefix() / "lib"
+    ours = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [lib / ours / sub for sub in ("site-packages", "dist-packages")]
+    candidates += [Path(p) for p in sorted(glob.glob(str(lib / "python3*" / "*-packages")))]
+    for cand in candidates:
+        if (cand / THRIFT_CLIENT_MODULE / "__init__.py").is_file():
+            return str(cand)
+    return None
+
+
+def add_bmv2_python_path() -> str:
+    """Make bmv2's Thrift modules importable; return their directory."""
+    path = bmv2_python_path()
+    if path is None:
+        raise P4BuildError(f"bmv2's Python Thrift modules ({THRIFT_CLIENT_MODULE}) not found "
+                           f"(looked in sys.path and ${PREFIX_VAR}/lib/python3*/)")
+    if path not in sys.path:
+        sys.path.append(path)
+    return path
+
+
+def compiler_missing() -> Optional[str]:
+    if find_compiler() is None:
+        return (f"p4c not found: none of {', '.join(COMPILERS)} on PATH or in "
+                f"${PREFIX_VAR}/bin ({prefix() / 'bin'})")
+    return None
+
+
+def toolchain_missing() -> Optional[str]:
+    """``None`` when p4c, simple_switch and the Thrift client all exist,
+    else a one-line reason naming what is missing."""
+    reason = compiler_missing()
+    if reason:
+        return reason
+    if find_tool(SWITCH) is None:
+        return f"{SWITCH} not found on PATH or in ${PREFIX_VAR}/bin ({prefix() / 'bin'})"
+    if importlib.util.find_spec("thrift") is None:
+        return "Python module 'thrift' missing (Debian: apt-get install python3-thrift)"
+    if bmv2_python_path() is None:
+        return (f"bmv2's Python Thrift modules ({THRIFT_CLIENT_MODULE}) not found in sys.path "
+                f"or ${PREFIX_VAR}/lib/python3*/")
+    return None
+
+
+def outputs(out_dir: Path = BUILD_DIR) -> tuple[Path, Path]:
+    """``(bmv2 JSON, p4info)`` paths for the program."""
+    return out_dir / f"{PROGRAM.stem}.json", out_dir / f"{PROGRAM.stem}.p4info.txt"
+
+
+def sources() -> list[Path]:
+    return sorted(P4_DIR.glob("*.p4"))
+
+
+def up_to_date(out_dir: Path = BUILD_DIR) -> bool:
+    """Both outputs exist and are newer than every ``p4/*.p4``."""
+    try:
+        built = min(p.stat().st_mtime for p in outputs(out_dir))
+    except FileNotFoundError:
+        return False
+    return all(src.stat().st_mtime < built for src in sources())
+
+
+def compile_command(compiler: str, json_out: Path, p4info_out: Path) -> list[str]:
+    if Path(compiler).name == "p4c-bm2-ss":
+        return [compiler, "--std", "p4-16", "--arch", "v1model", "-o", str(json_out),
+                "--p4runtime-files", str(p4info_out), str(PROGRAM)]
+    # The p4c driver names the JSON after the program, in the output directory.
+    return [compiler, "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
+            "-o", str(json_out.parent), "--p4runtime-files", str(p4info_out), str(PROGRAM)]
+
+
+def compile_program(out_dir: Path = BUILD_DIR, force: bool = False) -> Path:
+    """Compile ``p4/splitter.p4``; return the bmv2 JSON path.
+
+    The compiler writes into a scratch directory and the outputs are moved
+    into place only on success, so a failed or concurrent compile never
+    leaves a half-written JSON that looks up to date.
+    """
+    json_out, p4info_out = outputs(out_dir)
+    if not force and up_to_date(out_dir):
+        return json_out
+    compiler = find_compiler()
+    if compiler is None:
+        raise P4BuildError(compiler_missing())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".p4c-") as scratch:
+        tmp_json, tmp_info = outputs(Path(scratch))
+        cmd = compile_command(compiler, tmp_json, tmp_info)
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if res.returncode != 0 or not tmp_json.is_file():
+            detail = (res.stderr or res.stdout).strip()
+            raise P4BuildError(f"{Path(compiler).name} failed on {PROGRAM.relative_to(ROOT)} "
+                               f"(exit {res.returncode}):\n{detail}")
+        os.replace(tmp_info, p4info_out)
+        os.replace(tmp_json, json_out)
+    return json_out
+
+
+def tool_version(tool: str) -> str:
+    """The line of ``tool --version`` that holds a version number, or ``"unknown"``.
+
+    p4c prints its own path first and ``Version 1.2.4.1 (SHA: ...)`` after
+    it; simple_switch prints just ``1.15.5-<sha>``.
+    """
+    path = find_tool(tool)
+    if path is None:
+        return "missing"
+    try:
+        res = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    for line in (res.stdout + "\n" + res.stderr).splitlines():
+        line = line.strip()
+        if VERSION_PATTERN.search(line) and not line.startswith("/"):
+            return line.removeprefix("Version ").strip()
+    return "unknown"
+
+
+def versions() -> dict[str, str]:
+    compiler = find_compiler()
+    return {"p4c": tool_version(Path(compiler).name) if compiler else "missing",
+            "simple_switch": tool_version(SWITCH)}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m testbed.targets.bmv2.toolchain", description=__doc__.splitlines()[0])
+    ap.add_argument("--force", action="store_true", help="compile even if the outputs are up to date")
+    ap.add_argument("--out-dir", type=Path, default=BUILD_DIR, help="where the outputs go (default: build/)")
+    args = ap.parse_args(argv)
+    reason = compiler_missing()
+    if reason:
+        print(f"p4 toolchain: {reason}", file=sys.stderr)
+        return 1
+    try:
+        compile_program(args.out_dir, force=args.force)
+    except P4BuildError as err:
+        print(f"p4 toolchain: {err}", file=sys.stderr)
+        return 1
+    for path in outputs(args.out_dir):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

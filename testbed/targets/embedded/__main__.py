@@ -1,0 +1,3 @@
+from testbed.targets.embedded.server import main
+
+main()

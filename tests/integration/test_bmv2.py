@@ -1,0 +1,377 @@
+"""The P4 program on bmv2, held to the pipeline model and the window oracle.
+
+No Mininet: the switch runs on veth pairs (``tests/support/veth.py``).
+Every event goes through bmv2 and through ``SplitterPipeline`` holding the
+same plan; the frames each port emits must be byte-for-byte the same, and
+the operator sets must equal the oracle's (``Stream.oracle``).
+
+Skipped when p4c, simple_switch or bmv2's Thrift modules are missing
+(``testbed.targets.bmv2.toolchain.toolchain_missing``), and the data-plane
+tests when not root (veth pairs need it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from support.topologies import build
+from support.topologies import stream as stream_data
+from support.veth import Capture, VethRig, by_event, send_frames
+from testbed import ROOT
+from testbed.dataplane.contract import (
+    COUNTERS,
+    DROP_CODES,
+    N_PORTS,
+    N_STREAMS,
+    REGISTERS,
+    SCHEMA,
+    UNKNOWN_STREAM,
+    drop_counter_index,
+    to_int,
+)
+from testbed.dataplane.control import Controller
+from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import event_frame
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import SPLITTER_IP
+from testbed.targets.bmv2 import toolchain
+
+MISSING = toolchain.toolchain_missing()
+pytestmark = [pytest.mark.bmv2, pytest.mark.skipif(MISSING is not None, reason=f"bmv2 toolchain: {MISSING}")]
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="veth pairs need root")
+
+VETH_PORTS = 8              # h1 sends; h2..h8 are operator hosts on ports 2..8
+
+
+@pytest.fixture(scope="module")
+def program() -> Path:
+    return toolchain.compile_program()
+
+
+@pytest.fixture(scope="module")
+def rig(veth_rig):
+    return veth_rig
+
+
+@pytest.fixture
+def switch(rig, program, tmp_path):
+    """A fresh simple_switch on the rig's switch ends (empty tables and registers)."""
+    from testbed.targets.bmv2.process import Bmv2Process
+    proc = Bmv2Process(rig.switch_ends, tmp_path, json_path=program, namespace=rig.namespace)
+    try:
+        proc.start()
+        api = proc.api()
+        try:
+            yield proc, api
+        finally:
+            api.close()
+    finally:
+        proc.stop()
+
+
+def topology(streams: list[dict]):
+    return build(streams, VETH_PORTS, name="bmv2test")
+
+
+def stream(sid: int, window: dict, operators: list[str]) -> dict:
+    return stream_data(sid, window, operators)
+
+
+class Run:
+    """One event sequence through bmv2 and through the model, with the oracle's verdicts."""
+
+    def __init__(self, topo, events: list[tuple[int, int, int]], extra_frames: list[bytes] = ()):
+        self.topo = topo
+        self.plan = SplitterPlan(topo)
+        self.events = events
+        ip, mac = self.plan.addresses["h1"]
+        self.frames = [event_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, sid, seq, ts, key=seq, value=-seq)
+                       for sid, seq, ts in events]
+        self.extra_frames = list(extra_frames)
+        self.model = SplitterPipeline()
+        Controller(self.model).install(self.plan)
+        self._model_out: Optional[dict] = None
+
+    def oracle(self) -> tuple[dict[tuple[int, int], list[int]], Counter]:
+        """Expected ports per event, and drops per (stream, reason)."""
+        oracles = {s.id: s.oracle() for s in self.topo.streams}
+        ports, drops = {}, Counter()
+        for sid, seq, ts in self.events:
+            if sid not in oracles:
+                ports[(sid, seq)] = []
+                drops[(sid, UNKNOWN_STREAM)] += 1
+                continue
+            v = oracles[sid].step(seq, ts)
+            ports[(sid, seq)] = sorted(self.plan.ports[h] for h in v.operators)
+            if v.dropped:
+                drops[(sid, v.dropped)] += 1
+        return ports, drops
+
+    def model_output(self) -> dict[tuple[int, int], list[tuple[int, bytes]]]:
+        """What the model emits for all frames (computed once: processing changes its state)."""
+        if self._model_out is None:
+            out = []
+            for frame in self.frames + self.extra_frames:
+                out.extend(self.model.process(frame))
+            self._model_out = by_event(out)
+        return self._model_out
+
+    def through_bmv2(self, rig: VethRig, api) -> dict[tuple[int, int], list[tuple[int, bytes]]]:
+        Controller(api).install(self.plan)
+        operator_ports = sorted({self.plan.ports[h] for h in self.topo.operator_hosts()})
+        cap = Capture(rig, operator_ports)
+        try:
+            send_frames(rig.host_ends[self.plan.ports["h1"]], self.frames + self.extra_frames)
+            frames = cap.drain()
+            assert cap.kernel_drops == 0, f"capture sockets dropped {cap.kernel_drops} frames"
+        finally:
+            cap.close()
+        return by_event(frames)
+
+
+def assert_same(run: Run, got: dict, want: dict) -> None:
+    """Per event: same ports (and no duplicate copies), same bytes."""
+    oracle_ports, _ = run.oracle()
+    got_ports = {k: [p for p, _ in v] for k, v in got.items()}
+    want_ports = {k: [p for p, _ in v] for k, v in want.items()}
+    # The model against the oracle (sanity), then bmv2 against both.
+    assert {k: v for k, v in oracle_ports.items() if v} == want_ports
+    mismatched = sorted(k for k in set(got_ports) | set(want_ports) if got_ports.get(k) != want_ports.get(k))
+    assert not mismatched, (f"{len(mismatched)} events differ, first: "
+                            + "; ".join(f"{k}: bmv2 {got_ports.get(k)} model {want_ports.get(k)}"
+                                        for k in mismatched[:5]))
+    assert got == want, "bmv2 and the model emitted different bytes"
+
+
+# ----------------------------------------------------------------------
+# the compiled program
+# ----------------------------------------------------------------------
+def test_program_compiles_with_the_pipeline_schema(program):
+    from testbed.targets.bmv2.program import ProgramInfo, short_name
+    info = ProgramInfo.from_file(program)
+    config = json.loads(program.read_text())
+    for table, spec in SCHEMA.items():
+        t = info.table(table)
+        assert list(t.key_names) == list(spec.keys), table
+        assert set(t.match_types) == {"exact"}
+        for action, aspec in spec.actions.items():
+            a = info.action(t, action)
+            assert list(a.param_names) == [n for n, _ in aspec.params], action
+        assert {short_name(a) for a in t.actions} - {"NoAction"} == set(spec.actions)
+    for name, width in REGISTERS.items():
+        r = info.register(name)
+        assert (r.bitwidth, r.size) == (width, N_STREAMS), name
+    for name, size in COUNTERS.items():
+        assert info.counter(name).size == size, name
+    assert N_PORTS == COUNTERS["operator_out"]
+    # The compiled output is reused while it is newer than the sources.
+    assert toolchain.up_to_date()
+    assert toolchain.compile_program() == program
+    assert config["program"].endswith("splitter.p4")
+
+
+def test_p4build_cli_prints_outputs():
+    res = subprocess.run([sys.executable, "-m", "testbed.targets.bmv2.toolchain"], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(p) for p in toolchain.outputs()]
+
+
+# ----------------------------------------------------------------------
+# one test per window semantic
+# ----------------------------------------------------------------------
+SEMANTICS = {
+    "count_tumbling": ({"kind": "count", "size": 3, "slide": 3}, ["h2", "h3", "h4"], 1),
+    "count_sliding": ({"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4", "h5"], 1),
+    "time_tumbling": ({"kind": "time", "size": 6, "slide": 10}, ["h2", "h3", "h4"], 3),   # with gaps
+    "time_sliding": ({"kind": "time", "size": 10, "slide": 4}, ["h2", "h3", "h4"], 3),
+}
+
+
+@needs_root
+@pytest.mark.parametrize("semantic", sorted(SEMANTICS))
+def test_semantic_matches_model_and_oracle(semantic, rig, switch):
+    _proc, api = switch
+    window, operators, ts_step = SEMANTICS[semantic]
+    topo = topology([stream(5, window, operators)])
+    events = [(5, seq, 100 + seq * ts_step) for seq in range(60)]
+    run = Run(topo, events)
+    want = run.model_output()
+    got = run.through_bmv2(rig, api)
+    assert_same(run, got, want)
+    # At least one copy per operator: the round robin went all the way round.
+    assert {p for copies in got.values() for p, _ in copies} == {run.plan.ports[h] for h in operators}
+
+
+# ----------------------------------------------------------------------
+# differential: random specs, awkward inputs
+# ----------------------------------------------------------------------
+def random_streams(rng: random.Random) -> list[dict]:
+    """Four streams covering what the division-free algorithm must get right."""
+    ops = [f"h{i}" for i in range(2, VETH_PORTS + 1)]
+    out = []
+    # count, slide does not divide size, N smaller than the overlap
+    slide = rng.randint(2, 5)
+    size = slide * rng.randint(2, 4) + rng.randint(1, slide - 1)
+    cap = -(-size // slide)
+    out.append(stream(1, {"kind": "count", "size": size, "slide": slide}, rng.sample(ops, rng.randint(1, cap - 1))))
+    # count, random (tumbling with gaps possible)
+    out.append(stream(2, {"kind": "count", "size": rng.randint(1, 9), "slide": rng.randint(1, 9)},
+                      rng.sample(ops, rng.randint(1, len(ops)))))
+    # time, slide does not divide size, fixed origin (events before it are sent)
+    slide = rng.randint(3, 12)
+    size = slide * rng.randint(1, 3) + rng.randint(1, slide - 1)
+    out.append(stream(3, {"kind": "time", "size": size, "slide": slide, "origin": 1000},
+                      rng.sample(ops, rng.randint(2, 5))))
+    # time, origin = first event, random spec
+    out.append(stream(4, {"kind": "time", "size": rng.randint(1, 30), "slide": rng.randint(1, 30)},
+                      rng.sample(ops, rng.randint(1, len(ops)))))
+    return out
+
+
+def random_events(rng: random.Random, topo, n: int) -> list[tuple[int, int, int]]:
+    """Interleaved events; time streams get small steps, gaps of several
+    slides, and steps back in time; stream 3 starts before its origin.
+    A few events of an unconfigured stream (99) are mixed in."""
+    slides = {s.id: s.window.slide for s in topo.streams}
+    ts = {1: 0, 2: 0, 3: 1000 - 5 * slides[3], 4: 50}
+    seq = defaultdict(int)
+    events = []
+    for i in range(n):
+        sid = 99 if i % 500 == 250 else rng.choice([1, 2, 3, 4])
+        if sid in (3, 4):
+            r = rng.random()
+            if r < 0.90:
+                step = rng.randint(0, 3)
+            elif r < 0.97:
+                step = rng.randint(2, 8) * slides[sid] + rng.randint(0, slides[sid])   # gap of several slides
+            else:
+                step = -rng.randint(1, 4)                                            # out of order
+            ts[sid] = max(0, ts[sid] + step)
+        events.append((sid, seq[sid], ts.get(sid, 0)))
+        seq[sid] += 1
+    # Make sure the awkward cases are there whatever the draw.
+    t = [e for e in events if e[0] == 4]
+    assert any(b[2] < a[2] for a, b in zip(t, t[1:])), "no out-of-order event drawn"
+    return events
+
+
+@needs_root
+@pytest.mark.parametrize("seed", [1, 2])
+def test_differential_random_specs(seed, rig, switch):
+    _proc, api = switch
+    rng = random.Random(seed)
+    topo = topology(random_streams(rng))
+    events = random_events(rng, topo, 3000)
+    non_event = event_frame("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", SPLITTER_IP, 1, 0, 0,
+                            sport=1234)[:-1]   # one byte short of an event
+    run = Run(topo, events, extra_frames=[non_event])
+    want = run.model_output()
+    got = run.through_bmv2(rig, api)
+    assert_same(run, got, want)
+
+    # Drop counters: bmv2 = model = oracle, per stream and reason.
+    _, oracle_drops = run.oracle()
+    assert oracle_drops[(3, "before_origin")] > 0 and oracle_drops[(4, "out_of_order")] > 0
+    for sid in (1, 2, 3, 4, 99):
+        for reason, code in DROP_CODES.items():
+            index = drop_counter_index(sid, reason)
+            assert api.counter_read("stream_drops", index)[1] == oracle_drops[(sid, reason)], (sid, reason)
+            assert api.counter_read("stream_drops", index) == run.model.counter_read("stream_drops", index)
+        for name in ("stream_in", "stream_out"):
+            assert api.counter_read(name, sid) == run.model.counter_read(name, sid), (name, sid)
+    for port in range(1, VETH_PORTS + 1):
+        assert api.counter_read("operator_out", port) == run.model.counter_read("operator_out", port)
+    assert api.counter_read("non_event", 0)[1] >= 1
+    # The window state itself, register by register.
+    for name in REGISTERS:
+        for sid in (1, 2, 3, 4):
+            assert api.register_read(name, sid) == run.model.register_read(name, sid), (name, sid)
+
+
+# ----------------------------------------------------------------------
+# control plane
+# ----------------------------------------------------------------------
+def planned_entries(plan: SplitterPlan, table: str) -> list[dict]:
+    """The plan's entries of one table in ``table_entries`` form (MACs and IPs as ints)."""
+    out = []
+    for e in plan.entries():
+        if e.table == table:
+            kinds = [k for _, k in SCHEMA[table].actions[e.action].params]
+            out.append({"match": [int(v) for v in e.match], "action": e.action,
+                        "params": [to_int(v, k) for k, v in zip(kinds, e.params)]})
+    return sorted(out, key=lambda e: e["match"])
+
+
+@needs_root
+def test_control_plane_state_reads_back_as_planned(switch):
+    _proc, api = switch
+    topo = topology([
+        stream(1, {"kind": "count", "size": 5, "slide": 1}, ["h2", "h3", "h4", "h5", "h6", "h7"]),
+        stream(2, {"kind": "count", "size": 7, "slide": 3}, ["h3", "h5"]),
+        stream(3, {"kind": "time", "size": 25, "slide": 10, "origin": 1000}, ["h2", "h4", "h8"]),
+        stream(4, {"kind": "time", "size": 1000, "slide": 1000}, ["h6", "h7"]),
+    ])
+    plan = SplitterPlan(topo)
+    model = SplitterPipeline()
+    Controller(model).install(plan)
+    Controller(api).install(plan)
+
+    for table in SCHEMA:
+        entries = api.table_entries(table)
+        assert entries == model.table_entries(table), table
+        assert entries == planned_entries(plan, table), table
+    planned_groups = {g.mgid: [(g.mgid, list(g.ports))] for g in plan.groups}
+    assert api.mc_dump() == model.mc_dump() == planned_groups
+
+    api.register_write("slide_start", 3, 12345)
+    api.register_write("last_ts", 7, 2**63 - 1)
+    assert api.register_read("slide_start", 3) == 12345
+    assert api.register_read("last_ts", 7) == 2**63 - 1
+    assert len(api.register_read("newest_op")) == N_STREAMS
+    Controller(api).reset_window_state()
+    assert api.register_read("slide_start", 3) == 0 and api.register_read("last_ts", 7) == 0
+
+    api.table_clear("unicast")
+    assert api.table_entries("unicast") == []
+    with pytest.raises(Exception, match="does not fit"):
+        api.table_add("operator_count", "set_operator_count", ["70000"], ["1"])   # stream id > 16 bits
+
+
+@needs_root
+def test_unknown_stream_and_missing_rewrite_are_dropped(rig, switch):
+    """Events of a stream without entries are counted as unknown_stream; a
+    copy for a port without an egress_rewrite entry never leaves."""
+    _proc, api = switch
+    topo = topology([stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2", "h3"])])
+    run = Run(topo, [(1, s, s) for s in range(4)] + [(9, 0, 0), (9, 1, 1)])
+    # Install everything but h3's rewrite, on both targets.
+    run.model = SplitterPipeline()
+    for target in (run.model, api):
+        for g in run.plan.groups:
+            target.mc_mgrp_create(g.mgid)
+            target.mc_node_associate(g.mgid, target.mc_node_create(g.mgid, list(g.ports)))
+        for e in run.plan.entries():
+            if e.table == "egress_rewrite" and e.match[0] == run.plan.ports["h3"]:
+                continue
+            target.table_add(e.table, e.action, [str(v) for v in e.match], [str(v) for v in e.params])
+    cap = Capture(rig, [run.plan.ports["h2"], run.plan.ports["h3"]])
+    try:
+        send_frames(rig.host_ends[1], run.frames)
+        got = by_event(cap.drain())
+    finally:
+        cap.close()
+    assert got == run.model_output()
+    assert sorted(got) == [(1, 0), (1, 2)]
+    assert api.counter_read("stream_drops", drop_counter_index(9, UNKNOWN_STREAM))[1] == 2
+    assert api.counter_read("stream_in", 1)[1] == 4
+    assert api.counter_read("stream_out", 1)[1] == 2

@@ -1,0 +1,232 @@
+"""Emulation runs on the embedded target, end to end (root and Mininet needed)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from support import topologies
+from testbed import ROOT
+from testbed.emulation.network import mininet_missing
+from testbed.runs.rundir import RunDir
+
+pytestmark = pytest.mark.mininet
+MISSING = mininet_missing()
+needs_mininet = pytest.mark.skipif(MISSING is not None, reason=f"emulation skipped: {MISSING}")
+
+
+def small_topology(tmp_path, switch, window, n_ops=3, events=300, rate=1500, extra_streams=()):
+    operators = [f"op{i}" for i in range(1, n_ops + 1)]
+    streams = [topologies.stream(5, window, operators, source="src", events=events, rate=rate,
+                                 timestamps={"start": 0, "step": 1}), *extra_streams]
+    data = topologies.topology_data(streams, ["src"] + operators, name="t" + switch, switch=switch)
+    return topologies.write(tmp_path / "topo.yaml", data)
+
+
+def run_cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, **kw)
+
+
+def leftovers(switch):
+    intfs = [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(switch + "-")]
+    folder = Path(os.environ["TESTBED_STATE_DIR"])      # set per test by conftest.state_dir
+    state = list(folder.glob("*.json")) if folder.exists() else []
+    return intfs, state
+
+
+@needs_mininet
+@pytest.mark.parametrize("window", [
+    {"kind": "count", "size": 7, "slide": 7},          # tumbling
+    {"kind": "count", "size": 5, "slide": 2},          # sliding, slide does not divide size
+    {"kind": "time", "size": 9, "slide": 4},           # time sliding, 4 does not divide 9
+], ids=["count-tumbling", "count-sliding", "time-sliding"])
+def test_run_passes_check(tmp_path, window):
+    topo = small_topology(tmp_path, "sw1", window)
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = RunDir(out).read_record()
+    assert run["ok"] is True
+    acct = run["accounting"]["streams"]["5"]
+    assert acct["sent"] == 300 and acct["lost"] == 0
+    delivered = pd.read_parquet(RunDir(out).deliveries)
+    assert len(delivered) == run["expected_deliveries"] == acct["switch_copies_out"]
+    assert sum(acct["received_per_operator"].values()) == len(delivered)
+    assert set(pd.read_parquet(RunDir(out).sources).columns) >= {"stream", "seq", "ts", "send_ns"}
+    assert set(delivered.columns) >= {"stream", "seq", "ts", "operator", "recv_ns"}
+    assert RunDir(out).figure("load").stat().st_size > 0
+    assert run["git_revision"] and run["seed"] == 1 and run["versions"]["mininet"]
+    # testbed check agrees, on its own
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 0 and "OK" in chk.stdout
+    assert leftovers("sw1") == ([], [])
+
+
+@needs_mininet
+def test_gap_events_are_counted_not_lost(tmp_path):
+    topo = small_topology(tmp_path, "sw2", {"kind": "count", "size": 2, "slide": 5}, n_ops=2, events=100)
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    assert res.returncode == 0, res.stderr[-3000:]
+    acct = RunDir(out).read_record()["accounting"]["streams"]["5"]
+    assert acct["undelivered_by_design"] == {"no_window": 60}
+    assert acct["dropped_at_switch"]["no_window"] == 60
+
+
+@needs_mininet
+def test_check_fails_on_tampered_deliveries(tmp_path):
+    topo = small_topology(tmp_path, "sw3", {"kind": "count", "size": 3, "slide": 1}, events=100)
+    out = tmp_path / "run"
+    assert run_cli("run", str(topo), "--out", str(out), "--no-spark").returncode == 0
+    d = pd.read_parquet(RunDir(out).deliveries)
+    d = pd.concat([d.iloc[1:], d.iloc[[5]]])          # one missing, one duplicated
+    d.to_parquet(RunDir(out).deliveries)
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 1
+    assert "missing=1" in chk.stdout and "duplicates=1" in chk.stdout
+
+
+@needs_mininet
+def test_interrupt_cleans_up(tmp_path):
+    topo = small_topology(tmp_path, "sw4", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--no-spark"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not RunDir(out).source_status("src").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert leftovers("sw4") == ([], [])
+    assert "interrupted" in err
+
+
+@needs_mininet
+def test_clean_after_crash(tmp_path):
+    topo = small_topology(tmp_path, "sw5", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--no-spark"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not RunDir(out).source_status("src").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)            # a crash: no finally block runs
+    proc.wait()
+    intfs, state = leftovers("sw5")
+    assert intfs and state                       # the crash left things behind
+    res = run_cli("clean")
+    assert res.returncode == 0
+    assert "ended pid" in res.stdout
+    assert leftovers("sw5") == ([], [])
+
+
+def test_bad_topology_starts_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "bad", "hosts": {"a": {}, "b": {}}, "streams": [
+        {"id": 1, "source": "a", "window": {"kind": "count", "size": 0, "slide": 1},
+         "operators": ["b"], "events": 1, "rate": 1}]}))
+    out = tmp_path / "run"
+    res = run_cli("run", str(bad), "--out", str(out))
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "streams[0].window.size" in res.stderr
+    assert not out.exists()
+
+
+@needs_mininet
+@pytest.mark.spark
+def test_run_with_spark_operators(tmp_path):
+    from testbed.analysis.spark import spark_missing
+    if spark_missing():
+        pytest.skip(f"Spark skipped: {spark_missing()}")
+    topo = small_topology(tmp_path, "sw6", {"kind": "count", "size": 5, "slide": 2}, events=400)
+    data = yaml.safe_load(topo.read_text())
+    data["streams"][0]["query"] = {"kind": "nexmark_q7"}
+    topo.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = RunDir(out).read_record()
+    assert run["window_check"]["5"]["ok"] and run["window_check"]["5"]["reference_windows"] == 200
+    assert run["spark"]["spark_master"] == "local[2]"
+    windows = pd.read_parquet(RunDir(out).windows)
+    assert len(windows) == 200 and windows["completed_ns"].min() > run["start"] * 1e9
+    assert leftovers("sw6") == ([], [])
+
+
+@needs_mininet
+@pytest.mark.bmv2
+@pytest.mark.parametrize("window", [{"kind": "count", "size": 5, "slide": 2},
+                                    {"kind": "time", "size": 9, "slide": 4}], ids=["count", "time"])
+def test_run_on_bmv2_passes_check(tmp_path, window):
+    from testbed.targets.bmv2.toolchain import toolchain_missing
+    if toolchain_missing():
+        pytest.skip(f"bmv2 toolchain: {toolchain_missing()}")
+    topo = small_topology(tmp_path, "sw7", window)
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark", "--target", "bmv2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = RunDir(out).read_record()
+    assert run["ok"] and run["target"] == "bmv2" and run["versions"]["simple_switch"].startswith("1.")
+    assert run["accounting"]["streams"]["5"]["switch_copies_out"] == run["expected_deliveries"]
+    assert RunDir(out).bmv2_log("sw7").exists()
+    assert leftovers("sw7") == ([], [])
+
+
+@needs_mininet
+def test_bmv2_target_without_toolchain_refuses_cleanly(tmp_path):
+    topo = small_topology(tmp_path, "sw8", {"kind": "count", "size": 2, "slide": 2})
+    out = tmp_path / "run"
+    env = dict(os.environ, P4_PREFIX=str(tmp_path / "no-toolchain"))
+    res = run_cli("run", str(topo), "--out", str(out), "--target", "bmv2", "--no-spark", env=env)
+    assert res.returncode == 2
+    assert "cannot run on target bmv2" in res.stderr and "not found" in res.stderr
+    assert res.stderr.strip().count("\n") == 0
+    assert not out.exists() and leftovers("sw8")[0] == []
+
+
+@needs_mininet
+def test_link_delay_is_applied(tmp_path):
+    """A 20 ms delay on the source's link shows in every delivery's latency;
+    on a kernel without netem the run refuses to start instead."""
+    topo = small_topology(tmp_path, "sw9", {"kind": "count", "size": 3, "slide": 3}, events=100, rate=500)
+    data = yaml.safe_load(topo.read_text())
+    data["links"] = [{"host": "src", "delay": "20ms"}]
+    topo.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    from testbed.emulation.network import netem_missing
+    if netem_missing():
+        # Mininet would run on with an unshaped link; the testbed refuses instead.
+        assert res.returncode == 2 and "links[0]: delay and loss need tc netem" in res.stderr
+        assert not out.exists()
+        return
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = pd.read_parquet(RunDir(out).deliveries).merge(
+        pd.read_parquet(RunDir(out).sources)[["stream", "seq", "send_ns"]], on=["stream", "seq"])
+    latency_ms = (d["recv_ns"] - d["send_ns"]) / 1e6
+    assert latency_ms.min() >= 19.5
+
+
+@needs_mininet
+def test_link_bandwidth_is_applied(tmp_path):
+    """HTB shaping: 400 events of 74 bytes through a 0.2 Mbit/s operator link
+    take at least 400*74*8/200e3 = 1.2 s to arrive, although sent in 0.2 s."""
+    topo = small_topology(tmp_path, "sw10", {"kind": "count", "size": 1, "slide": 1}, n_ops=1,
+                          events=400, rate=2000)
+    data = yaml.safe_load(topo.read_text())
+    data["links"] = [{"host": "op1", "bw": 0.2}]
+    topo.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = pd.read_parquet(RunDir(out).deliveries)
+    s = pd.read_parquet(RunDir(out).sources)
+    assert len(d) == 400
+    assert (d["recv_ns"].max() - s["send_ns"].min()) / 1e9 >= 1.1

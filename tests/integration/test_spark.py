@@ -1,0 +1,134 @@
+"""The operators' Spark application: windowed results equal a centralized run."""
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from support import topologies
+from testbed.analysis.check import check_windows
+from testbed.analysis.spark import SparkApp, job_description, loopback_env, spark_home, spark_missing
+from testbed.emulation.ports import free_loopback_port, port_listening
+from testbed.runs.rundir import RunDir
+from testbed.semantics.topology import load_topology
+from testbed.semantics.workload import stream_events
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(spark_missing() is not None, reason=f"Spark skipped: {spark_missing()}")]
+
+STREAMS = [
+    ({"kind": "count", "size": 5, "slide": 2}, "nexmark_q7", 3),
+    ({"kind": "time", "size": 9, "slide": 4}, "ysb_campaign_count", 2),
+    ({"kind": "count", "size": 4, "slide": 4}, "mean", 2),
+    ({"kind": "time", "size": 30, "slide": 20, "origin": 0}, "max", 3),   # gaps between windows
+]
+
+
+def make_run_dir(tmp_path, drop_one=False):
+    """A run directory as the emulation leaves it, with deliveries from the oracle."""
+    ops = ["o1", "o2", "o3"]
+    streams = [topologies.stream(i + 1, window, ops[:n_ops], source="src", events=400, rate=1000,
+                                 query={"kind": query}, timestamps={"start": 5, "step": 3})
+               for i, (window, query, n_ops) in enumerate(STREAMS)]
+    path = topologies.write(tmp_path / "topology.yaml",
+                            topologies.topology_data(streams, ["src"] + ops, name="sp"))
+    topo = load_topology(path)
+    rundir = RunDir(tmp_path / "run").create()
+    sources, deliveries = [], []
+    for s in topo.streams:
+        ev = pd.DataFrame(stream_events(s, topo.seed))
+        ev["stream"], ev["send_ns"] = s.id, range(len(ev))
+        sources.append(ev)
+        oracle = s.oracle()
+        for row in ev.itertuples():
+            for op in oracle.step(row.seq, row.ts).operators:
+                deliveries.append({"stream": s.id, "seq": row.seq, "ts": row.ts, "key": row.key,
+                                   "value": row.value, "recv_ns": row.send_ns + 1000, "operator": op})
+    pd.concat(sources).to_parquet(rundir.sources)
+    d = pd.DataFrame(deliveries)
+    if drop_one:
+        d = d.drop(index=d[(d["stream"] == 1) & (d["seq"] == 100)].index[:1])
+    d.to_parquet(rundir.deliveries)
+    for op, part in d.groupby("operator"):
+        inbox = rundir.spark_inbox(op)
+        inbox.mkdir(parents=True)
+        half = len(part) // 2              # two hand-overs per operator, as a receiver would
+        part.iloc[:half].to_parquet(inbox / f"{op}-000000.parquet")
+        part.iloc[half:].to_parquet(inbox / f"{op}-000001.parquet")
+    return topo, rundir
+
+
+def run_app(topo, rundir, master):
+    app = SparkApp(rundir, job_description(topo, "test", rundir), master)
+    app.start()
+    try:
+        app.wait_ready()
+        return app.finish()
+    finally:
+        app.stop()
+
+
+def test_operators_equal_centralized_run_local(tmp_path):
+    topo, rundir = make_run_dir(tmp_path)
+    analysis = run_app(topo, rundir, "local[2]")
+    results = check_windows(rundir)
+    assert set(results) == {1, 2, 3, 4}
+    for sid, r in results.items():
+        assert r.ok, (sid, r.as_json())
+        assert r.reference > 20
+    windows = pd.read_parquet(rundir.windows)
+    assert list(windows.columns)[:7] == ["stream", "window", "operator", "key", "result", "n_events", "completed_ns"]
+    # stream 3 is count-tumbling n=4 over 2 operators: 100 windows of 4 events, round robin
+    s3 = windows[windows["stream"] == 3]
+    assert len(s3) == 100 and set(s3["n_events"]) == {4}
+    assert (s3.sort_values("window")["operator"].tolist() == ["o1", "o2"] * 50)
+    # YSB: one row per campaign that had views in the window
+    assert windows[windows["stream"] == 2]["key"].nunique() > 10
+    assert analysis["spark_master"] == "local[2]"
+    amp = {r["stream"]: r["amplification"] for r in analysis["amplification"]}
+    assert amp[3] == pytest.approx(1.0) and amp[1] == pytest.approx(2.5, rel=0.02)
+    assert all(r["p50"] == pytest.approx(1.0) for r in analysis["latency_us"])
+    complete = {r["stream"]: (r["complete"], r["windows"]) for r in analysis["completeness"]}
+    assert all(done == total > 0 for done, total in complete.values()), complete
+
+
+def test_missing_event_shows_as_incomplete_window(tmp_path):
+    topo, rundir = make_run_dir(tmp_path, drop_one=True)
+    analysis = run_app(topo, rundir, "local[1]")
+    complete = {r["stream"]: (r["complete"], r["windows"]) for r in analysis["completeness"]}
+    assert complete[1][0] < complete[1][1] and complete[3][0] == complete[3][1]
+    r = check_windows(rundir)[1]
+    assert not r.ok
+    assert r.incomplete + r.mismatched >= 1 and r.missing == 0
+
+
+def test_standalone_cluster_on_loopback(tmp_path):
+    """spark:// master and worker started with the scripts pyspark ships (bin/spark-class)."""
+    topo, rundir = make_run_dir(tmp_path)
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    port, ui1, ui2 = free_loopback_port(), free_loopback_port(), free_loopback_port()
+    env = loopback_env()
+    master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(ui1)], env=env,
+                              stdout=open(tmp_path / "master.log", "wb"), stderr=subprocess.STDOUT)
+    worker = None
+    try:
+        deadline = time.monotonic() + 90
+        while not port_listening(port):
+            assert master.poll() is None and time.monotonic() < deadline, (tmp_path / "master.log").read_text()
+            time.sleep(0.3)
+        url = f"spark://127.0.0.1:{port}"
+        worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                   "--cores", "2", "--memory", "2g", "--webui-port", str(ui2), url], env=env,
+                                  stdout=open(tmp_path / "worker.log", "wb"), stderr=subprocess.STDOUT)
+        analysis = run_app(topo, rundir, url)
+        assert analysis["spark_master"] == url
+        assert all(r.ok for r in check_windows(rundir).values())
+    finally:
+        for p in (worker, master):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()

@@ -1,0 +1,1 @@
+"""Test support shared by unit and integration tests (see tests/conftest.py)."""

@@ -1,0 +1,38 @@
+"""Topology builders: one way for every test to make a topology.
+
+``stream`` and ``topology_data`` build the YAML shape a user writes;
+``build`` validates it into a ``Topology``; ``write`` puts it in a file for
+the CLI.  Hosts are ``h1``..``hN`` unless named.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import yaml
+
+from testbed.semantics.topology import Topology, parse_topology
+
+
+def stream(sid: int, window: dict, operators: list[str], source: str = "h1", events: int = 1,
+           rate: float = 1, **extra: Any) -> dict:
+    return {"id": sid, "source": source, "window": window, "operators": list(operators),
+            "events": events, "rate": rate, **extra}
+
+
+def topology_data(streams: list[dict], hosts: int | Iterable[str] = 8, name: str = "t",
+                  switch: Optional[str] = None, **extra: Any) -> dict:
+    names = [f"h{i}" for i in range(1, hosts + 1)] if isinstance(hosts, int) else list(hosts)
+    data: dict[str, Any] = {"name": name, "hosts": {h: {} for h in names}, "streams": streams, **extra}
+    if switch is not None:
+        data["switch"] = {"name": switch}
+    return data
+
+
+def build(streams: list[dict], hosts: int | Iterable[str] = 8, **extra: Any) -> Topology:
+    return parse_topology(topology_data(streams, hosts, **extra))
+
+
+def write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

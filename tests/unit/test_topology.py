@@ -1,0 +1,163 @@
+"""Topology files: the nine scenarios load; bad files fail with one clear line."""
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from testbed import ROOT
+from testbed.semantics.topology import TopologyError, load_topology
+
+SCENARIOS = ["cbtw1", "cbtw2", "cbsw1", "cbsw2", "tbtw1", "tbtw2", "tbsw1", "tbsw2", "p4ss"]
+GOOD = {
+    "name": "t", "hosts": {"h1": {}, "h2": {}, "h3": {}},
+    "streams": [{"id": 1, "source": "h1", "window": {"kind": "count", "size": 3, "slide": 1},
+                 "operators": ["h2", "h3"], "events": 10, "rate": 100}],
+}
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenarios_have_twenty_windows_per_operator(name):
+    topo = load_topology(ROOT / "topologies" / f"{name}.yaml")
+    for s in topo.streams:
+        w = s.window
+        span = s.events if w.kind == "count" else s.events * s.timestamps.step
+        full_windows = (span - w.size) // w.slide + 1
+        assert full_windows // len(s.operators) >= 20, (name, s.id)
+
+
+def mutate(path, value):
+    data = json.loads(json.dumps(GOOD))
+    node = data
+    for p in path[:-1]:
+        node = node[p]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+BAD = [
+    (("streams", 0, "window", "size"), 0, "streams[0].window.size: Input should be greater than 0"),
+    (("streams", 0, "operators", 1), "h9", "streams[0].operators[1]: unknown host 'h9'"),
+    (("streams", 0, "operators"), [], "streams[0].operators: List should have at least 1 item"),
+    (("streams", 0, "source"), "nohost", "streams[0].source: unknown host 'nohost'"),
+    (("streams", 0, "window", "kind"), "session", "streams[0].window.kind: Input should be 'count' or 'time'"),
+    (("hosts",), {"H-1": {}}, "hosts.H-1: 'H-1' is not a valid name"),
+    (("streams", 0, "rate"), KeyError, "streams[0].rate: Field required"),
+    (("streams", 0, "speed"), 3, "streams[0].speed: unknown field"),
+    (("streams", 0, "operators"), ["h2", "h2"], "streams[0].operators: operator hosts listed twice: h2"),
+]
+
+
+@pytest.mark.parametrize("path,value,message", BAD)
+def test_bad_topology_one_line_error(tmp_path, path, value, message):
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(mutate(path, value)))
+    with pytest.raises(TopologyError) as err:
+        load_topology(f)
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith(f"{f}: ")
+    assert message in text
+
+
+def test_duplicate_stream_id(tmp_path):
+    data = mutate(("streams",), GOOD["streams"] * 2)
+    f = tmp_path / "dup.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(TopologyError, match=r"streams\[1\]\.id: duplicate stream id 1 \(also streams\[0\]\)"):
+        load_topology(f)
+
+
+def test_cli_bad_file_exits_2_with_one_line(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(mutate(("streams", 0, "window", "slide"), -1)))
+    res = run_cli("plan", str(f))
+    assert res.returncode == 2
+    assert res.stdout == ""
+    assert res.stderr.strip().count("\n") == 0
+    assert "streams[0].window.slide" in res.stderr and str(f) in res.stderr
+
+
+def test_cli_not_yaml(tmp_path):
+    f = tmp_path / "x.yaml"
+    f.write_text("streams: [unclosed\n")
+    res = run_cli("validate", str(f))
+    assert res.returncode == 2 and "not valid YAML" in res.stderr
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_cli_plan_json_for_every_scenario(name):
+    res = run_cli("plan", name, "--json", "--events", "7")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    topo = load_topology(ROOT / "topologies" / f"{name}.yaml")
+    assert set(doc["streams"]) == {str(s.id) for s in topo.streams}
+    for s in topo.streams:
+        st = doc["streams"][str(s.id)]
+        assert st["window"] == {"kind": s.window.kind, "size": s.window.size,
+                                "slide": s.window.slide, "origin": s.window.origin}
+        assert st["operators"] == s.operators
+        assert len(st["events"]) == 7
+        assert st["events"][0]["operators"] == [s.operators[0]]
+        assert set(st["tables"]) >= {"window_spec", "operator_count", "unicast"}
+        sliding = s.window.size > s.window.slide
+        assert bool(st["multicast_groups"]) == sliding
+
+
+def test_cli_plan_table_output_cbsw1():
+    res = run_cli("plan", "cbsw1", "-k", "6")
+    assert res.returncode == 0
+    assert "set_count_window" in res.stdout and "multicast groups" in res.stdout
+
+
+def test_experiment_files_load():
+    from testbed.runs.experiment import experiment_path, load_experiment
+    for name in ("s4load", "s4amp", "p4ssexp"):
+        exp = load_experiment(experiment_path(name))
+        assert exp.runs and exp.figure in ("load", "amplification")
+
+
+def test_experiment_with_unknown_scenario_fails_cleanly(tmp_path):
+    from testbed.runs.experiment import load_experiment
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    f = folder / "bad.yaml"
+    f.write_text("name: bad\nruns: [cbsw1, nosuch]\n")
+    with pytest.raises(TopologyError, match=r"runs\[1\]: nosuch: no such topology"):
+        load_experiment(f)
+
+
+def test_replay_csv_is_the_stream(tmp_path):
+    from testbed.semantics.workload import stream_events
+    (tmp_path / "bids.csv").write_text("time,price,bidder\n" + "".join(
+        f"{10 * i},{100 + i}.4,{i % 7}\n" for i in range(50)))
+    data = json.loads(json.dumps(GOOD))
+    data["streams"][0].update(events=40, replay={"path": "bids.csv", "ts": "time", "value": "price",
+                                                 "key": "bidder"})
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(data))
+    topo = load_topology(f)
+    assert topo.streams[0].replay.path == str(tmp_path / "bids.csv")
+    ev = stream_events(topo.streams[0], topo.seed)
+    assert ev["seq"].tolist() == list(range(40))
+    assert ev["ts"].tolist()[:3] == [0, 10, 20] and ev["value"].tolist()[:2] == [100, 101]
+    assert ev["key"].tolist()[:8] == [0, 1, 2, 3, 4, 5, 6, 0]
+
+
+def test_replay_names_missing_column(tmp_path):
+    (tmp_path / "x.csv").write_text("t,v\n1,2\n")
+    data = json.loads(json.dumps(GOOD))
+    data["streams"][0]["replay"] = {"path": "x.csv", "ts": "t", "value": "price"}
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(TopologyError, match=r"streams\[0\]\.replay\.value: no column 'price' in x\.csv"):
+        load_topology(f)
