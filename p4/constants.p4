@@ -34,8 +34,14 @@ const int EGRESS_TABLE_SIZE    = 512;    /* one per operator port */
 const bit<32> DROP_NONE           = 0;
 const bit<32> DROP_NO_WINDOW      = 1;  /* falls in a gap between windows (size < slide) */
 const bit<32> DROP_BEFORE_ORIGIN  = 2;  /* time window: timestamp before the origin */
-const bit<32> DROP_OUT_OF_ORDER   = 3;  /* time window: timestamp before its predecessor's */
+const bit<32> DROP_TOO_LATE       = 3;  /* time window: more than the lateness behind the newest ts */
 const bit<32> DROP_UNKNOWN_STREAM = 4;  /* no window_spec/operator_count/unicast/multicast entry */
+
+/* ---- late events ------------------------------------------------------- */
+/* A late event lies at most this many slides before the newest one
+ * (testbed.semantics.windows.MAX_LATE_SLIDES): the slide tracker unrolls as
+ * many compare-and-subtract steps to find its slide. */
+#define LATE_STEPS 4
 
 /* ---- window kinds (set by the window_spec actions) ---------------------- */
 const bit<1> WINDOW_COUNT = 0;

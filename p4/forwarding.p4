@@ -34,10 +34,11 @@ control MyIngress(inout headers_t hdr,
         meta.win.cap = cap;
         meta.win.fixed_origin = 0;
         meta.win.origin = 0;
+        meta.win.lateness = 0;
     }
 
     action set_time_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap,
-                           bit<8> fixed_origin, bit<64> origin) {
+                           bit<8> fixed_origin, bit<64> origin, bit<64> lateness) {
         meta.win.kind = WINDOW_TIME;
         meta.win.slide = slide;
         meta.win.full = full;
@@ -45,6 +46,7 @@ control MyIngress(inout headers_t hdr,
         meta.win.cap = cap;
         meta.win.fixed_origin = fixed_origin;
         meta.win.origin = origin;
+        meta.win.lateness = lateness;
     }
 
     table window_spec {

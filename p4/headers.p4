@@ -64,9 +64,10 @@ struct window_params_t {
     bit<64> slide;         /* delta (events) or tau (time units) */
     bit<32> full;          /* size / slide */
     bit<64> extra;         /* size mod slide */
-    bit<32> cap;           /* ceil(size / slide): most windows one event can be in */
+    bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
     bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
     bit<64> origin;
+    bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
     bit<32> n_ops;         /* N, the number of operators of the stream */
 }
 

@@ -19,6 +19,12 @@
  * division; likewise "advanced mod N", only when advanced >= N.  The
  * common cases (same slide, next slide) use one comparison each.
  *
+ * A late time event (behind the newest timestamp by at most the stream's
+ * lateness) advances nothing: it lies in the newest slide or at most
+ * LATE_STEPS slides before it, found by as many compare-and-subtract steps,
+ * and goes to the windows of that slide.  In-order events never take that
+ * path, so their cost is unchanged.
+ *
  * testbed/dataplane/model.py (SplitterPipeline.ingress) is the same algorithm in
  * Python; the two must agree on every register write and every decision.
  */
@@ -60,13 +66,27 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
     }
 }
 
+/* One step back from a slide to the one before it, for a late event:
+ * its start, its newest operator (round robin, backwards) and, counted in
+ * back, one slide fewer begun. */
+#define STEP_BACK                                            \
+    if (x < start) {                                         \
+        start = start - win.slide;                           \
+        back = back + 1;                                     \
+        if (newest == 0) {                                   \
+            newest = win.n_ops - 1;                          \
+        } else {                                             \
+            newest = newest - 1;                             \
+        }                                                    \
+    }
+
 /* Reads and advances the window state of one stream and fills
  * meta.verdict: a drop code, or (newest_op, active) for the forwarding
  * tables.  The registers are the ones testbed.dataplane.contract.REGISTERS names. */
 control SlideTracker(in event_t event, in window_params_t win, inout verdict_t verdict) {
     register<bit<1>>(N_STREAMS)  initialized;
     register<bit<64>>(N_STREAMS) event_count;  /* count windows: arrival index of the next event */
-    register<bit<64>>(N_STREAMS) last_ts;      /* time windows: latest accepted timestamp */
+    register<bit<64>>(N_STREAMS) last_ts;      /* time windows: newest accepted timestamp */
     register<bit<64>>(N_STREAMS) slide_start;  /* axis coordinate where the newest slide starts */
     register<bit<32>>(N_STREAMS) newest_op;    /* operator of the newest window (q mod N) */
     register<bit<32>>(N_STREAMS) begun;        /* windows begun so far, saturating at cap */
@@ -79,6 +99,7 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
         bit<1>  was_initialized;
         bit<64> x = 0;        /* the event's coordinate on the axis */
         bit<64> origin = 0;   /* where the first slide starts, used on the first event */
+        bit<1>  late = 0;     /* behind the newest timestamp, within the lateness */
 
         initialized.read(was_initialized, idx);
         verdict.drop_code = DROP_NONE;
@@ -93,14 +114,18 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
             last_ts.read(previous_ts, idx);
             x = event.ts;
             if (was_initialized == 1 && x < previous_ts) {
-                verdict.drop_code = DROP_OUT_OF_ORDER;
+                if (previous_ts - x > win.lateness) {
+                    verdict.drop_code = DROP_TOO_LATE;
+                } else {
+                    late = 1;
+                }
             } else {
                 last_ts.write(idx, x);
-                if (win.fixed_origin != 0) {
-                    origin = win.origin;
-                } else {
-                    origin = x;
-                }
+            }
+            if (win.fixed_origin != 0) {
+                origin = win.origin;
+            } else {
+                origin = x;
             }
         }
 
@@ -123,11 +148,21 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
                 begun.read(begun_now, idx);
             }
 
-            if (x < start) {
+            bit<64> offset = 0;
+            if (late == 1) {
+                /* -- back to the late event's own slide; nothing advances - */
+                bit<32> back = 0;
+                STEP_BACK STEP_BACK STEP_BACK STEP_BACK   /* LATE_STEPS times */
+                if (back >= begun_now) {
+                    verdict.drop_code = DROP_BEFORE_ORIGIN;
+                } else {
+                    begun_now = begun_now - back;
+                    offset = x - start;
+                }
+            } else if (x < start) {
                 verdict.drop_code = DROP_BEFORE_ORIGIN;
             } else {
-                bit<64> offset = x - start;
-
+                offset = x - start;
                 /* -- a new slide (or several, after a gap) has begun ------ */
                 if (offset >= win.slide) {
                     bit<64> advanced;
@@ -166,8 +201,10 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
                     }
                     begun.write(idx, begun_now);
                 }
+            }
 
-                /* -- how many windows hold the event ---------------------- */
+            /* -- how many windows hold the event -------------------------- */
+            if (verdict.drop_code == DROP_NONE) {
                 bit<32> active = win.full;
                 if (offset < win.extra) {
                     active = active + 1;

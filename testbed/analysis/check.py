@@ -1,91 +1,160 @@
 """``testbed check``: deliveries of a run held against the oracle.
 
-Every sent event must reach exactly the operators the window definition
-names: none missing, none extra, none twice.  Events the definition sends
-nowhere (gaps, before the origin, out of order) must reach nobody.
+Every event the switch saw must reach exactly the operators the window
+definition names: none missing, none extra, none twice.  Events the
+definition sends nowhere (gaps, before the origin, too late) must reach
+nobody.  Events lost before the switch count once, as lost.  The window
+check compares the operators' results with a centralized run and names the
+windows that differ because an event in them was too late.
 """
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Optional
 
 import pandas as pd
 
 from testbed.runs.rundir import RunDir
 from testbed.semantics.topology import Stream
+from testbed.semantics.windows import TOO_LATE
 
 
 @dataclass
 class StreamCheck:
     stream: int
     sent: int = 0
-    expected: int = 0          # (event, operator) deliveries the oracle asks for
-    delivered: int = 0         # distinct (event, operator) pairs received
-    missing: int = 0
+    expected: int = 0          # (event, operator) copies the oracle asks for
+    delivered: int = 0         # expected copies that arrived
+    missing: int = 0           # expected copies that did not arrive (event reached the switch)
     extra: int = 0
     duplicates: int = 0
+    lost_on_link: int = 0      # events a link relay dropped before the switch
+    lost_before_switch: int = 0  # other events the switch never counted
     by_design: dict[str, int] = field(default_factory=dict)   # events sent to nobody, per reason
     examples: list[str] = field(default_factory=list)
 
     @property
+    def lost(self) -> int:
+        """Events that never reached the switch: each counts once, whatever it would have started."""
+        return self.lost_on_link + self.lost_before_switch
+
+    @property
     def ok(self) -> bool:
-        return self.missing == 0 and self.extra == 0 and self.duplicates == 0
+        return not (self.missing or self.extra or self.duplicates or self.lost)
 
     def as_json(self) -> dict[str, Any]:
         return {"sent": self.sent, "expected_deliveries": self.expected, "delivered": self.delivered,
                 "missing": self.missing, "extra": self.extra, "duplicates": self.duplicates,
+                "lost_on_link": self.lost_on_link, "lost_before_switch": self.lost_before_switch,
                 "undelivered_by_design": self.by_design, "ok": self.ok, "examples": self.examples[:10]}
 
 
-def expected_deliveries(stream: Stream, sent: pd.DataFrame) -> tuple[set, Counter]:
-    """``{(seq, operator)}`` the oracle asks for, and the by-design drop counts.
+@dataclass
+class Expectation:
+    """What the definition asks for, over the events the switch actually saw."""
+
+    copies: Counter = field(default_factory=Counter)       # (seq, operator) -> copies
+    by_design: Counter = field(default_factory=Counter)    # reason -> events
+    lost_on_link: list[int] = field(default_factory=list)  # seqs
+    unseen: list[int] = field(default_factory=list)        # seqs the switch never counted
+    late_windows: set[int] = field(default_factory=set)    # windows a too_late event would have been in
+
+
+def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[Counter] = None,
+                        unseen: int = 0, link_drops: Iterable[int] = ()) -> Expectation:
+    """Walk the oracle over the events the switch saw, in send order.
 
     ``sent`` must be in send order; for one source per stream over one link
-    that is the order the splitter receives them in.
+    that is the order the splitter receives them in.  Events a link relay
+    dropped (``link_drops``, seqs) never reached the switch.  ``unseen`` more
+    events went missing before the switch (its counters say how many but not
+    which): those are taken to be the first events that no operator
+    received although the definition sends them somewhere.  Count windows
+    number only the events the switch saw, as the switch does, so a loss
+    counts once instead of shifting every later window.
     """
     oracle = stream.oracle()
-    pairs: set = set()
-    dropped: Counter = Counter()
+    out = Expectation()
+    link = Counter(link_drops)
     for seq, ts in zip(sent["seq"].tolist(), sent["ts"].tolist()):
+        if link[seq]:
+            link[seq] -= 1
+            out.lost_on_link.append(seq)
+            continue
+        before = copy.copy(oracle) if unseen and received is not None and not received[seq] else None
         verdict = oracle.step(seq, ts)
+        if before is not None and verdict.operators:
+            oracle, unseen = before, unseen - 1
+            out.unseen.append(seq)
+            continue
         if verdict.dropped:
-            dropped[verdict.dropped] += 1
+            out.by_design[verdict.dropped] += 1
+            if verdict.dropped == TOO_LATE:
+                out.late_windows.update(stream.window.assigner().assign(0, ts, oracle.origin or 0))
         for op in verdict.operators:
-            pairs.add((seq, op))
-    return pairs, dropped
+            out.copies[(seq, op)] += 1
+    return out
 
 
-def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame,
-                 deliveries: pd.DataFrame) -> dict[int, StreamCheck]:
-    """Per stream (``streams`` as run.json keeps them), the deliveries against the oracle."""
+def switch_unseen(record: dict[str, Any], sid: int, sent: int, link_lost: int) -> int:
+    """Events of a stream that reached neither the switch's pipeline counters nor a
+    link relay's drop records: sent - (accepted + dropped at the switch) - lost on a link."""
+    counters = (record.get("switch", {}).get("streams", {}).get(str(sid))
+                or record.get("switch", {}).get("streams", {}).get(sid))
+    if not counters:
+        return 0
+    seen = counters.get("in", 0) + sum(counters.get("dropped", {}).values())
+    return max(0, sent - link_lost - seen)
+
+
+def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deliveries: pd.DataFrame,
+                 record: Optional[dict[str, Any]] = None,
+                 link_drops: Optional[pd.DataFrame] = None) -> dict[int, StreamCheck]:
+    """Per stream (``streams`` as run.json keeps them), the deliveries against the oracle.
+
+    ``record`` (run.json) brings the switch's counters and ``link_drops``
+    (stream, seq) the events link relays dropped; with them the check knows
+    which events the switch saw (``expected_deliveries``).
+    """
     results: dict[int, StreamCheck] = {}
-    for sid_text, record in streams.items():
+    for sid_text, stream_record in streams.items():
         sid = int(sid_text)
         sent = sources[sources["stream"] == sid].sort_values("send_ns", kind="stable")
         got = deliveries[deliveries["stream"] == sid]
-        expected, dropped = expected_deliveries(Stream.from_record(record), sent)
+        dropped = [] if link_drops is None else link_drops[link_drops["stream"] == sid]["seq"].tolist()
         counts = Counter(zip(got["seq"].tolist(), got["operator"].tolist()))
-        res = StreamCheck(sid, sent=len(sent), expected=len(expected), by_design=dict(dropped))
-        res.delivered = sum(1 for pair in counts if pair in expected)
-        res.duplicates = sum(n - 1 for n in counts.values() if n > 1)
-        extra = [p for p in counts if p not in expected]
-        missing = [p for p in expected if p not in counts]
-        res.extra, res.missing = len(extra), len(missing)
-        for seq, op in sorted(missing)[:5]:
-            res.examples.append(f"missing: seq {seq} at {op}")
-        for seq, op in sorted(extra)[:5]:
-            res.examples.append(f"extra: seq {seq} at {op}")
-        for (seq, op), n in list(counts.items()):
-            if n > 1 and len(res.examples) < 10:
-                res.examples.append(f"duplicate: seq {seq} at {op} x{n}")
+        unseen = switch_unseen(record or {}, sid, len(sent), len(dropped))
+        exp = expected_deliveries(Stream.from_record(stream_record), sent, Counter(got["seq"].tolist()),
+                                  unseen, dropped)
+        res = StreamCheck(sid, sent=len(sent), expected=sum(exp.copies.values()), by_design=dict(exp.by_design),
+                          lost_on_link=len(exp.lost_on_link), lost_before_switch=len(exp.unseen))
+        missing = exp.copies - counts
+        surplus = counts - exp.copies
+        extra = {pair: n for pair, n in surplus.items() if pair not in exp.copies}
+        twice = {pair: n for pair, n in surplus.items() if pair in exp.copies}
+        res.missing, res.extra, res.duplicates = sum(missing.values()), sum(extra.values()), sum(twice.values())
+        res.delivered = res.expected - res.missing
+        res.examples += [f"missing: seq {seq} at {op}" for seq, op in sorted(missing)[:5]]
+        res.examples += [f"extra: seq {seq} at {op}" for seq, op in sorted(extra)[:5]]
+        res.examples += [f"duplicate: seq {seq} at {op} x{counts[(seq, op)]}" for seq, op in sorted(twice)[:5]]
+        for label, seqs in (("lost on the link", exp.lost_on_link), ("never reached the switch", exp.unseen)):
+            if seqs:
+                res.examples.append(f"{label}: {len(seqs)} events, first seqs {', '.join(map(str, seqs[:5]))}")
         results[sid] = res
     return results
 
 
 def check_run(rundir: RunDir) -> dict[int, StreamCheck]:
-    return check_frames(rundir.read_record()["streams"], pd.read_parquet(rundir.sources),
-                        pd.read_parquet(rundir.deliveries))
+    record = rundir.read_record()
+    return check_frames(record["streams"], pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries),
+                        record, read_link_drops(rundir))
+
+
+def read_link_drops(rundir: RunDir) -> Optional[pd.DataFrame]:
+    """(stream, seq) of events link relays dropped on their way to the switch, if any relay ran."""
+    return pd.read_parquet(rundir.link_drops) if rundir.link_drops.exists() else None
 
 
 def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
@@ -94,7 +163,7 @@ def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
         design = ", ".join(f"{k}={v}" for k, v in sorted(r.by_design.items())) or "none"
         lines.append(f"stream {sid}: {'OK  ' if r.ok else 'FAIL'} sent={r.sent} expected={r.expected} "
                      f"delivered={r.delivered} missing={r.missing} extra={r.extra} "
-                     f"duplicates={r.duplicates} undelivered-by-design: {design}")
+                     f"duplicates={r.duplicates} lost={r.lost} undelivered-by-design: {design}")
         lines += [f"    {e}" for e in r.examples]
     return lines
 
@@ -112,21 +181,31 @@ class WindowCheck:
     incomplete: int = 0      # fewer events than the reference window holds
     missing: int = 0
     extra: int = 0
+    #: Windows that are short or missing because events in them were too
+    #: late: the splitter dropped them as the definition says, so these are
+    #: explained, not failures.
+    too_late: int = 0
     examples: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.matching == self.reference and not (self.mismatched or self.incomplete
-                                                        or self.missing or self.extra)
+        return self.matching + self.too_late == self.reference and not (self.mismatched or self.incomplete
+                                                                        or self.missing or self.extra)
 
     def as_json(self) -> dict[str, Any]:
         return {"reference_windows": self.reference, "produced_windows": self.produced,
                 "matching": self.matching, "mismatched": self.mismatched, "incomplete": self.incomplete,
-                "missing": self.missing, "extra": self.extra, "ok": self.ok, "examples": self.examples[:10]}
+                "missing": self.missing, "extra": self.extra, "affected_by_lateness": self.too_late,
+                "ok": self.ok, "examples": self.examples[:10]}
 
 
-def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame) -> dict[int, WindowCheck]:
-    """Window by window: (stream, window, key) must agree on operator, events and result."""
+def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
+                    late_windows: Optional[dict[int, set[int]]] = None) -> dict[int, WindowCheck]:
+    """Window by window: (stream, window, key) must agree on operator, events and result.
+
+    ``late_windows`` names, per stream, the windows a too_late event would
+    have been in; a short or missing window among them is explained.
+    """
     keys = ["stream", "window", "key"]
     p = produced.assign(key=produced["key"].fillna(-1).astype("int64"))
     r = reference.assign(key=reference["key"].fillna(-1).astype("int64"))
@@ -138,6 +217,16 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame) -> dict[int
         res.produced = int((rows["_merge"] != "left_only").sum())
         res.missing = int((rows["_merge"] == "left_only").sum())
         res.extra = int((rows["_merge"] == "right_only").sum())
+        late = rows["window"].isin((late_windows or {}).get(int(sid), ()))
+        explained = late & (rows["_merge"] == "left_only")
+        explained |= late & (rows["_merge"] == "both") & (rows["n_events"] < rows["n_events_ref"])
+        res.too_late = int(explained.sum())
+        for _, row in rows[explained].head(3).iterrows():
+            got = row["n_events"] if row["_merge"] == "both" else 0
+            res.examples.append(f"window {row['window']} key {row['key']}: {row['n_events_ref'] - got:.0f} "
+                                f"of {row['n_events_ref']:.0f} events were too late")
+        res.missing -= int((explained & (rows["_merge"] == "left_only")).sum())
+        rows = rows[~explained]
         both = rows[rows["_merge"] == "both"]
         short = both["n_events"] < both["n_events_ref"]
         tolerance = 1e-9 * both["result_ref"].abs().clip(lower=1)
@@ -158,7 +247,13 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame) -> dict[int
 
 
 def check_windows(rundir: RunDir) -> dict[int, WindowCheck]:
-    return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference))
+    record = rundir.read_record()
+    sources = pd.read_parquet(rundir.sources)
+    late: dict[int, set[int]] = {}
+    for sid_text, stream_record in record["streams"].items():
+        sent = sources[sources["stream"] == int(sid_text)].sort_values("send_ns", kind="stable")
+        late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent).late_windows
+    return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference), late)
 
 
 def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
@@ -166,6 +261,7 @@ def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
     for sid, r in sorted(results.items()):
         lines.append(f"stream {sid} windows: {'OK  ' if r.ok else 'FAIL'} reference={r.reference} "
                      f"produced={r.produced} matching={r.matching} mismatched={r.mismatched} "
-                     f"incomplete={r.incomplete} missing={r.missing} extra={r.extra}")
+                     f"incomplete={r.incomplete} missing={r.missing} extra={r.extra} "
+                     f"affected-by-lateness={r.too_late}")
         lines += [f"    {e}" for e in r.examples]
     return lines

@@ -16,7 +16,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, Sequence
 
-from testbed.semantics.windows import BEFORE_ORIGIN, NO_WINDOW, OUT_OF_ORDER
+from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
 N_STREAMS = 1 << 16       # registers are indexed by the 16-bit stream id
 N_PORTS = 512             # bmv2's default port space
@@ -27,17 +27,21 @@ U64 = (1 << 64) - 1
 #: window semantics never send an event there.
 UNKNOWN_STREAM = "unknown_stream"
 #: Drop reason -> code of ``DROP_*`` in p4/constants.p4.
-DROP_CODES = {NO_WINDOW: 1, BEFORE_ORIGIN: 2, OUT_OF_ORDER: 3, UNKNOWN_STREAM: 4}
+DROP_CODES = {NO_WINDOW: 1, BEFORE_ORIGIN: 2, TOO_LATE: 3, UNKNOWN_STREAM: 4}
 DROP_NAMES = {v: k for k, v in DROP_CODES.items()}
+
+#: How many slides back a late event may lie: the P4 program unrolls as many
+#: compare-and-subtract steps (``LATE_STEPS`` in p4/constants.p4).
+LATE_STEPS = MAX_LATE_SLIDES
 
 #: Register name -> bit width (all sized N_STREAMS).
 REGISTERS = {
     "initialized": 1,
     "event_count": 64,    # count windows: arrival index of the next event
-    "last_ts": 64,        # time windows: latest accepted timestamp
+    "last_ts": 64,        # time windows: newest accepted timestamp
     "slide_start": 64,    # axis coordinate where the newest slide starts
     "newest_op": 32,      # operator index of the newest window (q mod N)
-    "begun": 32,          # windows begun so far, saturating at the cap
+    "begun": 32,          # windows begun so far, saturating at the cap (ceil(size/slide) + late slides)
 }
 
 #: Counter name -> size.
@@ -65,7 +69,7 @@ SCHEMA: dict[str, TableSpec] = {
     "window_spec": TableSpec(("stream",), {
         "set_count_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int"))),
         "set_time_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int"),
-                                       ("fixed_origin", "int"), ("origin", "int"))),
+                                       ("fixed_origin", "int"), ("origin", "int"), ("lateness", "int"))),
     }),
     "operator_count": TableSpec(("stream",), {"set_operator_count": ActionSpec((("n", "int"),))}),
     "unicast": TableSpec(("stream", "newest_op"), {"to_operator": ActionSpec((("port", "int"),))}),

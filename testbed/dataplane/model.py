@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 
 from testbed.dataplane.contract import (
     COUNTERS,
+    LATE_STEPS,
     N_STREAMS,
     REGISTERS,
     SCHEMA,
@@ -29,7 +30,7 @@ from testbed.dataplane.contract import (
     to_int,
 )
 from testbed.dataplane.wire import ETH_LEN, EVENT_OFFSET, EVENT_STRUCT, ipv4_checksum, is_event_frame
-from testbed.semantics.windows import BEFORE_ORIGIN, NO_WINDOW, OUT_OF_ORDER
+from testbed.semantics.windows import BEFORE_ORIGIN, NO_WINDOW, TOO_LATE
 
 
 def shift_subtract_divmod(dividend: int, divisor: int) -> tuple[int, int]:
@@ -176,17 +177,22 @@ class SplitterPipeline:
         n_ops = n_ops_entry[1][0]
         regs = self.registers
         first = regs["initialized"][stream] == 0
+        late = False
         if action == "set_count_window":
             slide, full, extra, cap = params
             x = regs["event_count"][stream]
             regs["event_count"][stream] = (x + 1) & U64
             origin = x
         else:
-            slide, full, extra, cap, fixed_origin, origin = params
+            slide, full, extra, cap, fixed_origin, origin, lateness = params
             x = ts
-            if not first and ts < regs["last_ts"][stream]:
-                return self._drop(stream, OUT_OF_ORDER, nbytes)
-            regs["last_ts"][stream] = ts
+            newest_ts = regs["last_ts"][stream]
+            if not first and ts < newest_ts:
+                if newest_ts - ts > lateness:
+                    return self._drop(stream, TOO_LATE, nbytes)
+                late = True
+            else:
+                regs["last_ts"][stream] = ts
             if not fixed_origin:
                 origin = ts
         if first:
@@ -195,23 +201,40 @@ class SplitterPipeline:
             regs["newest_op"][stream] = 0
             regs["begun"][stream] = 1
         start = regs["slide_start"][stream]
-        if x < start:
-            return self._drop(stream, BEFORE_ORIGIN, nbytes)
-        offset = x - start
-        if offset >= slide:
-            # A new slide (or several, after a gap in time) has begun.
-            if offset - slide < slide:
-                advanced, offset = 1, offset - slide
-            else:
-                advanced, offset = shift_subtract_divmod(offset, slide)
-            regs["slide_start"][stream] = x - offset
-            step = advanced if advanced < n_ops else shift_subtract_divmod(advanced, n_ops)[1]
-            newest = regs["newest_op"][stream] + step
-            regs["newest_op"][stream] = newest - n_ops if newest >= n_ops else newest
-            begun = regs["begun"][stream]
-            regs["begun"][stream] = cap if advanced >= cap or begun + advanced >= cap else begun + advanced
-        active = full + (1 if offset < extra else 0)
+        newest = regs["newest_op"][stream]
         begun = regs["begun"][stream]
+        if late:
+            # Nothing advances.  The event lies in the newest slide or at most
+            # LATE_STEPS slides before it: step back to its own slide.
+            back = 0
+            for _ in range(LATE_STEPS):
+                if x < start:
+                    start = (start - slide) & U64
+                    back += 1
+                    newest = newest - 1 if newest > 0 else n_ops - 1
+            if back >= begun:
+                return self._drop(stream, BEFORE_ORIGIN, nbytes)
+            begun -= back
+            offset = x - start
+        elif x < start:
+            return self._drop(stream, BEFORE_ORIGIN, nbytes)
+        else:
+            offset = x - start
+            if offset >= slide:
+                # A new slide (or several, after a gap in time) has begun.
+                if offset - slide < slide:
+                    advanced, offset = 1, offset - slide
+                else:
+                    advanced, offset = shift_subtract_divmod(offset, slide)
+                regs["slide_start"][stream] = x - offset
+                step = advanced if advanced < n_ops else shift_subtract_divmod(advanced, n_ops)[1]
+                newest += step
+                if newest >= n_ops:
+                    newest -= n_ops
+                regs["newest_op"][stream] = newest
+                begun = cap if advanced >= cap or begun + advanced >= cap else begun + advanced
+                regs["begun"][stream] = begun
+        active = full + (1 if offset < extra else 0)
         if begun < active:
             active = begun
         if active == 0:
@@ -219,7 +242,6 @@ class SplitterPipeline:
         self._count("stream_in", stream, nbytes)
         if active > n_ops:
             active = n_ops
-        newest = regs["newest_op"][stream]
         if active == 1:
             hit = self.tables["unicast"].get((stream, newest))
             if hit is None:

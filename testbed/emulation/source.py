@@ -23,7 +23,7 @@ from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.semantics.topology import SPLITTER_IP, load_topology
-from testbed.semantics.workload import stream_events
+from testbed.semantics.workload import sent_events
 
 ETH_P_ALL = 0x0003
 SO_SNDBUFFORCE = 32
@@ -46,7 +46,7 @@ class Source:
         self.rundir = rundir
         self.streams = [s for s in topo.streams if s.source == host]
         self.templates = {s.id: FrameTemplate(mac, SPLITTER_MAC, ip, SPLITTER_IP, s.id) for s in self.streams}
-        self.events = {s.id: stream_events(s, topo.seed) for s in self.streams}
+        self.events = {s.id: sent_events(s, topo.seed) for s in self.streams}
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 8 << 20)
         self.sock.bind((intf, 0))
@@ -64,9 +64,9 @@ class Source:
         stream; a stream that is behind schedule is paced at
         ``CATCH_UP_FACTOR`` times its rate until it is back on time.
         """
-        send_ns = {s.id: np.zeros(s.events, dtype=np.int64) for s in self.streams}
+        send_ns = {s.id: np.zeros(self.total(s.id), dtype=np.int64) for s in self.streams}
         frames = {s.id: self._frames(s.id) for s in self.streams}
-        due = [(s.id, 1.0 / s.rate, s.events, max(1, int(s.rate * BURST_S))) for s in self.streams]
+        due = [(s.id, 1.0 / s.rate, self.total(s.id), max(1, int(s.rate * BURST_S))) for s in self.streams]
         send = self.sock.send
         start = time.monotonic()
         next_status = start
@@ -98,6 +98,11 @@ class Source:
         self._write(send_ns)
         self._status(True)
 
+    def total(self, sid: int) -> int:
+        """Frames this stream sends: its events, less those lost and plus those
+        duplicated on purpose (``perturb``)."""
+        return len(self.events[sid]["seq"])
+
     def _frames(self, sid: int) -> list[bytes]:
         ev, tpl = self.events[sid], self.templates[sid]
         return [tpl.frame(seq, ts, key, value) for seq, ts, key, value in
@@ -112,6 +117,7 @@ class Source:
                 "stream": pa.array(np.full(n, s.id, dtype=np.int64)),
                 "seq": pa.array(ev["seq"][:n]), "ts": pa.array(ev["ts"][:n]),
                 "key": pa.array(ev["key"][:n]), "value": pa.array(ev["value"][:n]),
+                "copy": pa.array(ev["copy"][:n]), "delayed": pa.array(ev["delayed"][:n]),
                 "send_ns": pa.array(send_ns[s.id][:n]),
             }))
         pq.write_table(pa.concat_tables(parts), self.rundir.source_events(self.host))

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed import ROOT
-from testbed.analysis.check import StreamCheck, WindowCheck, check_frames, check_windows
+from testbed.analysis.check import StreamCheck, WindowCheck, check_frames, check_windows, read_link_drops
 from testbed.runs.rundir import RunDir, read_json
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
@@ -100,26 +100,32 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
         sid = int(sid_text)
         r = results[sid]
         counters = switch.get("streams", {}).get(sid) or switch.get("streams", {}).get(sid_text, {})
-        sent = int((sources["stream"] == sid).sum())
+        own = sources[sources["stream"] == sid]
+        sent = len(own)
         per_operator = {op: int(received.get((sid, op), 0)) for op in stream["operators"]}
         seen: Optional[int] = None
         if counters:
-            seen = counters.get("in", 0) + sum(counters.get("dropped", {}).values())
+            seen = counters.get("in", 0) + sum(counters.get("dropped", {}).values()) + r.lost_on_link
         out["streams"][sid_text] = {
             "planned": stream["events"],
+            # A perturbed source withholds some events and repeats others on purpose.
+            "withheld_at_source": stream["events"] - int(own["seq"].nunique()),
             "sent": sent,
             "received_per_operator": per_operator,
             "switch_accepted": counters.get("in"),
             "switch_copies_out": counters.get("out"),
             "dropped_at_switch": counters.get("dropped", {}),
             "undelivered_by_design": r.by_design,
-            # Where deliveries went missing: frames the switch never counted
-            # (lost on the way in), and copies it sent that no operator
-            # recorded.  Count windows number events by arrival, so one
-            # event lost on the way in shifts every later window.
+            # Where events went: dropped by a link relay, never counted by the
+            # switch (lost on the way in), dropped by the switch (by reason,
+            # too_late among them), and copies the switch sent that no
+            # operator recorded.  Events lost before the switch count once:
+            # the check numbers count windows over the events the switch saw.
+            "lost_on_link": r.lost_on_link,
             "lost_before_switch": None if seen is None else sent - seen,
             "lost_after_switch": None if not counters else counters.get("out", 0) - sum(per_operator.values()),
             "lost": r.missing,
+            "lost_events": r.lost,
         }
     return out
 
@@ -140,7 +146,7 @@ def evaluate(record: dict[str, Any], rundir: RunDir, with_windows: bool) -> Verd
     """Check the run's deliveries (and windows), and put accounting and verdicts into ``record``."""
     sources = pd.read_parquet(rundir.sources)
     deliveries = pd.read_parquet(rundir.deliveries)
-    verdicts = Verdicts(check_frames(record["streams"], sources, deliveries))
+    verdicts = Verdicts(check_frames(record["streams"], sources, deliveries, record, read_link_drops(rundir)))
     record["accounting"] = account(record, rundir, sources, deliveries, verdicts.frames)
     record["check"] = {str(k): v.as_json() for k, v in verdicts.frames.items()}
     if with_windows:

@@ -60,6 +60,7 @@ class RunDir:
     deliveries = At("deliveries.parquet")
     windows = At("windows.parquet")
     windows_reference = At("windows_reference.parquet")
+    link_drops = At("link_drops.parquet")          # events link relays dropped (user-space impairment)
     # logs, per-host files after the run, captures
     logs = At("logs")
     spark_log = At("logs", "spark.log")

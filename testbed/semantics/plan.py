@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from testbed.semantics.topology import Stream, Topology
-from testbed.semantics.windows import max_windows, windows_per_position
+from testbed.semantics.windows import late_slides, max_windows, windows_per_position
 
 WINDOW_SPEC = "window_spec"
 OPERATOR_COUNT = "operator_count"
@@ -132,9 +132,12 @@ class SplitterPlan:
             plan.entries.append(TableEntry(WINDOW_SPEC, "set_count_window", (s.id,),
                                            (w.slide, full, extra, cap)))
         else:
+            # begun saturates that many slides later, so that a late event's
+            # earlier slide still knows how many windows had begun there.
+            cap += late_slides(w.lateness, w.slide)
             fixed = 0 if w.origin is None else 1
             plan.entries.append(TableEntry(WINDOW_SPEC, "set_time_window", (s.id,),
-                                           (w.slide, full, extra, cap, fixed, w.origin or 0)))
+                                           (w.slide, full, extra, cap, fixed, w.origin or 0, w.lateness)))
         plan.entries.append(TableEntry(OPERATOR_COUNT, "set_operator_count", (s.id,), (n_ops,)))
         for i, op in enumerate(s.operators):
             plan.entries.append(TableEntry(UNICAST, "to_operator", (s.id, i), (self.ports[op],)))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from testbed import ROOT
 from testbed.semantics.queries import QUERY_KINDS
-from testbed.semantics.windows import StreamOracle, WindowAssigner, make_assigner
+from testbed.semantics.windows import MAX_LATE_SLIDES, StreamOracle, WindowAssigner, make_assigner
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
 #: in command lines, so they are kept short and plain.
@@ -36,25 +36,36 @@ class StrictModel(BaseModel):
 
 
 class WindowSpec(StrictModel):
-    """``kind: count`` (size/slide in events) or ``kind: time`` (in timestamp units)."""
+    """``kind: count`` (size/slide in events) or ``kind: time`` (in timestamp units).
+
+    Time windows may allow ``lateness``: an event up to that far behind the
+    newest timestamp of its stream still goes to its own windows
+    (docs/windows.md, "Late events").
+    """
 
     kind: Literal["count", "time"]
     size: int = Field(gt=0)
     slide: int = Field(gt=0)
     origin: Optional[int] = Field(default=None, ge=0)
+    lateness: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
-    def _origin_only_for_time(self):
+    def _time_only_fields(self):
         if self.kind == "count" and self.origin is not None:
             raise ValueError("origin is only meaningful for time windows")
+        if self.kind == "count" and self.lateness:
+            raise ValueError("lateness is only meaningful for time windows: count windows number "
+                             "events by arrival, so no event arrives late")
+        if self.lateness > MAX_LATE_SLIDES * self.slide:
+            raise _FieldError("lateness", f"{self.lateness} exceeds what the splitter supports, "
+                                          f"{MAX_LATE_SLIDES} slides ({MAX_LATE_SLIDES * self.slide})")
         return self
 
     def assigner(self) -> WindowAssigner:
         return make_assigner(self.kind, self.size, self.slide)
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "size": self.size, "slide": self.slide,
-                "origin": self.origin}
+        return self.model_dump()
 
 
 class Timestamps(StrictModel):
@@ -83,6 +94,24 @@ class Query(StrictModel):
     kind: Literal[QUERY_KINDS] = "count"  # type: ignore[valid-type]
 
 
+class Disorder(StrictModel):
+    """Send ``fraction`` of the events late: each such event goes out after the
+    events up to ``max_delay`` timestamp units newer than itself."""
+
+    fraction: float = Field(ge=0, le=1)
+    max_delay: int = Field(gt=0, description="timestamp units")
+
+
+class Perturb(StrictModel):
+    """What a source does to its stream on purpose, seeded by the run's seed:
+    events sent late (``disorder``), not sent (``loss``), or sent twice
+    (``duplicate``).  sources.parquet records what was actually sent."""
+
+    disorder: Optional[Disorder] = None
+    loss: float = Field(default=0, ge=0, le=1)
+    duplicate: float = Field(default=0, ge=0, le=1)
+
+
 class Stream(StrictModel):
     id: int = Field(ge=0, le=MAX_STREAM_ID, description="event type on the wire")
     name: Optional[str] = None
@@ -94,6 +123,7 @@ class Stream(StrictModel):
     timestamps: Timestamps = Timestamps()
     query: Query = Query()
     replay: Optional[Replay] = None
+    perturb: Optional[Perturb] = None
 
     @field_validator("operators")
     @classmethod
@@ -109,7 +139,7 @@ class Stream(StrictModel):
 
     def oracle(self) -> StreamOracle:
         """The reference splitter for this stream (``docs/windows.md``)."""
-        return StreamOracle(self.window.assigner(), self.operators, self.window.origin)
+        return StreamOracle(self.window.assigner(), self.operators, self.window.origin, self.window.lateness)
 
     def record(self) -> dict[str, Any]:
         """The stream as JSON: the one shape run.json and the Spark job keep it in."""
@@ -261,9 +291,6 @@ class _FieldError(ValueError):
 
 def _describe(err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
-    ctx_error = (first.get("ctx") or {}).get("error")
-    if isinstance(ctx_error, _FieldError):
-        return f"{ctx_error.field}: {ctx_error.message}"
     loc = ""
     for part in first["loc"]:
         if part == "[key]":
@@ -272,6 +299,10 @@ def _describe(err: ValidationError) -> str:
             loc += f"[{part}]"
         else:
             loc += ("." if loc else "") + str(part)
+    ctx_error = (first.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _FieldError):
+        # A model's validator names a field relative to that model.
+        return f"{loc + '.' if loc else ''}{ctx_error.field}: {ctx_error.message}"
     msg = first["msg"]
     msg = msg.removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":

@@ -23,8 +23,18 @@ import numpy as np
 #: targets' drop counters and by ``testbed check``.
 NO_WINDOW = "no_window"          # falls in a gap between windows (size < slide)
 BEFORE_ORIGIN = "before_origin"  # time window: timestamp earlier than the origin
-OUT_OF_ORDER = "out_of_order"    # time window: timestamp earlier than its predecessor
-DROP_REASONS = (NO_WINDOW, BEFORE_ORIGIN, OUT_OF_ORDER)
+TOO_LATE = "too_late"            # time window: more than the lateness behind the newest timestamp
+DROP_REASONS = (NO_WINDOW, BEFORE_ORIGIN, TOO_LATE)
+
+#: Lateness a time stream may allow, in slides: a late event then lies at
+#: most this many slides before the newest one, which bounds the data
+#: plane's extra work to as many compare-and-subtract steps (docs/windows.md).
+MAX_LATE_SLIDES = 4
+
+
+def late_slides(lateness: int, slide: int) -> int:
+    """How many slides back a late event can lie: ``ceil(lateness / slide)``."""
+    return -(-lateness // slide)
 
 
 def windows_on_axis(x: int, size: int, slide: int) -> range:
@@ -182,17 +192,19 @@ class StreamOracle:
     """The reference splitter for one stream, walked in arrival order.
 
     It holds only what the definitions need: the arrival counter, the origin
-    (learnt from the first event unless fixed) and the latest timestamp, to
-    reject events that go back in time.
+    (learnt from the first event unless fixed) and the newest timestamp, to
+    reject events more than ``lateness`` behind it.  A late event that is
+    not too late lies in the windows of its own timestamp.
     """
 
     def __init__(self, assigner: WindowAssigner, operators: Sequence[str],
-                 origin: Optional[int] = None):
+                 origin: Optional[int] = None, lateness: int = 0):
         if not operators:
             raise ValueError("a stream needs at least one operator")
         self.assigner = assigner
         self.operators = tuple(operators)
         self.origin = origin
+        self.lateness = lateness
         self.count = 0
         self.last_ts: Optional[int] = None
 
@@ -200,8 +212,10 @@ class StreamOracle:
         """Verdict for the next event to arrive."""
         if self.assigner.is_event_time:
             if self.last_ts is not None and ts < self.last_ts:
-                return Verdict(seq, ts, range(0), (), OUT_OF_ORDER)
-            self.last_ts = ts
+                if self.last_ts - ts > self.lateness:
+                    return Verdict(seq, ts, range(0), (), TOO_LATE)
+            else:
+                self.last_ts = ts
             if self.origin is None:
                 self.origin = ts
             if ts < self.origin:

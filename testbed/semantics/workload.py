@@ -44,3 +44,35 @@ def replay_events(stream: Stream, n: int) -> dict[str, np.ndarray]:
     key = frame[r.key].to_numpy(dtype=np.int64) if r.key else np.zeros(n, dtype=np.int64)
     return {"seq": np.arange(n, dtype=np.int64), "ts": frame[r.ts].to_numpy(dtype=np.int64),
             "key": key, "value": np.round(frame[r.value].to_numpy(dtype=np.float64)).astype(np.int64)}
+
+
+def sent_events(stream: Stream, seed: int) -> dict[str, np.ndarray]:
+    """The stream's events in the order its source sends them, after its
+    ``perturb`` (docs/queries.md, "Perturbed sources").
+
+    Columns ``seq, ts, key, value`` as ``stream_events``, plus ``copy`` (1
+    for the second copy of a duplicated event) and ``delayed`` (sent late on
+    purpose).  Events the source loses on purpose are left out.
+    """
+    events = stream_events(stream, seed)
+    n = len(events["seq"])
+    p = stream.perturb
+    if p is None:
+        return dict(events, copy=np.zeros(n, dtype=np.int8), delayed=np.zeros(n, dtype=bool))
+    # Its own generator, so perturbing a stream never changes its keys and values.
+    rng = np.random.default_rng([seed, stream.id, 1])
+    kept = rng.random(n) >= p.loss
+    delay = np.zeros(n, dtype=np.int64)
+    if p.disorder is not None:
+        late = rng.random(n) < p.disorder.fraction
+        delay[late] = rng.integers(1, p.disorder.max_delay + 1, int(late.sum()))
+    twice = rng.random(n) < p.duplicate
+    # A late event goes out after every event whose timestamp is at most its
+    # own plus its delay; the rest keep their order.
+    order = np.argsort(events["ts"] + delay, kind="stable")
+    order = order[kept[order]]
+    copies = np.repeat(order, np.where(twice[order], 2, 1))
+    second = np.zeros(len(copies), dtype=np.int8)
+    second[1:] = copies[1:] == copies[:-1]
+    out = {name: column[copies] for name, column in events.items()}
+    return dict(out, copy=second, delayed=delay[copies] > 0)

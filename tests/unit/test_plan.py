@@ -9,6 +9,7 @@ from support import topologies
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline, shift_subtract_divmod
 from testbed.semantics.plan import SplitterPlan, destination_pairs
+from testbed.semantics.windows import MAX_LATE_SLIDES
 
 
 def topo_for(streams, n_hosts):
@@ -43,6 +44,8 @@ def random_stream(rng, sid, kind, n_hosts):
     window = {"kind": kind, "size": size, "slide": slide}
     if kind == "time" and rng.random() < 0.3:
         window["origin"] = rng.randint(0, 50)
+    if kind == "time" and rng.random() < 0.5:
+        window["lateness"] = rng.randint(0, MAX_LATE_SLIDES * slide)
     return {"id": sid, "source": "h1", "window": window, "operators": ops, "events": 1, "rate": 1}
 
 
@@ -55,24 +58,30 @@ def test_executor_matches_oracle_on_random_specs(seed):
     events, ts = [], {0: 0, 1: 0, 2: 0}
     for seq in range(10_000):
         sid = rng.randrange(3)
-        # mostly small steps, sometimes a long gap in time, rarely a step back
+        # mostly small steps, sometimes a long gap in time, now and then a step back
+        # (some within the stream's lateness, some beyond it)
         r = rng.random()
-        step = rng.randint(0, 3) if r < 0.9 else (rng.randint(50, 5000) if r < 0.99 else -rng.randint(1, 5))
+        step = (rng.randint(0, 3) if r < 0.88 else rng.randint(50, 5000) if r < 0.97
+                else -rng.randint(1, 5) if r < 0.98 else -rng.randint(1, 200))
         ts[sid] = max(0, ts[sid] + step)
         events.append((sid, seq, ts[sid]))
     assert run_plan(topo, events) == oracle_sets(topo, events)
 
 
 @given(size=st.integers(1, 30), slide=st.integers(1, 30), n_ops=st.integers(1, 7),
-       kind=st.sampled_from(["count", "time"]), steps=st.lists(st.integers(0, 200), min_size=1, max_size=150))
-@settings(max_examples=150, deadline=None)
-def test_executor_matches_oracle_property(size, slide, n_ops, kind, steps):
+       kind=st.sampled_from(["count", "time"]), steps=st.lists(st.integers(-120, 200), min_size=1, max_size=150),
+       late_fraction=st.floats(0, 1), origin=st.one_of(st.none(), st.integers(0, 400)))
+@settings(max_examples=200, deadline=None)
+def test_executor_matches_oracle_property(size, slide, n_ops, kind, steps, late_fraction, origin):
     ops = [f"h{i}" for i in range(2, 2 + n_ops)]
-    topo = topo_for([{"id": 7, "source": "h1", "window": {"kind": kind, "size": size, "slide": slide},
-                      "operators": ops, "events": 1, "rate": 1}], n_ops + 1)
-    t, events = 0, []
+    window = {"kind": kind, "size": size, "slide": slide}
+    if kind == "time":
+        window.update(lateness=int(late_fraction * MAX_LATE_SLIDES * slide), origin=origin)
+    topo = topo_for([{"id": 7, "source": "h1", "window": window, "operators": ops, "events": 1, "rate": 1}],
+                    n_ops + 1)
+    t, events = 300, []
     for seq, s in enumerate(steps):
-        t += s
+        t = max(0, t + s)
         events.append((7, seq, t))
     assert run_plan(topo, events) == oracle_sets(topo, events)
 

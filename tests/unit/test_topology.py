@@ -54,6 +54,11 @@ BAD = [
     (("streams", 0, "rate"), KeyError, "streams[0].rate: Field required"),
     (("streams", 0, "speed"), 3, "streams[0].speed: unknown field"),
     (("streams", 0, "operators"), ["h2", "h2"], "streams[0].operators: operator hosts listed twice: h2"),
+    (("streams", 0, "window", "lateness"), 2, "streams[0].window: lateness is only meaningful for time windows"),
+    (("streams", 0, "window"), {"kind": "time", "size": 10, "slide": 5, "lateness": 21},
+     "streams[0].window.lateness: 21 exceeds what the splitter supports, 4 slides (20)"),
+    (("streams", 0, "window"), {"kind": "time", "size": 10, "slide": 5, "lateness": -1},
+     "streams[0].window.lateness: Input should be greater than or equal to 0"),
 ]
 
 
@@ -103,8 +108,8 @@ def test_cli_plan_json_for_every_scenario(name):
     assert set(doc["streams"]) == {str(s.id) for s in topo.streams}
     for s in topo.streams:
         st = doc["streams"][str(s.id)]
-        assert st["window"] == {"kind": s.window.kind, "size": s.window.size,
-                                "slide": s.window.slide, "origin": s.window.origin}
+        assert st["window"] == {"kind": s.window.kind, "size": s.window.size, "slide": s.window.slide,
+                                "origin": s.window.origin, "lateness": 0}
         assert st["operators"] == s.operators
         assert len(st["events"]) == 7
         assert st["events"][0]["operators"] == [s.operators[0]]

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from testbed.semantics.windows import (
     BEFORE_ORIGIN,
     NO_WINDOW,
-    OUT_OF_ORDER,
+    TOO_LATE,
     CountWindows,
     StreamOracle,
     TimeWindows,
@@ -62,13 +62,29 @@ def test_time_oracle_with_irregular_gaps(size, slide, n_ops, gaps, start):
         assert set(v.operators) == want
 
 
-def test_time_oracle_fixed_origin_and_out_of_order():
+
+
+
+def test_time_oracle_fixed_origin_and_too_late():
     oracle = StreamOracle(TimeWindows(10, 5), ["a", "b"], origin=100)
     assert oracle.step(0, 99).dropped == BEFORE_ORIGIN
     v = oracle.step(1, 107)           # windows 0 [100,110) and 1 [105,115)
     assert list(v.windows) == [0, 1] and v.operators == ("a", "b")
-    assert oracle.step(2, 106).dropped == OUT_OF_ORDER
+    assert oracle.step(2, 106).dropped == TOO_LATE       # lateness 0: any step back is too late
     assert list(oracle.step(3, 112).windows) == [1, 2]
+
+
+def test_late_events_go_to_their_own_windows():
+    """docs/windows.md's example: size 10, slide 5, origin 100, lateness 10, operators a, b, c."""
+    oracle = StreamOracle(TimeWindows(10, 5), ["a", "b", "c"], origin=100, lateness=10)
+    v = oracle.step(0, 123)                                   # windows 3 [115,125), 4 [120,130)
+    assert list(v.windows) == [3, 4] and v.operators == ("a", "b")
+    late = oracle.step(1, 114)                                # 9 behind: windows 1, 2
+    assert list(late.windows) == [1, 2] and late.operators == ("b", "c")
+    assert oracle.step(2, 112).dropped == TOO_LATE            # 11 behind
+    assert list(oracle.step(3, 113).windows) == [1, 2]        # exactly 10 behind: still in
+    assert oracle.step(4, 95).dropped == TOO_LATE             # too late wins over before the origin
+    assert list(oracle.step(5, 126).windows) == [4, 5]        # the newest moves on
 
 
 def test_s4_table_one_n4_d1_n5():
@@ -116,3 +132,27 @@ def test_gap_events_reach_no_operator():
 
 def test_more_overlap_than_operators_hits_each_operator_once():
     assert operators_for(range(0, 7), ["a", "b", "c"]) == ("b", "c", "a")
+
+
+@given(size=st.integers(1, 40), slide=st.integers(1, 40), n_ops=st.integers(1, 6),
+       lateness=st.integers(0, 160), origin=st.one_of(st.none(), st.integers(0, 300)),
+       moves=st.lists(st.integers(-150, 60), min_size=1, max_size=120))
+def test_lateness_oracle_matches_brute_force(size, slide, n_ops, lateness, origin, moves):
+    """An event more than L behind the newest earlier timestamp is too late;
+    any other goes to the windows of its own timestamp."""
+    ops = [f"o{i}" for i in range(n_ops)]
+    oracle = StreamOracle(TimeWindows(size, slide), ops, origin=origin, lateness=lateness)
+    ts, seen = 200, []
+    for seq, move in enumerate(moves):
+        ts = max(0, ts + move)
+        v = oracle.step(seq, ts)
+        o = seen[0] if origin is None and seen else (ts if origin is None else origin)
+        if seen and max(seen) - ts > lateness:
+            assert v.dropped == TOO_LATE and not v.operators
+        elif ts < o:
+            assert v.dropped == BEFORE_ORIGIN
+        else:
+            want = brute_windows(ts - o, size, slide)
+            assert list(v.windows) == want
+            assert set(v.operators) == {ops[j % n_ops] for j in want}
+        seen.append(ts)
