@@ -42,7 +42,9 @@ class StreamCheck:
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.extra or self.duplicates or self.lost)
+        """Every event the switch saw went where the definition says.  Events a
+        lossy link dropped are named and explained; any other loss fails."""
+        return not (self.missing or self.extra or self.duplicates or self.lost_before_switch)
 
     def as_json(self) -> dict[str, Any]:
         return {"sent": self.sent, "expected_deliveries": self.expected, "delivered": self.delivered,
@@ -163,7 +165,8 @@ def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
         design = ", ".join(f"{k}={v}" for k, v in sorted(r.by_design.items())) or "none"
         lines.append(f"stream {sid}: {'OK  ' if r.ok else 'FAIL'} sent={r.sent} expected={r.expected} "
                      f"delivered={r.delivered} missing={r.missing} extra={r.extra} "
-                     f"duplicates={r.duplicates} lost={r.lost} undelivered-by-design: {design}")
+                     f"duplicates={r.duplicates} lost-on-link={r.lost_on_link} "
+                     f"lost-before-switch={r.lost_before_switch} undelivered-by-design: {design}")
         lines += [f"    {e}" for e in r.examples]
     return lines
 

@@ -2,18 +2,23 @@
 
 ``SplitterNetwork`` has Mininet's lifecycle (build, start, stop).  Every host
 gets one link to the splitter switch, on the port the plan expects
-(``Topology.switch_ports``), shaped with TCLink when the topology asks.
-Hosts and interfaces are recorded in the run's state so ``testbed clean``
-can remove them after a crash.
+(``Topology.switch_ports``), shaped when the topology asks: bandwidth with
+HTB; delay, loss and reordering with netem where the kernel has it, and
+otherwise through a relay node running ``testbed.emulation.impairment``, so
+a link is never left unshaped.  Hosts and interfaces are recorded in the
+run's state so ``testbed clean`` can remove them after a crash.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from typing import Optional
 
-from testbed.emulation.procs import register_interfaces, register_pid
+from testbed import ROOT
+from testbed.emulation.impairment import Impairment, parse_duration
+from testbed.emulation.procs import register_interfaces, register_pid, spawn, stop, wait_ready
 from testbed.runs.rundir import RunDir
 from testbed.semantics.topology import Topology
 from testbed.targets import switch_class
@@ -35,11 +40,10 @@ def mininet_missing() -> Optional[str]:
 
 
 def netem_missing() -> Optional[str]:
-    """Why links cannot be given delay or loss here (no ``sch_netem``), or ``None``.
+    """Why the kernel cannot give links delay or loss (no ``sch_netem``), or ``None``.
 
     Mininet only prints an error when tc refuses a qdisc and goes on with an
-    unshaped link; a run must not report results for a network it did not
-    build, so the run asks first.
+    unshaped link; the network asks first and uses a user-space relay instead.
     """
     a, b = f"tbq{os.getpid() % 100000}a", f"tbq{os.getpid() % 100000}b"
     subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], capture_output=True)
@@ -62,6 +66,10 @@ class SplitterNetwork:
         self.rundir = rundir
         self.net = None
         self.switch: Optional[SplitterSwitch] = None
+        #: host -> how its link is shaped ("netem", "user-space relay", "htb", or absent)
+        self.link_modes: dict[str, str] = {}
+        self.relays: dict[str, tuple[object, Impairment]] = {}     # host -> (relay node, impairment)
+        self.relay_procs: dict[str, subprocess.Popen] = {}
 
     def build(self) -> "SplitterNetwork":
         from mininet.link import Link, TCLink
@@ -75,13 +83,27 @@ class SplitterNetwork:
                                     run_dir=str(self.rundir.root))
         addresses = topo.addresses()
         ports = topo.switch_ports()
+        kernel_netem = any(link.impaired and link.shaper != "user" for link in topo.links) and netem_missing() is None
         for name in topo.hosts:
             ip, mac = addresses[name]
             host = net.addHost(name, ip=f"{ip}/24", mac=mac)
             link = topo.link_for(name)
-            shaping = {k: v for k, v in (("bw", link.bw), ("delay", link.delay), ("loss", link.loss))
-                       if v is not None}
+            bw = {"bw": link.bw} if link.bw is not None else {}
+            if link.impaired and (link.shaper == "user" or link.reorder or not kernel_netem):
+                # No netem here (or netem could not reorder as asked): a relay
+                # node between host and switch impairs the link in user space.
+                relay = net.addHost(f"L{ports[name]}", ip=None)
+                net.addLink(host, relay)
+                net.addLink(relay, self.switch, port2=ports[name], cls=TCLink if bw else Link, **bw)
+                self.relays[name] = (relay, Impairment(parse_duration(link.delay) if link.delay else 0.0,
+                                                       link.loss or 0.0, link.reorder or 0.0,
+                                                       topo.seed * 65536 + ports[name]))
+                self.link_modes[name] = "user-space relay"
+                continue
+            shaping = dict(bw, **{k: v for k, v in (("delay", link.delay), ("loss", link.loss)) if v is not None})
             net.addLink(host, self.switch, port2=ports[name], cls=TCLink if shaping else Link, **shaping)
+            if shaping:
+                self.link_modes[name] = "netem" if link.impaired else "htb"
         net.build()
         register_interfaces([i.name for i in self.switch.intfList() if i.name != "lo"])
         nodes = list(net.hosts) + ([self.switch] if self.switch.inNamespace else [])
@@ -101,7 +123,21 @@ class SplitterNetwork:
                 intf.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
         self.switch.start([])
         self.switch.wait_ready(ready_timeout)
+        self.start_relays(ready_timeout)
         return self
+
+    def start_relays(self, ready_timeout: float) -> None:
+        """One impairment relay per user-space link, ready once its sockets are bound."""
+        for name, (relay, impairment) in self.relays.items():
+            to_host, to_switch = (intf.name for intf in relay.intfList() if intf.name != "lo")
+            cmd = [sys.executable, "-m", "testbed.emulation.impairment", "--host", name,
+                   "--out", str(self.rundir.root), "--to-host", to_host, "--to-switch", to_switch,
+                   *impairment.args()]
+            self.relay_procs[name] = spawn(cmd, self.rundir.log(name, "relay"), f"link relay of {name}",
+                                           host=relay, cwd=ROOT)
+        for name, proc in self.relay_procs.items():
+            wait_ready(proc, self.rundir.relay_status(name).exists, f"link relay of {name}", ready_timeout,
+                       self.rundir.log(name, "relay"))
 
     def host(self, name: str):
         return self.net.get(name)
@@ -110,6 +146,10 @@ class SplitterNetwork:
         return self.host(host).defaultIntf().name
 
     def stop(self) -> None:
+        """Stop the relays (they send what they hold and write their records), then Mininet."""
+        for proc in self.relay_procs.values():
+            stop(proc)
+        self.relay_procs.clear()
         if self.net is not None:
             self.net.stop()
             self.net = None

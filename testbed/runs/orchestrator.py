@@ -71,12 +71,12 @@ def preflight(topo: Topology, topology_path: Path, options: RunOptions) -> None:
     reason = mininet_missing()
     if reason:
         raise PreflightError(f"cannot run: {reason}")
-    shaped = [i for i, link in enumerate(topo.links) if link.delay is not None or link.loss is not None]
-    if shaped:
+    forced = [i for i, link in enumerate(topo.links) if link.impaired and link.shaper == "netem"]
+    if forced:
         reason = netem_missing()
         if reason:
-            raise PreflightError(f"cannot run: {topology_path}: links[{shaped[0]}]: delay and loss "
-                                 f"need tc netem, but {reason}")
+            raise PreflightError(f"cannot run: {topology_path}: links[{forced[0]}].shaper: netem asked for, "
+                                 f"but {reason}")
     reason = switch_class(options.target).available()
     if reason:
         raise PreflightError(f"cannot run on target {options.target}: {reason}")
@@ -143,6 +143,7 @@ class Run:
         if self.options.pcap:
             self.start_captures()
         self.record["versions"].update(self.network.switch.versions())
+        self.record["links"] = self.network.link_modes
 
     def start_captures(self) -> None:
         """tcpdump on every switch port into pcaps/, as p4lang/tutorials does."""

@@ -76,7 +76,8 @@ def collect(rundir: RunDir) -> None:
     """Merge per-host files into sources.parquet and deliveries.parquet;
     the per-host files and status files move to raw/."""
     rundir.raw.mkdir(parents=True, exist_ok=True)
-    for kind, merged in (("sources", rundir.sources), ("deliveries", rundir.deliveries)):
+    for kind, merged in (("sources", rundir.sources), ("deliveries", rundir.deliveries),
+                         ("link_drops", rundir.link_drops)):
         parts = rundir.host_files(kind)
         if parts:
             pq.write_table(pa.concat_tables([pq.read_table(p) for p in parts]), merged)

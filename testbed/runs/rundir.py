@@ -120,7 +120,8 @@ class RunDir:
     # They write at the top level and the collect phase moves them to raw/,
     # so the top level of a finished run holds only merged data.
     HOST_FILES = {"sources": "{host}.sources.parquet", "source_status": "{host}.source.status.json",
-                  "deliveries": "{host}.deliveries.parquet", "status": "{host}.status.json"}
+                  "deliveries": "{host}.deliveries.parquet", "status": "{host}.status.json",
+                  "relay_status": "{host}.relay.status.json", "link_drops": "{host}.link_drops.parquet"}
 
     def host_file(self, kind: str, host: str) -> Path:
         return self.root / self.HOST_FILES[kind].format(host=host)
@@ -137,9 +138,13 @@ class RunDir:
     def receiver_status(self, host: str) -> Path:
         return self.host_file("status", host)
 
+    def relay_status(self, host: str) -> Path:
+        """Status of the link relay on ``host``'s link (user-space impairment)."""
+        return self.host_file("relay_status", host)
+
     def host_files(self, kind: str) -> list[Path]:
-        """Per-host files of ``kind`` (``sources``, ``deliveries``, ``status``) still at the top level;
-        ``status`` covers sources' and receivers' status files."""
+        """Per-host files of ``kind`` (``sources``, ``deliveries``, ``link_drops``, ``status``) still at
+        the top level; ``status`` covers every process's status file."""
         return sorted(self.root.glob(self.HOST_FILES[kind].format(host="*")))
 
     def raw_receiver_status(self, host: str) -> Path:

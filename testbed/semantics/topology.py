@@ -170,12 +170,32 @@ class Host(StrictModel):
 
 
 class Link(StrictModel):
-    """A host's link to the splitter; shaped with Mininet's TCLink when given."""
+    """A host's link to the splitter, shaped when asked: ``bw`` with HTB;
+    ``delay``, ``loss`` and ``reorder`` (netem's meanings) with netem where
+    the kernel has it, else with a relay in user space (testbed.emulation.impairment)."""
 
     host: Name
     bw: Optional[float] = Field(default=None, gt=0, description="Mbit/s")
     delay: Optional[str] = Field(default=None, pattern=r"^\d+(\.\d+)?(us|ms|s)$")
-    loss: Optional[float] = Field(default=None, ge=0, le=100)
+    loss: Optional[float] = Field(default=None, ge=0, le=100, description="percent")
+    reorder: Optional[float] = Field(default=None, ge=0, le=100, description="percent sent without the delay")
+    #: Who impairs the link: netem where the kernel has it and the relay
+    #: elsewhere (``auto``), or one of them by name.  Only the relay can
+    #: reorder, and only the relay names the events it drops.
+    shaper: Literal["auto", "netem", "user"] = "auto"
+
+    @model_validator(mode="after")
+    def _reorder_needs_delay(self):
+        if self.reorder and not self.delay:
+            raise _FieldError("reorder", "needs a delay: reordered frames are the ones that skip it")
+        if self.reorder and self.shaper == "netem":
+            raise _FieldError("shaper", "netem is not asked to reorder here; use shaper: user or auto")
+        return self
+
+    @property
+    def impaired(self) -> bool:
+        """Whether the link delays, loses or reorders frames (bandwidth alone is not)."""
+        return bool(self.delay or self.loss or self.reorder)
 
 
 class Switch(StrictModel):

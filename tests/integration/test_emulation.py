@@ -193,25 +193,66 @@ def test_bmv2_target_without_toolchain_refuses_cleanly(tmp_path):
 
 @needs_mininet
 def test_link_delay_is_applied(tmp_path):
-    """A 20 ms delay on the source's link shows in every delivery's latency;
-    on a kernel without netem the run refuses to start instead."""
+    """A 20 ms delay on the source's link shows in every delivery's latency:
+    through netem where the kernel has it, through the user-space relay where not."""
     topo = small_topology(tmp_path, "sw9", {"kind": "count", "size": 3, "slide": 3}, events=100, rate=500)
     data = yaml.safe_load(topo.read_text())
     data["links"] = [{"host": "src", "delay": "20ms"}]
     topo.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
-    from testbed.emulation.network import netem_missing
-    if netem_missing():
-        # Mininet would run on with an unshaped link; the testbed refuses instead.
-        assert res.returncode == 2 and "links[0]: delay and loss need tc netem" in res.stderr
-        assert not out.exists()
-        return
     assert res.returncode == 0, res.stderr[-3000:]
+    from testbed.emulation.network import netem_missing
+    run = RunDir(out).read_record()
+    assert run["links"] == {"src": "user-space relay" if netem_missing() else "netem"}
     d = pd.read_parquet(RunDir(out).deliveries).merge(
         pd.read_parquet(RunDir(out).sources)[["stream", "seq", "send_ns"]], on=["stream", "seq"])
     latency_ms = (d["recv_ns"] - d["send_ns"]) / 1e6
-    assert latency_ms.min() >= 19.5
+    assert len(d) == run["expected_deliveries"] and latency_ms.min() >= 19.5
+    assert leftovers("sw9") == ([], [])
+
+
+@needs_mininet
+def test_link_loss_is_attributed_to_the_link(tmp_path):
+    """5% loss on the source's link through the user-space relay: every
+    missing event is one the relay dropped, and what follows it is correct."""
+    topo = small_topology(tmp_path, "sw11", {"kind": "count", "size": 4, "slide": 2}, events=600, rate=1500)
+    data = yaml.safe_load(topo.read_text())
+    data["links"] = [{"host": "src", "loss": 5, "shaper": "user"}]
+    topo.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rundir = RunDir(out)
+    run = rundir.read_record()
+    acct, check = run["accounting"]["streams"]["5"], run["check"]["5"]
+    dropped = pd.read_parquet(rundir.link_drops)
+    assert run["links"] == {"src": "user-space relay"}
+    assert 10 < len(dropped) < 60 and set(dropped["toward"]) == {"switch"}
+    assert acct["lost_on_link"] == len(dropped) and acct["lost_before_switch"] == 0
+    assert check["missing"] == check["extra"] == check["duplicates"] == 0 and check["ok"]
+    assert acct["switch_accepted"] == 600 - len(dropped)
+
+
+@needs_mininet
+def test_reordering_link_with_lateness_passes_end_to_end(tmp_path):
+    """A reordering link makes a time stream arrive out of order; with enough
+    lateness every late event lands in its own windows, and the splitter's
+    too_late drops equal the oracle's."""
+    window = {"kind": "time", "size": 40, "slide": 20, "lateness": 80}
+    topo = small_topology(tmp_path, "sw12", window, events=800, rate=2000)
+    data = yaml.safe_load(topo.read_text())
+    data["links"] = [{"host": "src", "delay": "2ms", "reorder": 10}]
+    topo.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = RunDir(out).read_record()
+    relay = pd.read_json(RunDir(out).raw / RunDir(out).relay_status("src").name, typ="series")
+    assert relay["frames"]["switch"]["reordered"] > 20
+    check, acct = run["check"]["5"], run["accounting"]["streams"]["5"]
+    assert check["ok"] and acct["lost"] == 0
+    assert acct["dropped_at_switch"]["too_late"] == check["undelivered_by_design"].get("too_late", 0)
 
 
 @needs_mininet

@@ -70,6 +70,7 @@ def test_link_drops_name_their_events(topo):
     drops = pd.DataFrame({"stream": [9, 9], "seq": [3, 30]})
     r = check_frames(streams, sources, deliveries, switch_saw(38), drops)[9]
     assert (r.lost_on_link, r.lost_before_switch, r.missing, r.extra) == (2, 0, 0, 0)
+    assert r.ok          # a lossy link's drops are named and explained
 
 
 def test_duplicates_sent_by_the_source_are_expected_twice(topo):
