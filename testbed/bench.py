@@ -6,6 +6,7 @@ machine, in ``results/bench/bench-<time>.json``.  Parts:
 - oracle: verdicts per second;
 - pipeline: ingress decisions and whole-frame processing per second of the
   embedded target's model, tumbling and sliding, and its register memory;
+- lateness: the model's cost per event in order against late by 0..4 slides;
 - plan: entries and groups as N grows (the cost docs/windows.md bounds);
 - emulation (root + Mininet): the embedded target at increasing offered
   rates, with the deliveries lost and the latency percentiles per rate.
@@ -81,6 +82,36 @@ def bench_pipeline(n=100_000) -> list[dict]:
     return out
 
 
+def bench_lateness(n=60_000) -> list[dict]:
+    """Cost of a late event in the model: ingress time per event, in order
+    against late by 0..4 slides (the late path's compare-and-subtract steps).
+
+    Each late event is a copy of an in-order stream's event sent again
+    ``back`` slides behind the newest, so the registers stay the same and
+    only the path differs.
+    """
+    slide = 100
+    data = _topology(200, slide, 6, kind="time")
+    data["streams"][0]["window"]["lateness"] = 4 * slide
+    rows = []
+    for back in (None, 0, 1, 2, 3, 4):
+        pipe = SplitterPipeline()
+        Controller(pipe).install(SplitterPlan(parse_topology(data)))
+        pipe.ingress(1, 0)                       # the origin
+        newest = 10 * slide + slide // 2
+        pipe.ingress(1, newest)                  # the newest timestamp, half way into slide 10
+        late_ts = newest if back is None else newest - (slide // 4 if back == 0 else back * slide)
+        if pipe.ingress(1, late_ts).drop:
+            raise AssertionError(f"bench_lateness: the event {back} slides back was dropped")
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pipe.replicate(pipe.ingress(1, late_ts))
+        seconds = time.perf_counter() - t0
+        rows.append({"event": "in order" if back is None else f"late, {back} slides back",
+                     "ns_per_event": seconds / n * 1e9, "events": n})
+    return rows
+
+
 def bench_plan() -> list[dict]:
     rows = []
     for n_ops in (2, 4, 8, 16, 32, 64):
@@ -129,7 +160,8 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "kernel": platform.release()}, "started": time.time()}
-    for name, fn in (("oracle", bench_oracle), ("pipeline", bench_pipeline), ("plan", bench_plan)):
+    for name, fn in (("oracle", bench_oracle), ("pipeline", bench_pipeline), ("lateness", bench_lateness),
+                     ("plan", bench_plan)):
         print(f"bench: {name}", flush=True)
         report[name] = fn()
     if not args.skip_emulation:
@@ -137,7 +169,7 @@ def main(argv=None) -> None:
         report["emulation"] = bench_emulation()
     path = args.out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report[k] for k in ("oracle", "pipeline")}, indent=2))
+    print(json.dumps({k: report[k] for k in ("oracle", "pipeline", "lateness")}, indent=2))
     for row in report.get("emulation", []):
         print(row)
     print(f"written: {path}")

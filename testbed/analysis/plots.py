@@ -135,9 +135,44 @@ def plot_load_grid(runs: dict[str, RunDir], ax_grid) -> None:
         ax.axis("off")
 
 
+def lateness_table(runs: dict[str, RunDir]) -> pd.DataFrame:
+    """Per run of one time stream: its lateness in slides, the events dropped as
+    too late, and the windows that differ from the centralized reference."""
+    rows = []
+    for name, rundir in runs.items():
+        record = rundir.read_record()
+        for sid, stream in record["streams"].items():
+            window = stream["window"]
+            check = record.get("window_check", {}).get(sid, {})
+            rows.append({"run": name, "lateness_slides": window["lateness"] / window["slide"],
+                         "too_late": record["check"][sid]["undelivered_by_design"].get("too_late", 0),
+                         "sent": record["check"][sid]["sent"],
+                         "windows": check.get("reference_windows"),
+                         "windows_differing": check.get("affected_by_lateness"),
+                         "windows_check_ok": check.get("ok")})
+    return pd.DataFrame(rows)
+
+
+def plot_lateness(runs: dict[str, RunDir], ax_pair) -> pd.DataFrame:
+    table = lateness_table(runs)
+    x = [f"L = {v:g} slides" for v in table["lateness_slides"]]
+    ax_pair[0].bar(x, table["too_late"])
+    ax_pair[0].set_ylabel("events dropped as too late")
+    ax_pair[1].bar(x, table["windows_differing"].fillna(0))
+    ax_pair[1].set_ylabel("windows differing from the reference")
+    for ax, col, total in zip(ax_pair, ("too_late", "windows_differing"), ("sent", "windows")):
+        for i, (v, of) in enumerate(zip(table[col].fillna(0), table[total].fillna(0))):
+            ax.text(i, v, f"{v:.0f} of {of:.0f}", ha="center", va="bottom")
+    return table
+
+
 def plot_experiment(figure: str, title: str, runs: dict[str, RunDir], out: Path) -> Path:
-    """``load``: one load panel per run; ``amplification``: copies per event per run."""
-    if figure == "load":
+    """``load``: one load panel per run; ``amplification``: copies per event per run;
+    ``lateness``: too-late events and differing windows against the allowed lateness."""
+    if figure == "lateness":
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        plot_lateness(runs, axes)
+    elif figure == "load":
         cols = min(4, len(runs))
         rows = (len(runs) + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)

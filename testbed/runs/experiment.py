@@ -26,7 +26,7 @@ class Experiment(BaseModel):
 
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    figure: Literal["load", "amplification"] = "load"
+    figure: Literal["load", "amplification", "lateness"] = "load"
     runs: list[str] = Field(min_length=1)
 
 

@@ -161,6 +161,42 @@ def test_run_with_spark_operators(tmp_path):
 
 
 @needs_mininet
+@pytest.mark.spark
+def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
+    """A CSV whose timestamps go back now and then: without lateness the late
+    rows are dropped (and the window check says which windows that changed);
+    with lateness covering the steps back, every window equals the reference."""
+    from testbed.analysis.spark import spark_missing
+    if spark_missing():
+        pytest.skip(f"Spark skipped: {spark_missing()}")
+    rows, t = [], 0
+    for i in range(400):
+        t += 7
+        rows.append(t - (25 if i % 37 == 36 else 0))        # every 37th row is 25 units late
+    (tmp_path / "replay.csv").write_text("t,v\n" + "".join(f"{ts},{i % 13}\n" for i, ts in enumerate(rows)))
+    for lateness, switch in ((0, "sw13"), (30, "sw14")):
+        topo = small_topology(tmp_path, switch, {"kind": "time", "size": 40, "slide": 20, "lateness": lateness},
+                              events=400, rate=1000)
+        data = yaml.safe_load(topo.read_text())
+        data["streams"][0].update(replay={"path": str(tmp_path / "replay.csv"), "ts": "t", "value": "v"},
+                                  query={"kind": "sum"})
+        topo.write_text(yaml.safe_dump(data))
+        out = tmp_path / f"run{lateness}"
+        res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
+        assert res.returncode == 0, res.stderr[-3000:]
+        run = RunDir(out).read_record()
+        windows, check = run["window_check"]["5"], run["check"]["5"]
+        assert check["ok"] and windows["ok"]
+        if lateness == 0:
+            assert check["undelivered_by_design"]["too_late"] == 10
+            assert windows["affected_by_lateness"] > 0
+            assert windows["matching"] + windows["affected_by_lateness"] == windows["reference_windows"]
+        else:
+            assert "too_late" not in check["undelivered_by_design"]
+            assert windows["matching"] == windows["reference_windows"] and windows["affected_by_lateness"] == 0
+
+
+@needs_mininet
 @pytest.mark.bmv2
 @pytest.mark.parametrize("window", [{"kind": "count", "size": 5, "slide": 2},
                                     {"kind": "time", "size": 9, "slide": 4}], ids=["count", "time"])
