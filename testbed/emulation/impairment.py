@@ -36,14 +36,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame
+from testbed.emulation.packet_socket import PACKET_OUTGOING, packet_socket
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-SO_RCVBUFFORCE = 33
-SO_SNDBUFFORCE = 32
-SOCKET_BUFFER = 16 << 20
 STATUS_EVERY_S = 0.2
 #: Which way a frame travels, as recorded for drops.
 TOWARD_SWITCH, TOWARD_HOST = "switch", "host"
@@ -83,11 +79,7 @@ class Relay:
         self.sockets: dict[str, socket.socket] = {}
         # A frame that arrives on the host's side travels toward the switch.
         for toward, intf in ((TOWARD_SWITCH, to_host), (TOWARD_HOST, to_switch)):
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)
-            s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SOCKET_BUFFER)
-            s.bind((intf, 0))
-            s.setblocking(False)
+            s = packet_socket(intf)
             self.sockets[toward] = s
             self.selector.register(s, selectors.EVENT_READ, toward)
         self.out = {TOWARD_SWITCH: self.sockets[TOWARD_HOST], TOWARD_HOST: self.sockets[TOWARD_SWITCH]}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -20,13 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.dataplane.wire import FrameTemplate
+from testbed.emulation.packet_socket import packet_socket
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.semantics.topology import SPLITTER_IP, load_topology
 from testbed.semantics.workload import sent_events
 
-ETH_P_ALL = 0x0003
-SO_SNDBUFFORCE = 32
 SPLITTER_MAC = "02:00:00:00:00:fe"
 STATUS_EVERY_S = 0.2
 #: A source that was kept off the CPU catches up at no more than this many
@@ -47,9 +45,8 @@ class Source:
         self.streams = [s for s in topo.streams if s.source == host]
         self.templates = {s.id: FrameTemplate(mac, SPLITTER_MAC, ip, SPLITTER_IP, s.id) for s in self.streams}
         self.events = {s.id: sent_events(s, topo.seed) for s in self.streams}
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 8 << 20)
-        self.sock.bind((intf, 0))
+        self.sock = packet_socket(intf, 8 << 20, receive=False)
+        self.sock.setblocking(True)            # a full send buffer makes the source wait, not fail
         self.stopping = False
         self.sent = {s.id: 0 for s in self.streams}
 

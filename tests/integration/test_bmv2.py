@@ -42,6 +42,7 @@ from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import event_frame
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP
+from testbed.semantics.windows import MAX_LATE_SLIDES
 from testbed.targets.bmv2 import toolchain
 
 MISSING = toolchain.toolchain_missing()
@@ -216,7 +217,7 @@ def test_semantic_matches_model_and_oracle(semantic, rig, switch):
 # differential: random specs, awkward inputs
 # ----------------------------------------------------------------------
 def random_streams(rng: random.Random) -> list[dict]:
-    """Four streams covering what the division-free algorithm must get right."""
+    """Five streams covering what the division-free algorithm must get right."""
     ops = [f"h{i}" for i in range(2, VETH_PORTS + 1)]
     out = []
     # count, slide does not divide size, N smaller than the overlap
@@ -232,36 +233,42 @@ def random_streams(rng: random.Random) -> list[dict]:
     size = slide * rng.randint(1, 3) + rng.randint(1, slide - 1)
     out.append(stream(3, {"kind": "time", "size": size, "slide": slide, "origin": 1000},
                       rng.sample(ops, rng.randint(2, 5))))
-    # time, origin = first event, random spec
+    # time, origin = first event, random spec, no lateness: every step back is too late
     out.append(stream(4, {"kind": "time", "size": rng.randint(1, 30), "slide": rng.randint(1, 30)},
+                      rng.sample(ops, rng.randint(1, len(ops)))))
+    # time with lateness up to the supported 4 slides: late events step back to their own slide
+    slide = rng.randint(2, 8)
+    out.append(stream(5, {"kind": "time", "size": slide * rng.randint(1, 3) + rng.randint(0, slide - 1),
+                          "slide": slide, "lateness": rng.randint(slide, MAX_LATE_SLIDES * slide)},
                       rng.sample(ops, rng.randint(1, len(ops)))))
     return out
 
 
 def random_events(rng: random.Random, topo, n: int) -> list[tuple[int, int, int]]:
     """Interleaved events; time streams get small steps, gaps of several
-    slides, and steps back in time; stream 3 starts before its origin.
-    A few events of an unconfigured stream (99) are mixed in."""
+    slides, and steps back in time; stream 3 starts before its origin;
+    stream 5's steps back reach up to five slides, within its lateness and
+    beyond.  A few events of an unconfigured stream (99) are mixed in."""
     slides = {s.id: s.window.slide for s in topo.streams}
-    ts = {1: 0, 2: 0, 3: 1000 - 5 * slides[3], 4: 50}
+    ts = {1: 0, 2: 0, 3: 1000 - 5 * slides[3], 4: 50, 5: 100}
+    newest = dict(ts)
     seq = defaultdict(int)
     events = []
     for i in range(n):
-        sid = 99 if i % 500 == 250 else rng.choice([1, 2, 3, 4])
-        if sid in (3, 4):
+        sid = 99 if i % 500 == 250 else rng.choice([1, 2, 3, 4, 5])
+        t = ts.get(sid, 0)
+        if sid in (3, 4, 5):
             r = rng.random()
-            if r < 0.90:
-                step = rng.randint(0, 3)
-            elif r < 0.97:
-                step = rng.randint(2, 8) * slides[sid] + rng.randint(0, slides[sid])   # gap of several slides
-            else:
-                step = -rng.randint(1, 4)                                            # out of order
-            ts[sid] = max(0, ts[sid] + step)
-        events.append((sid, seq[sid], ts.get(sid, 0)))
+            if r < 0.85:
+                ts[sid] = newest[sid] = newest[sid] + rng.randint(0, 3)
+            elif r < 0.92:                                              # gap of several slides
+                ts[sid] = newest[sid] = newest[sid] + rng.randint(2, 8) * slides[sid] + rng.randint(0, slides[sid])
+            else:                                                       # behind the newest timestamp
+                back = rng.randint(1, 5 * slides[sid]) if sid == 5 else rng.randint(1, 4)
+                ts[sid] = max(0, newest[sid] - back)
+            t = ts[sid]
+        events.append((sid, seq[sid], t))
         seq[sid] += 1
-    # Make sure the awkward cases are there whatever the draw.
-    t = [e for e in events if e[0] == 4]
-    assert any(b[2] < a[2] for a, b in zip(t, t[1:])), "no out-of-order event drawn"
     return events
 
 
@@ -280,9 +287,16 @@ def test_differential_random_specs(seed, rig, switch):
     assert_same(run, got, want)
 
     # Drop counters: bmv2 = model = oracle, per stream and reason.
-    _, oracle_drops = run.oracle()
-    assert oracle_drops[(3, "before_origin")] > 0 and oracle_drops[(4, "out_of_order")] > 0
-    for sid in (1, 2, 3, 4, 99):
+    oracle_ports, oracle_drops = run.oracle()
+    # The awkward cases are there whatever the draw.
+    newest, late_delivered = -1, 0
+    for sid, seq, ts in events:
+        if sid == 5:
+            late_delivered += ts < newest and bool(oracle_ports[(5, seq)])
+            newest = max(newest, ts)
+    assert oracle_drops[(3, "before_origin")] > 0 and oracle_drops[(4, "too_late")] > 0
+    assert oracle_drops[(5, "too_late")] > 0 and late_delivered > 0
+    for sid in (1, 2, 3, 4, 5, 99):
         for reason, code in DROP_CODES.items():
             index = drop_counter_index(sid, reason)
             assert api.counter_read("stream_drops", index)[1] == oracle_drops[(sid, reason)], (sid, reason)
@@ -294,7 +308,7 @@ def test_differential_random_specs(seed, rig, switch):
     assert api.counter_read("non_event", 0)[1] >= 1
     # The window state itself, register by register.
     for name in REGISTERS:
-        for sid in (1, 2, 3, 4):
+        for sid in (1, 2, 3, 4, 5):
             assert api.register_read(name, sid) == run.model.register_read(name, sid), (name, sid)
 
 

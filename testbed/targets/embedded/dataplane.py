@@ -13,14 +13,7 @@ import struct
 import threading
 
 from testbed.dataplane.model import SplitterPipeline
-
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-SOL_PACKET = 263
-PACKET_STATISTICS = 6
-SO_SNDBUFFORCE = 32
-SO_RCVBUFFORCE = 33
-SOCKET_BUFFER = 16 << 20
+from testbed.emulation.packet_socket import PACKET_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
 
 
 class EmbeddedDataPlane:
@@ -32,13 +25,8 @@ class EmbeddedDataPlane:
         self.sockets: dict[int, socket.socket] = {}
         self.selector = selectors.DefaultSelector()
         for port, intf in ports.items():
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            # Big buffers: the run accounts for every frame, so bursts must not
-            # overflow silently; PACKET_STATISTICS reports any that still do.
-            s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)
-            s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SOCKET_BUFFER)
-            s.bind((intf, 0))
-            s.setblocking(False)
+            # PACKET_STATISTICS reports what even the big buffers could not hold.
+            s = packet_socket(intf)
             self.sockets[port] = s
             self.selector.register(s, selectors.EVENT_READ, port)
         self.rx_dropped = {port: 0 for port in ports}
