@@ -165,7 +165,8 @@ def test_run_with_spark_operators(tmp_path):
 def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
     """A CSV whose timestamps go back now and then: without lateness the late
     rows are dropped (and the window check says which windows that changed);
-    with lateness covering the steps back, every window equals the reference."""
+    with lateness covering the steps back and a source that also sends 5% of
+    its events late on purpose, every window equals the reference."""
     from testbed.analysis.spark import spark_missing
     if spark_missing():
         pytest.skip(f"Spark skipped: {spark_missing()}")
@@ -174,12 +175,14 @@ def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
         t += 7
         rows.append(t - (25 if i % 37 == 36 else 0))        # every 37th row is 25 units late
     (tmp_path / "replay.csv").write_text("t,v\n" + "".join(f"{ts},{i % 13}\n" for i, ts in enumerate(rows)))
-    for lateness, switch in ((0, "sw13"), (30, "sw14")):
+    for lateness, switch in ((0, "sw13"), (70, "sw14")):
         topo = small_topology(tmp_path, switch, {"kind": "time", "size": 40, "slide": 20, "lateness": lateness},
                               events=400, rate=1000)
         data = yaml.safe_load(topo.read_text())
         data["streams"][0].update(replay={"path": str(tmp_path / "replay.csv"), "ts": "t", "value": "v"},
                                   query={"kind": "sum"})
+        if lateness:
+            data["streams"][0]["perturb"] = {"disorder": {"fraction": 0.05, "max_delay": 30}}
         topo.write_text(yaml.safe_dump(data))
         out = tmp_path / f"run{lateness}"
         res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
@@ -192,6 +195,8 @@ def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
             assert windows["affected_by_lateness"] > 0
             assert windows["matching"] + windows["affected_by_lateness"] == windows["reference_windows"]
         else:
+            sources = pd.read_parquet(RunDir(out).sources)
+            assert sources["delayed"].sum() > 5
             assert "too_late" not in check["undelivered_by_design"]
             assert windows["matching"] == windows["reference_windows"] and windows["affected_by_lateness"] == 0
 
