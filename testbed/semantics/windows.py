@@ -154,7 +154,7 @@ class Verdict:
 
     seq: int
     ts: int
-    windows: range
+    windows: Sequence[int]       # global window ids (a range unless a change made them skip)
     operators: tuple[str, ...]   # distinct, in the order their windows were opened
     dropped: Optional[str] = None
 
@@ -188,31 +188,180 @@ def operators_for(windows: range, operators: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+@dataclass(frozen=True)
+class StreamConfig:
+    """What a change can replace: the window spec (with its lateness) and the
+    ordered operator list.  The kind and a time stream's origin fix the axis,
+    so they stay for the stream's lifetime."""
+
+    assigner: WindowAssigner
+    operators: tuple[str, ...]
+    lateness: int = 0
+
+    def __post_init__(self):
+        if not self.operators:
+            raise ValueError("a stream needs at least one operator")
+        if len(set(self.operators)) != len(self.operators):
+            raise ValueError(f"operators listed twice in {list(self.operators)}")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One configuration of a stream and the part of the axis it opens windows in.
+
+    Window ``j`` of the epoch covers ``[start + j*slide, start + j*slide + size)``
+    and exists only if it starts before ``end``, the next epoch's start
+    (``None``: no later epoch).  Its global id is ``first_window + j``, so ids
+    keep increasing with window start across changes.
+    """
+
+    start: int
+    config: StreamConfig
+    first_window: int = 0
+    end: Optional[int] = None
+
+    @property
+    def slide(self) -> int:
+        return self.config.assigner.slide
+
+    @property
+    def size(self) -> int:
+        return self.config.assigner.size
+
+    @property
+    def n_windows(self) -> Optional[int]:
+        """How many windows the epoch opens (``None`` while it is the newest)."""
+        return None if self.end is None else (self.end - self.start) // self.slide
+
+    @property
+    def last_end(self) -> Optional[int]:
+        """Where the epoch's last window ends: its transition is over from there."""
+        n = self.n_windows
+        return None if n is None else self.start + (n - 1) * self.slide + self.size if n else self.start
+
+    def local_windows(self, x: int) -> range:
+        """Local ids ``j`` of this epoch's windows that hold coordinate ``x``."""
+        r = windows_on_axis(x - self.start, self.size, self.slide)
+        n = self.n_windows
+        if n is not None and r.stop > n:
+            r = range(r.start, max(r.start, n))
+        return r
+
+    def boundary_after(self, newest: Optional[int]) -> int:
+        """Where a change armed now takes effect: the first window start of this
+        epoch after its newest slide, the one holding ``newest`` (or its first
+        slide if no coordinate has reached the epoch yet)."""
+        reached = 0 if newest is None or newest < self.start else (newest - self.start) // self.slide
+        return self.start + (reached + 1) * self.slide
+
+
+def chain_epochs(first: StreamConfig, changes: Sequence[tuple[int, StreamConfig]]) -> tuple[Epoch, ...]:
+    """Epochs of a stream from its first configuration and its changes, each
+    given as ``(start, new config)`` with ``start`` a window start of the
+    epoch before it (as ``Epoch.boundary_after`` gives)."""
+    epochs = [Epoch(0, first)]
+    for start, config in changes:
+        prev = epochs[-1]
+        if config.assigner.kind != first.assigner.kind:
+            raise ValueError(f"a change cannot turn {first.assigner.kind} windows into {config.assigner.kind} ones")
+        if start <= prev.start or (start - prev.start) % prev.slide:
+            raise ValueError(f"a change at {start} is not a window start after {prev.start} "
+                             f"(slide {prev.slide})")
+        n = (start - prev.start) // prev.slide
+        epochs[-1] = Epoch(prev.start, prev.config, prev.first_window, start)
+        epochs.append(Epoch(start, config, prev.first_window + n))
+    return tuple(epochs)
+
+
 class StreamOracle:
     """The reference splitter for one stream, walked in arrival order.
 
     It holds only what the definitions need: the arrival counter, the origin
-    (learnt from the first event unless fixed) and the newest timestamp, to
-    reject events more than ``lateness`` behind it.  A late event that is
-    not too late lies in the windows of its own timestamp.
+    (learnt from the first event unless fixed), the newest timestamp, to
+    reject events more than ``lateness`` behind it, and the stream's epochs
+    (docs/windows.md, "Reconfiguration").  A late event that is not too late
+    lies in the windows of its own timestamp.
+
+    Changes come either as they took effect (``changes``: ``(start, config)``
+    on the axis, what a run record keeps) or as they are armed between
+    events (``arm``), which places them by the definition.
     """
 
     def __init__(self, assigner: WindowAssigner, operators: Sequence[str],
-                 origin: Optional[int] = None, lateness: int = 0):
-        if not operators:
-            raise ValueError("a stream needs at least one operator")
+                 origin: Optional[int] = None, lateness: int = 0,
+                 changes: Sequence[tuple[int, StreamConfig]] = ()):
         self.assigner = assigner
-        self.operators = tuple(operators)
+        self.epochs = chain_epochs(StreamConfig(assigner, tuple(operators), lateness), changes)
         self.origin = origin
-        self.lateness = lateness
         self.count = 0
         self.last_ts: Optional[int] = None
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        return self.epochs[-1].config.operators
+
+    def newest_coordinate(self) -> Optional[int]:
+        """The newest point the stream has reached on its axis, ``None`` before any event."""
+        if self.assigner.is_event_time:
+            return None if self.last_ts is None or self.origin is None else self.last_ts - self.origin
+        return self.count - 1 if self.count else None
+
+    def arm(self, config: StreamConfig) -> int:
+        """Arm a change between two events; returns where it takes effect.
+
+        It takes effect at the first window start of the current epoch after
+        the newest slide.  A change armed while another waits for its boundary
+        replaces that one at the same boundary.
+        """
+        newest = self.newest_coordinate()
+        last = self.epochs[-1]
+        if len(self.epochs) > 1 and (newest is None or newest < last.start):
+            before = self.epochs[:-1]
+            changes = [(e.start, e.config) for e in before[1:]] + [(last.start, config)]
+        else:
+            changes = [(e.start, e.config) for e in self.epochs[1:]] + [(last.boundary_after(newest), config)]
+        self.epochs = chain_epochs(self.epochs[0].config, changes)
+        return self.epochs[-1].start
+
+    def epoch_at(self, x: int) -> Epoch:
+        """The epoch in force at coordinate ``x``: the newest that starts at or before it."""
+        for epoch in reversed(self.epochs):
+            if epoch.start <= x:
+                return epoch
+        return self.epochs[0]
+
+    def windows_at(self, x: int) -> Sequence[int]:
+        """Global ids of every window, of any epoch, that holds coordinate ``x``."""
+        if len(self.epochs) == 1:
+            return self.epochs[0].local_windows(x)
+        ids: list[int] = []
+        for epoch in self.epochs:
+            r = epoch.local_windows(x)
+            ids.extend(range(epoch.first_window + r.start, epoch.first_window + r.stop))
+        return tuple(ids)
+
+    def owner(self, window: int) -> str:
+        """The operator window ``window`` (a global id) goes to: round robin within its epoch."""
+        epoch = next(e for e in reversed(self.epochs) if e.first_window <= window)
+        return window_owner(window - epoch.first_window, epoch.config.operators)
+
+    def operators_at(self, x: int) -> tuple[str, ...]:
+        """Each distinct operator of the windows holding ``x`` once, older epochs first."""
+        if len(self.epochs) == 1:
+            epoch = self.epochs[0]
+            return operators_for(epoch.local_windows(x), epoch.config.operators)
+        seen: dict[str, None] = {}
+        for epoch in self.epochs:
+            for op in operators_for(epoch.local_windows(x), epoch.config.operators):
+                seen.setdefault(op, None)
+        return tuple(seen)
 
     def step(self, seq: int, ts: int) -> Verdict:
         """Verdict for the next event to arrive."""
         if self.assigner.is_event_time:
             if self.last_ts is not None and ts < self.last_ts:
-                if self.last_ts - ts > self.lateness:
+                newest = self.last_ts - (self.origin or 0)
+                if self.last_ts - ts > self.epoch_at(newest).config.lateness:
                     return Verdict(seq, ts, range(0), (), TOO_LATE)
             else:
                 self.last_ts = ts
@@ -222,7 +371,8 @@ class StreamOracle:
                 return Verdict(seq, ts, range(0), (), BEFORE_ORIGIN)
         index = self.count
         self.count += 1
-        windows = self.assigner.assign(index, ts, self.origin or 0)
+        x = self.assigner.coordinate(index, ts, self.origin or 0)
+        windows = self.windows_at(x)
         if not windows:
             return Verdict(seq, ts, windows, (), NO_WINDOW)
-        return Verdict(seq, ts, windows, operators_for(windows, self.operators))
+        return Verdict(seq, ts, windows, self.operators_at(x))
