@@ -14,6 +14,7 @@ origin) and window ``j`` covers ``j*slide <= x < j*slide + size``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -237,7 +238,9 @@ class Epoch:
     def last_end(self) -> Optional[int]:
         """Where the epoch's last window ends: its transition is over from there."""
         n = self.n_windows
-        return None if n is None else self.start + (n - 1) * self.slide + self.size if n else self.start
+        if n is None:
+            return None
+        return self.start + (n - 1) * self.slide + self.size
 
     def local_windows(self, x: int) -> range:
         """Local ids ``j`` of this epoch's windows that hold coordinate ``x``."""
@@ -290,6 +293,8 @@ class StreamOracle:
     def __init__(self, assigner: WindowAssigner, operators: Sequence[str],
                  origin: Optional[int] = None, lateness: int = 0,
                  changes: Sequence[tuple[int, StreamConfig]] = ()):
+        # The first epoch's assigner fixes the axis (kind, coordinate) for
+        # every epoch: chain_epochs refuses a change of kind.
         self.assigner = assigner
         self.epochs = chain_epochs(StreamConfig(assigner, tuple(operators), lateness), changes)
         self.origin = origin
@@ -297,8 +302,35 @@ class StreamOracle:
         self.last_ts: Optional[int] = None
 
     @property
+    def epochs(self) -> tuple[Epoch, ...]:
+        return self._epochs
+
+    @epochs.setter
+    def epochs(self, epochs: tuple[Epoch, ...]) -> None:
+        # Lookup aids, so that a run with many changes is checked in
+        # O(log E) per event: the starts, and how far the windows of each
+        # epoch or any earlier one reach (older epochs may reach further).
+        self._epochs = epochs
+        self._starts = [e.start for e in epochs]
+        self._firsts = [e.first_window for e in epochs]
+        reach, self._reach = 0, []
+        for e in epochs:
+            end = e.last_end
+            reach = max(reach, end if end is not None else 1 << 64)
+            self._reach.append(reach)
+
+    @property
     def operators(self) -> tuple[str, ...]:
         return self.epochs[-1].config.operators
+
+    def _live_epochs(self, x: int) -> list[Epoch]:
+        """The epochs whose windows may hold ``x``, oldest first."""
+        i = max(0, bisect_right(self._starts, x) - 1)
+        out = []
+        while i >= 0 and self._reach[i] > x:
+            out.append(self._epochs[i])
+            i -= 1
+        return out[::-1]
 
     def newest_coordinate(self) -> Optional[int]:
         """The newest point the stream has reached on its axis, ``None`` before any event."""
@@ -314,47 +346,45 @@ class StreamOracle:
         replaces that one at the same boundary.
         """
         newest = self.newest_coordinate()
-        last = self.epochs[-1]
-        if len(self.epochs) > 1 and (newest is None or newest < last.start):
-            before = self.epochs[:-1]
-            changes = [(e.start, e.config) for e in before[1:]] + [(last.start, config)]
+        changes = [(e.start, e.config) for e in self.epochs[1:]]
+        waiting = bool(changes) and (newest is None or newest < changes[-1][0])
+        if waiting:
+            start = changes.pop()[0]
         else:
-            changes = [(e.start, e.config) for e in self.epochs[1:]] + [(last.boundary_after(newest), config)]
-        self.epochs = chain_epochs(self.epochs[0].config, changes)
-        return self.epochs[-1].start
+            start = self.epochs[-1].boundary_after(newest)
+        self.epochs = chain_epochs(self.epochs[0].config, changes + [(start, config)])
+        return start
 
     def epoch_at(self, x: int) -> Epoch:
         """The epoch in force at coordinate ``x``: the newest that starts at or before it."""
-        for epoch in reversed(self.epochs):
-            if epoch.start <= x:
-                return epoch
-        return self.epochs[0]
+        return self._epochs[max(0, bisect_right(self._starts, x) - 1)]
+
+    def assign(self, x: int) -> tuple[Sequence[int], tuple[str, ...]]:
+        """Global ids of every window, of any epoch, that holds coordinate ``x``,
+        and each distinct operator of those windows once, older epochs first."""
+        live = self._live_epochs(x) if len(self._epochs) > 1 else self._epochs
+        if len(live) == 1:
+            epoch = live[0]
+            r = epoch.local_windows(x)
+            first = epoch.first_window
+            return range(first + r.start, first + r.stop), operators_for(r, epoch.config.operators)
+        ids: list[int] = []
+        seen: dict[str, None] = {}
+        for epoch in live:
+            r = epoch.local_windows(x)
+            ids.extend(range(epoch.first_window + r.start, epoch.first_window + r.stop))
+            for op in operators_for(r, epoch.config.operators):
+                seen.setdefault(op, None)
+        return tuple(ids), tuple(seen)
 
     def windows_at(self, x: int) -> Sequence[int]:
         """Global ids of every window, of any epoch, that holds coordinate ``x``."""
-        if len(self.epochs) == 1:
-            return self.epochs[0].local_windows(x)
-        ids: list[int] = []
-        for epoch in self.epochs:
-            r = epoch.local_windows(x)
-            ids.extend(range(epoch.first_window + r.start, epoch.first_window + r.stop))
-        return tuple(ids)
+        return self.assign(x)[0]
 
     def owner(self, window: int) -> str:
         """The operator window ``window`` (a global id) goes to: round robin within its epoch."""
-        epoch = next(e for e in reversed(self.epochs) if e.first_window <= window)
+        epoch = self._epochs[bisect_right(self._firsts, window) - 1]
         return window_owner(window - epoch.first_window, epoch.config.operators)
-
-    def operators_at(self, x: int) -> tuple[str, ...]:
-        """Each distinct operator of the windows holding ``x`` once, older epochs first."""
-        if len(self.epochs) == 1:
-            epoch = self.epochs[0]
-            return operators_for(epoch.local_windows(x), epoch.config.operators)
-        seen: dict[str, None] = {}
-        for epoch in self.epochs:
-            for op in operators_for(epoch.local_windows(x), epoch.config.operators):
-                seen.setdefault(op, None)
-        return tuple(seen)
 
     def step(self, seq: int, ts: int) -> Verdict:
         """Verdict for the next event to arrive."""
@@ -371,8 +401,7 @@ class StreamOracle:
                 return Verdict(seq, ts, range(0), (), BEFORE_ORIGIN)
         index = self.count
         self.count += 1
-        x = self.assigner.coordinate(index, ts, self.origin or 0)
-        windows = self.windows_at(x)
+        windows, operators = self.assign(self.assigner.coordinate(index, ts, self.origin or 0))
         if not windows:
             return Verdict(seq, ts, windows, (), NO_WINDOW)
-        return Verdict(seq, ts, windows, self.operators_at(x))
+        return Verdict(seq, ts, windows, operators)
