@@ -1,5 +1,5 @@
 """The oracle against brute force and against the papers' worked examples."""
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.semantics.windows import (
@@ -219,6 +219,7 @@ def check_against_brute(verdict, brute, oracle, x, horizon):
     assert all(oracle.owner(g) == owner for g, owner in want)
 
 
+@settings(max_examples=250)
 @given(first=configs, n=st.integers(1, 150),
        changes=st.lists(st.tuples(st.integers(0, 150), configs), max_size=5))
 def test_count_epochs_match_brute_force(first, n, changes):
@@ -239,6 +240,7 @@ def test_count_epochs_match_brute_force(first, n, changes):
         assert (v.dropped == NO_WINDOW) == (not v.operators)
 
 
+@settings(max_examples=250)
 @given(first=configs, lateness=st.integers(0, 30), origin=st.one_of(st.none(), st.integers(0, 50)),
        moves=st.lists(st.integers(-25, 30), min_size=1, max_size=100),
        changes=st.lists(st.tuples(st.integers(0, 100), configs, st.integers(0, 30)), max_size=5))
