@@ -1,5 +1,8 @@
 """``testbed check``: deliveries of a run held against the oracle.
 
+The oracle knows the stream's epochs: run.json's ``changes`` records each
+change the switch applied and where on the axis it did, so a run with
+reconfigurations is checked against the same definition, event by event.
 Every event the switch saw must reach exactly the operators the window
 definition names: none missing, none extra, none twice.  Events the
 definition sends nowhere (gaps, before the origin, too late) must reach
@@ -17,8 +20,8 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from testbed.runs.rundir import RunDir
-from testbed.semantics.topology import Stream
-from testbed.semantics.windows import TOO_LATE
+from testbed.semantics.topology import Stream, WindowSpec
+from testbed.semantics.windows import TOO_LATE, StreamConfig
 
 
 @dataclass
@@ -64,8 +67,26 @@ class Expectation:
     late_windows: set[int] = field(default_factory=set)    # windows a too_late event would have been in
 
 
+def recorded_changes(stream: Stream, changes: Optional[list[dict[str, Any]]]) -> list[tuple[int, StreamConfig]]:
+    """The changes that took effect during a run, as run.json keeps them under
+    ``changes`` per stream: ``{"start": B, "window": {...}, "operators": [...]}``
+    in order, ``start`` being where the switch began the epoch on the stream's
+    axis (docs/windows.md, "Reconfiguration").  Other keys (timings) are the
+    record's business, not the check's."""
+    return [(int(c["start"]), stream.config(WindowSpec.model_validate(c["window"]) if c.get("window") else None,
+                                            c.get("operators")))
+            for c in changes or ()]
+
+
+def stream_changes(record: Optional[dict[str, Any]], sid: int) -> Optional[list[dict[str, Any]]]:
+    """The recorded changes of one stream, keyed by its id as text or int."""
+    changes = (record or {}).get("changes", {})
+    return changes.get(str(sid)) or changes.get(sid)
+
+
 def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[Counter] = None,
-                        unseen: int = 0, link_drops: Iterable[int] = ()) -> Expectation:
+                        unseen: int = 0, link_drops: Iterable[int] = (),
+                        changes: Optional[list[dict[str, Any]]] = None) -> Expectation:
     """Walk the oracle over the events the switch saw, in send order.
 
     ``sent`` must be in send order; for one source per stream over one link
@@ -75,9 +96,10 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
     which): those are taken to be the first events that no operator
     received although the definition sends them somewhere.  Count windows
     number only the events the switch saw, as the switch does, so a loss
-    counts once instead of shifting every later window.
+    counts once instead of shifting every later window.  ``changes`` (as
+    ``recorded_changes`` reads them) are the epochs the switch went through.
     """
-    oracle = stream.oracle()
+    oracle = stream.oracle(recorded_changes(stream, changes))
     out = Expectation()
     link = Counter(link_drops)
     for seq, ts in zip(sent["seq"].tolist(), sent["ts"].tolist()):
@@ -94,7 +116,7 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
         if verdict.dropped:
             out.by_design[verdict.dropped] += 1
             if verdict.dropped == TOO_LATE:
-                out.late_windows.update(stream.window.assigner().assign(0, ts, oracle.origin or 0))
+                out.late_windows.update(oracle.windows_at(ts - (oracle.origin or 0)))
         for op in verdict.operators:
             out.copies[(seq, op)] += 1
     return out
@@ -129,7 +151,7 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
         counts = Counter(zip(got["seq"].tolist(), got["operator"].tolist()))
         unseen = switch_unseen(record or {}, sid, len(sent), len(dropped))
         exp = expected_deliveries(Stream.from_record(stream_record), sent, Counter(got["seq"].tolist()),
-                                  unseen, dropped)
+                                  unseen, dropped, stream_changes(record, sid))
         res = StreamCheck(sid, sent=len(sent), expected=sum(exp.copies.values()), by_design=dict(exp.by_design),
                           lost_on_link=len(exp.lost_on_link), lost_before_switch=len(exp.unseen))
         missing = exp.copies - counts
@@ -255,7 +277,8 @@ def check_windows(rundir: RunDir) -> dict[int, WindowCheck]:
     late: dict[int, set[int]] = {}
     for sid_text, stream_record in record["streams"].items():
         sent = sources[sources["stream"] == int(sid_text)].sort_values("send_ns", kind="stable")
-        late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent).late_windows
+        late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent,
+                                                  changes=stream_changes(record, int(sid_text))).late_windows
     return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference), late)
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from testbed import ROOT
 from testbed.semantics.queries import QUERY_KINDS
-from testbed.semantics.windows import MAX_LATE_SLIDES, StreamOracle, WindowAssigner, make_assigner
+from testbed.semantics.windows import MAX_LATE_SLIDES, StreamConfig, StreamOracle, WindowAssigner, make_assigner
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
 #: in command lines, so they are kept short and plain.
@@ -137,9 +137,23 @@ class Stream(StrictModel):
     def label(self) -> str:
         return self.name or str(self.id)
 
-    def oracle(self) -> StreamOracle:
-        """The reference splitter for this stream (``docs/windows.md``)."""
-        return StreamOracle(self.window.assigner(), self.operators, self.window.origin, self.window.lateness)
+    def oracle(self, changes: Sequence[tuple[int, StreamConfig]] = ()) -> StreamOracle:
+        """The reference splitter for this stream (``docs/windows.md``), with
+        the changes that took effect during a run, ``(start, config)``."""
+        return StreamOracle(self.window.assigner(), self.operators, self.window.origin, self.window.lateness,
+                            changes)
+
+    def config(self, window: Optional["WindowSpec"] = None,
+               operators: Optional[Sequence[str]] = None) -> StreamConfig:
+        """This stream's configuration, or the one a change to ``window`` and/or
+        ``operators`` gives it.  A change keeps the axis: the kind and a time
+        stream's origin cannot change (docs/windows.md, "Reconfiguration")."""
+        w = window or self.window
+        if w.kind != self.window.kind:
+            raise _FieldError("window.kind", f"a change cannot turn {self.window.kind} windows into {w.kind} ones")
+        if w.origin != self.window.origin:
+            raise _FieldError("window.origin", "a change cannot move the stream's origin")
+        return StreamConfig(w.assigner(), tuple(self.operators if operators is None else operators), w.lateness)
 
     def record(self) -> dict[str, Any]:
         """The stream as JSON: the one shape run.json and the Spark job keep it in."""

@@ -14,6 +14,7 @@ origin) and window ``j`` covers ``j*slide <= x < j*slide + size``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -154,7 +155,7 @@ class Verdict:
 
     seq: int
     ts: int
-    windows: range
+    windows: Sequence[int]       # global window ids (a range unless a change made them skip)
     operators: tuple[str, ...]   # distinct, in the order their windows were opened
     dropped: Optional[str] = None
 
@@ -188,31 +189,209 @@ def operators_for(windows: range, operators: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+@dataclass(frozen=True)
+class StreamConfig:
+    """What a change can replace: the window spec (with its lateness) and the
+    ordered operator list.  The kind and a time stream's origin fix the axis,
+    so they stay for the stream's lifetime."""
+
+    assigner: WindowAssigner
+    operators: tuple[str, ...]
+    lateness: int = 0
+
+    def __post_init__(self):
+        if not self.operators:
+            raise ValueError("a stream needs at least one operator")
+        if len(set(self.operators)) != len(self.operators):
+            raise ValueError(f"operators listed twice in {list(self.operators)}")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One configuration of a stream and the part of the axis it opens windows in.
+
+    Window ``j`` of the epoch covers ``[start + j*slide, start + j*slide + size)``
+    and exists only if it starts before ``end``, the next epoch's start
+    (``None``: no later epoch).  Its global id is ``first_window + j``, so ids
+    keep increasing with window start across changes.
+    """
+
+    start: int
+    config: StreamConfig
+    first_window: int = 0
+    end: Optional[int] = None
+
+    @property
+    def slide(self) -> int:
+        return self.config.assigner.slide
+
+    @property
+    def size(self) -> int:
+        return self.config.assigner.size
+
+    @property
+    def n_windows(self) -> Optional[int]:
+        """How many windows the epoch opens (``None`` while it is the newest)."""
+        return None if self.end is None else (self.end - self.start) // self.slide
+
+    @property
+    def last_end(self) -> Optional[int]:
+        """Where the epoch's last window ends: its transition is over from there."""
+        n = self.n_windows
+        if n is None:
+            return None
+        return self.start + (n - 1) * self.slide + self.size
+
+    def local_windows(self, x: int) -> range:
+        """Local ids ``j`` of this epoch's windows that hold coordinate ``x``."""
+        r = windows_on_axis(x - self.start, self.size, self.slide)
+        n = self.n_windows
+        if n is not None and r.stop > n:
+            r = range(r.start, max(r.start, n))
+        return r
+
+    def boundary_after(self, newest: Optional[int]) -> int:
+        """Where a change armed now takes effect: the first window start of this
+        epoch after its newest slide, the one holding ``newest`` (or its first
+        slide if no coordinate has reached the epoch yet)."""
+        reached = 0 if newest is None or newest < self.start else (newest - self.start) // self.slide
+        return self.start + (reached + 1) * self.slide
+
+
+def chain_epochs(first: StreamConfig, changes: Sequence[tuple[int, StreamConfig]]) -> tuple[Epoch, ...]:
+    """Epochs of a stream from its first configuration and its changes, each
+    given as ``(start, new config)`` with ``start`` a window start of the
+    epoch before it (as ``Epoch.boundary_after`` gives)."""
+    epochs = [Epoch(0, first)]
+    for start, config in changes:
+        prev = epochs[-1]
+        if config.assigner.kind != first.assigner.kind:
+            raise ValueError(f"a change cannot turn {first.assigner.kind} windows into {config.assigner.kind} ones")
+        if start <= prev.start or (start - prev.start) % prev.slide:
+            raise ValueError(f"a change at {start} is not a window start after {prev.start} "
+                             f"(slide {prev.slide})")
+        n = (start - prev.start) // prev.slide
+        epochs[-1] = Epoch(prev.start, prev.config, prev.first_window, start)
+        epochs.append(Epoch(start, config, prev.first_window + n))
+    return tuple(epochs)
+
+
 class StreamOracle:
     """The reference splitter for one stream, walked in arrival order.
 
     It holds only what the definitions need: the arrival counter, the origin
-    (learnt from the first event unless fixed) and the newest timestamp, to
-    reject events more than ``lateness`` behind it.  A late event that is
-    not too late lies in the windows of its own timestamp.
+    (learnt from the first event unless fixed), the newest timestamp, to
+    reject events more than ``lateness`` behind it, and the stream's epochs
+    (docs/windows.md, "Reconfiguration").  A late event that is not too late
+    lies in the windows of its own timestamp.
+
+    Changes come either as they took effect (``changes``: ``(start, config)``
+    on the axis, what a run record keeps) or as they are armed between
+    events (``arm``), which places them by the definition.
     """
 
     def __init__(self, assigner: WindowAssigner, operators: Sequence[str],
-                 origin: Optional[int] = None, lateness: int = 0):
-        if not operators:
-            raise ValueError("a stream needs at least one operator")
+                 origin: Optional[int] = None, lateness: int = 0,
+                 changes: Sequence[tuple[int, StreamConfig]] = ()):
+        # The first epoch's assigner fixes the axis (kind, coordinate) for
+        # every epoch: chain_epochs refuses a change of kind.
         self.assigner = assigner
-        self.operators = tuple(operators)
+        self.epochs = chain_epochs(StreamConfig(assigner, tuple(operators), lateness), changes)
         self.origin = origin
-        self.lateness = lateness
         self.count = 0
         self.last_ts: Optional[int] = None
+
+    @property
+    def epochs(self) -> tuple[Epoch, ...]:
+        return self._epochs
+
+    @epochs.setter
+    def epochs(self, epochs: tuple[Epoch, ...]) -> None:
+        # Lookup aids, so that a run with many changes is checked in
+        # O(log E) per event: the starts, and how far the windows of each
+        # epoch or any earlier one reach (older epochs may reach further).
+        self._epochs = epochs
+        self._starts = [e.start for e in epochs]
+        self._firsts = [e.first_window for e in epochs]
+        reach, self._reach = 0, []
+        for e in epochs:
+            end = e.last_end
+            reach = max(reach, end if end is not None else 1 << 64)
+            self._reach.append(reach)
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        return self.epochs[-1].config.operators
+
+    def _live_epochs(self, x: int) -> list[Epoch]:
+        """The epochs whose windows may hold ``x``, oldest first."""
+        i = max(0, bisect_right(self._starts, x) - 1)
+        out = []
+        while i >= 0 and self._reach[i] > x:
+            out.append(self._epochs[i])
+            i -= 1
+        return out[::-1]
+
+    def newest_coordinate(self) -> Optional[int]:
+        """The newest point the stream has reached on its axis, ``None`` before any event."""
+        if self.assigner.is_event_time:
+            return None if self.last_ts is None or self.origin is None else self.last_ts - self.origin
+        return self.count - 1 if self.count else None
+
+    def arm(self, config: StreamConfig) -> int:
+        """Arm a change between two events; returns where it takes effect.
+
+        It takes effect at the first window start of the current epoch after
+        the newest slide.  A change armed while another waits for its boundary
+        replaces that one at the same boundary.
+        """
+        newest = self.newest_coordinate()
+        changes = [(e.start, e.config) for e in self.epochs[1:]]
+        waiting = bool(changes) and (newest is None or newest < changes[-1][0])
+        if waiting:
+            start = changes.pop()[0]
+        else:
+            start = self.epochs[-1].boundary_after(newest)
+        self.epochs = chain_epochs(self.epochs[0].config, changes + [(start, config)])
+        return start
+
+    def epoch_at(self, x: int) -> Epoch:
+        """The epoch in force at coordinate ``x``: the newest that starts at or before it."""
+        return self._epochs[max(0, bisect_right(self._starts, x) - 1)]
+
+    def assign(self, x: int) -> tuple[Sequence[int], tuple[str, ...]]:
+        """Global ids of every window, of any epoch, that holds coordinate ``x``,
+        and each distinct operator of those windows once, older epochs first."""
+        live = self._live_epochs(x) if len(self._epochs) > 1 else self._epochs
+        if len(live) == 1:
+            epoch = live[0]
+            r = epoch.local_windows(x)
+            first = epoch.first_window
+            return range(first + r.start, first + r.stop), operators_for(r, epoch.config.operators)
+        ids: list[int] = []
+        seen: dict[str, None] = {}
+        for epoch in live:
+            r = epoch.local_windows(x)
+            ids.extend(range(epoch.first_window + r.start, epoch.first_window + r.stop))
+            for op in operators_for(r, epoch.config.operators):
+                seen.setdefault(op, None)
+        return tuple(ids), tuple(seen)
+
+    def windows_at(self, x: int) -> Sequence[int]:
+        """Global ids of every window, of any epoch, that holds coordinate ``x``."""
+        return self.assign(x)[0]
+
+    def owner(self, window: int) -> str:
+        """The operator window ``window`` (a global id) goes to: round robin within its epoch."""
+        epoch = self._epochs[bisect_right(self._firsts, window) - 1]
+        return window_owner(window - epoch.first_window, epoch.config.operators)
 
     def step(self, seq: int, ts: int) -> Verdict:
         """Verdict for the next event to arrive."""
         if self.assigner.is_event_time:
             if self.last_ts is not None and ts < self.last_ts:
-                if self.last_ts - ts > self.lateness:
+                newest = self.last_ts - (self.origin or 0)
+                if self.last_ts - ts > self.epoch_at(newest).config.lateness:
                     return Verdict(seq, ts, range(0), (), TOO_LATE)
             else:
                 self.last_ts = ts
@@ -222,7 +401,7 @@ class StreamOracle:
                 return Verdict(seq, ts, range(0), (), BEFORE_ORIGIN)
         index = self.count
         self.count += 1
-        windows = self.assigner.assign(index, ts, self.origin or 0)
+        windows, operators = self.assign(self.assigner.coordinate(index, ts, self.origin or 0))
         if not windows:
             return Verdict(seq, ts, windows, (), NO_WINDOW)
-        return Verdict(seq, ts, windows, operators_for(windows, self.operators))
+        return Verdict(seq, ts, windows, operators)

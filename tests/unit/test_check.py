@@ -1,7 +1,8 @@
 """``testbed check``: losses count once, duplicates are expected, late windows are explained."""
 import pandas as pd
 
-from testbed.analysis.check import check_frames, compare_windows, expected_deliveries
+from testbed.analysis.check import check_frames, compare_windows, expected_deliveries, recorded_changes
+from testbed.semantics.topology import WindowSpec
 from testbed.semantics.windows import TOO_LATE
 
 
@@ -108,3 +109,38 @@ def test_window_check_explains_windows_short_of_too_late_events():
     assert explained.examples[0] == "window 0 key -1: 5 of 5 events were too late"
     partly = compare_windows(got, ref, {1: {0}})[1]
     assert not partly.ok and partly.too_late == 1 and partly.incomplete == 1
+
+
+def test_a_run_with_a_change_is_checked_against_its_epochs(topo):
+    """Deliveries made under a change armed after event 16 (n=5, delta=2 over
+    h2-h4, then n=3, delta=1 over h5, h6): the check passes with the change
+    the record names, and fails without it or with it one slide off."""
+    t = count_topology(topo)
+    s = t.streams[0]
+    oracle = s.oracle()
+    new = {"kind": "count", "size": 3, "slide": 1}
+    rows, deliveries = [], []
+    for seq in range(s.events):
+        if seq == 17:
+            start = oracle.arm(s.config(WindowSpec.model_validate(new), ["h5", "h6"]))
+        rows.append({"stream": s.id, "seq": seq, "ts": seq, "send_ns": seq})
+        deliveries += [{"stream": s.id, "seq": seq, "operator": op} for op in oracle.step(seq, seq).operators]
+    assert start == 18                       # the next window start of n=5, delta=2 after k=16
+    sources, got = pd.DataFrame(rows), pd.DataFrame(deliveries)
+    assert {"h2", "h3", "h4"} & set(got[got["seq"] == 18]["operator"])   # old windows still open at 18
+    change = {"start": start, "window": new, "operators": ["h5", "h6"], "armed_ns": 1}
+    record = {**switch_saw(40), "changes": {"9": [change]}}
+    assert check_frames({"9": s.record()}, sources, got, record)[9].ok
+    assert not check_frames({"9": s.record()}, sources, got, switch_saw(40))[9].ok
+    off = {**record, "changes": {"9": [{**change, "start": start + 2}]}}
+    r = check_frames({"9": s.record()}, sources, got, off)[9]
+    assert not r.ok and r.missing and r.extra
+
+
+def test_a_recorded_change_must_keep_the_axis(topo):
+    import pytest
+    s = count_topology(topo).streams[0]
+    with pytest.raises(ValueError, match="window.kind"):
+        recorded_changes(s, [{"start": 2, "window": {"kind": "time", "size": 3, "slide": 1}}])
+    with pytest.raises(ValueError, match="not a window start"):
+        s.oracle(recorded_changes(s, [{"start": 3, "operators": ["h5"]}]))

@@ -1,5 +1,5 @@
 """The oracle against brute force and against the papers' worked examples."""
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.semantics.windows import (
@@ -7,6 +7,7 @@ from testbed.semantics.windows import (
     NO_WINDOW,
     TOO_LATE,
     CountWindows,
+    StreamConfig,
     StreamOracle,
     TimeWindows,
     max_windows,
@@ -156,3 +157,147 @@ def test_lateness_oracle_matches_brute_force(size, slide, n_ops, lateness, origi
             assert list(v.windows) == want
             assert set(v.operators) == {ops[j % n_ops] for j in want}
         seen.append(ts)
+
+
+# ---------------------------------------------------------------------------
+# reconfiguration: epochs against a brute-force reading of docs/windows.md
+# ---------------------------------------------------------------------------
+POOL = ["o0", "o1", "o2", "o3", "o4", "o5", "o6"]
+
+
+class BruteEpochs:
+    """The definition spelt out: a list of epochs, each a list of explicit
+    windows (global id, start, end, owner), built by enumeration."""
+
+    def __init__(self, size, slide, ops, lateness=0):
+        self.epochs = [{"start": 0, "size": size, "slide": slide, "ops": ops, "lateness": lateness, "end": None}]
+
+    def arm(self, newest, size, slide, ops, lateness=0):
+        cur = self.epochs[-1]
+        config = {"size": size, "slide": slide, "ops": ops, "lateness": lateness}
+        if len(self.epochs) > 1 and (newest is None or newest < cur["start"]):
+            cur.update(config)              # the pending change is replaced
+            return
+        floor = cur["start"] if newest is None else max(newest, cur["start"])
+        grid = (cur["start"] + j * cur["slide"] for j in range(1, 10**6))
+        boundary = next(s for s in grid if s > floor)
+        cur["end"] = boundary
+        self.epochs.append({"start": boundary, **config, "end": None})
+
+    def windows(self, horizon):
+        out, gid = [], 0
+        for e in self.epochs:
+            j = 0
+            while True:
+                s = e["start"] + j * e["slide"]
+                if (e["end"] is not None and s >= e["end"]) or s > horizon:
+                    break
+                out.append((gid, s, s + e["size"], e["ops"][j % len(e["ops"])]))
+                gid, j = gid + 1, j + 1
+            if e["end"] is None:
+                break
+        return out
+
+    def holding(self, x, horizon):
+        return [(g, owner) for g, s, end, owner in self.windows(horizon) if s <= x < end]
+
+    def lateness_at(self, newest):
+        return [e for e in self.epochs if e["start"] <= newest][-1]["lateness"] if newest >= 0 else \
+            self.epochs[0]["lateness"]
+
+
+configs = st.tuples(st.integers(1, 12), st.integers(1, 12),
+                    st.lists(st.sampled_from(POOL), min_size=1, max_size=5, unique=True))
+
+
+def check_against_brute(verdict, brute, oracle, x, horizon):
+    want = brute.holding(x, horizon)
+    assert list(verdict.windows) == [g for g, _ in want]
+    assert set(verdict.operators) == {owner for _, owner in want}
+    assert len(verdict.operators) == len(set(verdict.operators))
+    # every window goes whole to the one operator that owns it
+    assert all(oracle.owner(g) == owner for g, owner in want)
+
+
+@settings(max_examples=250)
+@given(first=configs, n=st.integers(1, 150),
+       changes=st.lists(st.tuples(st.integers(0, 150), configs), max_size=5))
+def test_count_epochs_match_brute_force(first, n, changes):
+    """Count windows with changes armed between random events: every event
+    lies in exactly the windows, of any epoch, that the definition names."""
+    size, slide, ops = first
+    oracle = StreamOracle(CountWindows(size, slide), ops)
+    brute = BruteEpochs(size, slide, ops)
+    arms = sorted(changes, key=lambda c: c[0])
+    for k in range(n):
+        for at, (sz, sl, o) in arms:
+            if at == k:
+                b = oracle.arm(StreamConfig(CountWindows(sz, sl), tuple(o)))
+                brute.arm(k - 1 if k else None, sz, sl, o)
+                assert b == brute.epochs[-1]["start"]
+        v = oracle.step(k, 0)
+        check_against_brute(v, brute, oracle, k, k)
+        assert (v.dropped == NO_WINDOW) == (not v.operators)
+
+
+@settings(max_examples=250)
+@given(first=configs, lateness=st.integers(0, 30), origin=st.one_of(st.none(), st.integers(0, 50)),
+       moves=st.lists(st.integers(-25, 30), min_size=1, max_size=100),
+       changes=st.lists(st.tuples(st.integers(0, 100), configs, st.integers(0, 30)), max_size=5))
+def test_time_epochs_match_brute_force(first, lateness, origin, moves, changes):
+    """Time windows with gaps, late events and changes of spec and operators:
+    late events reach back into older epochs by their own timestamps, and the
+    lateness in force is the one of the epoch the newest timestamp is in."""
+    size, slide, ops = first
+    oracle = StreamOracle(TimeWindows(size, slide), ops, origin=origin, lateness=lateness)
+    brute = BruteEpochs(size, slide, ops, lateness)
+    arms = sorted(changes, key=lambda c: c[0])
+    ts, newest, o = 100, None, origin
+    for seq, move in enumerate(moves):
+        for at, (sz, sl, ops_), late in arms:
+            if at == seq:
+                b = oracle.arm(StreamConfig(TimeWindows(sz, sl), tuple(ops_), late))
+                brute.arm(None if newest is None else newest - o, sz, sl, ops_, late)
+                assert b == brute.epochs[-1]["start"]
+        ts = max(0, ts + move)
+        v = oracle.step(seq, ts)
+        if newest is not None and newest - ts > brute.lateness_at(newest - o):
+            assert v.dropped == TOO_LATE and not v.operators
+            continue
+        newest = ts if newest is None else max(newest, ts)
+        o = ts if o is None else o
+        if ts < o:
+            assert v.dropped == BEFORE_ORIGIN
+            continue
+        check_against_brute(v, brute, oracle, ts - o, newest - o)
+
+
+def test_reconfiguration_worked_examples():
+    """docs/windows.md, "Reconfiguration": the two worked examples."""
+    oracle = StreamOracle(CountWindows(3, 1), ["A", "B", "C", "D"])
+    for k in range(6):
+        oracle.step(k, 0)
+    assert oracle.arm(StreamConfig(CountWindows(3, 1), ("X", "Y"))) == 6
+    got = [oracle.step(k, 0) for k in range(6, 10)]
+    assert [list(v.windows) for v in got] == [[4, 5, 6], [5, 6, 7], [6, 7, 8], [7, 8, 9]]
+    assert [v.operators for v in got] == [("A", "B", "X"), ("B", "X", "Y"), ("Y", "X"), ("X", "Y")]
+
+    t = StreamOracle(TimeWindows(10, 5), ["a", "b"], origin=0, lateness=10)
+    t.step(0, 12)
+    assert t.arm(StreamConfig(TimeWindows(6, 3), ("c", "d", "e"), 10)) == 15
+    v = t.step(1, 16)                       # old window 2 [10,20) and new window 0 [15,21)
+    assert list(v.windows) == [2, 3] and v.operators == ("a", "c")
+    late = t.step(2, 11)                    # before the boundary: old windows 1 [5,15) and 2 only
+    assert list(late.windows) == [1, 2] and late.operators == ("b", "a")
+    v = t.step(3, 20)                       # new windows 0 [15,21) and 1 [18,24): old window 2 has ended
+    assert list(v.windows) == [3, 4] and v.operators == ("c", "d")
+    assert t.step(4, 9).dropped == TOO_LATE           # 11 behind the newest
+
+
+def test_a_change_must_start_at_a_window_start_of_the_epoch_before():
+    import pytest
+    cfg = StreamConfig(CountWindows(4, 2), ("a",))
+    with pytest.raises(ValueError, match="not a window start"):
+        StreamOracle(CountWindows(4, 2), ["a"], changes=[(3, cfg)])
+    with pytest.raises(ValueError, match="cannot turn"):
+        StreamOracle(CountWindows(4, 2), ["a"], changes=[(2, StreamConfig(TimeWindows(4, 2), ("a",)))])
