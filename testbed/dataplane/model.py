@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 from testbed.dataplane.contract import (
     COUNTERS,
@@ -43,6 +43,39 @@ def shift_subtract_divmod(dividend: int, divisor: int) -> tuple[int, int]:
             rest -= divisor << i
             quotient |= 1 << i
     return quotient, rest
+
+
+def step_back(x: int, start: int, newest: int, slide: int, n_ops: int) -> tuple[int, int, int]:
+    """STEP_BACK, LATE_STEPS times (slides.p4): from the newest slide back to
+    the one holding a late event at ``x``.  Returns that slide's start, its
+    newest operator and how many slides back it lies.  Below zero the start
+    wraps as a 64-bit register would; the caller then finds the event before
+    the origin."""
+    back = 0
+    for _ in range(LATE_STEPS):
+        if x < start:
+            start = (start - slide) & U64
+            back += 1
+            newest = newest - 1 if newest > 0 else n_ops - 1
+    return start, newest, back
+
+
+class WindowParams(NamedTuple):
+    """What the window_spec actions write into metadata (window_params_t in headers.p4)."""
+
+    is_count: bool
+    slide: int
+    full: int
+    extra: int
+    cap: int
+    fixed_origin: int = 0
+    origin: int = 0
+    lateness: int = 0
+
+    @classmethod
+    def of(cls, action: str, params: tuple[int, ...]) -> "WindowParams":
+        """set_count_window(slide, full, extra, cap) or set_time_window(..., fixed_origin, origin, lateness)."""
+        return cls(action == "set_count_window", *params)
 
 
 @dataclass
@@ -169,79 +202,19 @@ class SplitterPipeline:
     # ingress: window state and the destination decision
     # ------------------------------------------------------------------
     def ingress(self, stream: int, ts: int, nbytes: int = 0) -> Decision:
+        """MyIngress (forwarding.p4): the stream's spec and N, the slide tracker,
+        then the unicast or multicast table."""
         spec = self.tables["window_spec"].get((stream,))
         n_ops_entry = self.tables["operator_count"].get((stream,))
         if spec is None or n_ops_entry is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
-        action, params = spec
-        n_ops = n_ops_entry[1][0]
-        regs = self.registers
-        first = regs["initialized"][stream] == 0
-        late = False
-        if action == "set_count_window":
-            slide, full, extra, cap = params
-            x = regs["event_count"][stream]
-            regs["event_count"][stream] = (x + 1) & U64
-            origin = x
-        else:
-            slide, full, extra, cap, fixed_origin, origin, lateness = params
-            x = ts
-            newest_ts = regs["last_ts"][stream]
-            if not first and ts < newest_ts:
-                if newest_ts - ts > lateness:
-                    return self._drop(stream, TOO_LATE, nbytes)
-                late = True
-            else:
-                regs["last_ts"][stream] = ts
-            if not fixed_origin:
-                origin = ts
-        if first:
-            regs["initialized"][stream] = 1
-            regs["slide_start"][stream] = origin
-            regs["newest_op"][stream] = 0
-            regs["begun"][stream] = 1
-        start = regs["slide_start"][stream]
-        newest = regs["newest_op"][stream]
-        begun = regs["begun"][stream]
-        if late:
-            # Nothing advances.  The event lies in the newest slide or at most
-            # LATE_STEPS slides before it: step back to its own slide.
-            back = 0
-            for _ in range(LATE_STEPS):
-                if x < start:
-                    start = (start - slide) & U64
-                    back += 1
-                    newest = newest - 1 if newest > 0 else n_ops - 1
-            if back >= begun:
-                return self._drop(stream, BEFORE_ORIGIN, nbytes)
-            begun -= back
-            offset = x - start
-        elif x < start:
-            return self._drop(stream, BEFORE_ORIGIN, nbytes)
-        else:
-            offset = x - start
-            if offset >= slide:
-                # A new slide (or several, after a gap in time) has begun.
-                if offset - slide < slide:
-                    advanced, offset = 1, offset - slide
-                else:
-                    advanced, offset = shift_subtract_divmod(offset, slide)
-                regs["slide_start"][stream] = x - offset
-                step = advanced if advanced < n_ops else shift_subtract_divmod(advanced, n_ops)[1]
-                newest += step
-                if newest >= n_ops:
-                    newest -= n_ops
-                regs["newest_op"][stream] = newest
-                begun = cap if advanced >= cap or begun + advanced >= cap else begun + advanced
-                regs["begun"][stream] = begun
-        active = full + (1 if offset < extra else 0)
-        if begun < active:
-            active = begun
-        if active == 0:
-            return self._drop(stream, NO_WINDOW, nbytes)
+        verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops_entry[1][0])
+        if isinstance(verdict, str):
+            return self._drop(stream, verdict, nbytes)
+        newest, active = verdict
         self._count("stream_in", stream, nbytes)
-        if active > n_ops:
-            active = n_ops
+        if active > n_ops_entry[1][0]:
+            active = n_ops_entry[1][0]        # with N or more windows open, every operator once
         if active == 1:
             hit = self.tables["unicast"].get((stream, newest))
             if hit is None:
@@ -251,6 +224,68 @@ class SplitterPipeline:
         if hit is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         return Decision(mgid=hit[1][0])
+
+    def _track(self, stream: int, ts: int, win: "WindowParams", n_ops: int) -> "str | tuple[int, int]":
+        """SlideTracker (slides.p4): read and advance the stream's window state.
+
+        Returns a drop reason, or ``(w, c)``: the operator of the newest window
+        holding the event and how many windows hold it.
+        """
+        regs = self.registers
+        first = regs["initialized"][stream] == 0
+        late = False
+        if win.is_count:
+            x = regs["event_count"][stream]
+            regs["event_count"][stream] = (x + 1) & U64
+            origin = x
+        else:
+            x = ts
+            newest_ts = regs["last_ts"][stream]
+            if not first and ts < newest_ts:
+                if newest_ts - ts > win.lateness:
+                    return TOO_LATE
+                late = True
+            else:
+                regs["last_ts"][stream] = ts
+            origin = win.origin if win.fixed_origin else ts
+        if first:
+            regs["initialized"][stream] = 1
+            regs["slide_start"][stream] = origin
+            regs["newest_op"][stream] = 0
+            regs["begun"][stream] = 1
+        start, newest, begun = regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream]
+        if late:
+            # Nothing advances: back from the newest slide to the event's own.
+            start, newest, back = step_back(x, start, newest, win.slide, n_ops)
+            if back >= begun:
+                return BEFORE_ORIGIN
+            begun -= back
+        elif x < start:
+            return BEFORE_ORIGIN
+        elif x - start >= win.slide:
+            start, newest, begun = self._advance(stream, x, start, newest, begun, win, n_ops)
+        active = win.full + (1 if x - start < win.extra else 0)
+        if begun < active:
+            active = begun
+        return NO_WINDOW if active == 0 else (newest, active)
+
+    def _advance(self, stream: int, x: int, start: int, newest: int, begun: int, win: "WindowParams",
+                 n_ops: int) -> tuple[int, int, int]:
+        """A new slide (or several, after a gap in time) has begun: move the
+        stream's state on by the slides passed, with division only after a gap."""
+        offset = x - start
+        if offset - win.slide < win.slide:
+            advanced, offset = 1, offset - win.slide
+        else:
+            advanced, offset = shift_subtract_divmod(offset, win.slide)
+        step = advanced if advanced < n_ops else shift_subtract_divmod(advanced, n_ops)[1]
+        newest += step
+        if newest >= n_ops:
+            newest -= n_ops
+        begun = win.cap if advanced >= win.cap or begun + advanced >= win.cap else begun + advanced
+        regs = self.registers
+        regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = x - offset, newest, begun
+        return x - offset, newest, begun
 
     def _drop(self, stream: int, reason: str, nbytes: int) -> Decision:
         self._count("stream_drops", drop_counter_index(stream, reason), nbytes)
