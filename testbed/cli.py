@@ -84,14 +84,18 @@ def validate(topology: str) -> None:
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
 @click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
 @click.option("--pcap", is_flag=True, help="Capture every switch port into pcaps/ (tcpdump).")
+@click.option("--cli", type=click.Choice(["before", "after"]), is_flag=False, flag_value="before", default=None,
+              help="Open Mininet's CLI before streaming (--cli; its `stream` command streams) "
+                   "or after it (--cli=after).  Leaving the CLI finishes the run.")
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
-        timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False) -> None:
+        timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False,
+        cli: Optional[str] = None) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from testbed.runs.orchestrator import Run, RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
-                         spark=not no_spark, spark_master=spark_master, pcap=pcap)
+                         spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli)
     with _run_errors():
         ok = Run(topo, path, options).execute()
     sys.exit(0 if ok else 1)
@@ -160,6 +164,28 @@ def plot(run_dir: Path) -> None:
 
     for p in plot_run(RunDir(run_dir)):
         click.echo(str(p))
+
+
+@main.command("switch-cli")
+@click.argument("run_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+def switch_cli(run_dir: Optional[Path]) -> None:
+    """Open the runtime CLI of a running run's switch (the newest running run by default).
+
+    On bmv2 this is bmv2's own simple_switch_CLI, run inside the switch's
+    namespace; on the embedded target a CLI with the same commands and
+    output.  Like simple_switch_CLI it reads a script from standard input.
+    """
+    from testbed.runs.attach import AttachError, attach
+
+    try:
+        code = attach(run_dir)
+    except AttachError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except OSError as err:
+        click.echo(f"error: cannot reach the switch: {err}", err=True)
+        sys.exit(1)
+    sys.exit(code)
 
 
 @main.command()
