@@ -156,6 +156,41 @@ def check(run_dir: Path) -> None:
 
 
 @main.command()
+@click.argument("run_a", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_b", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
+    """Where RUN_A and RUN_B differ, per stream, event and window; exit 1 when they do.
+
+    For example the same seeded scenario on both targets, or before and
+    after a change to the P4 program.
+    """
+    from testbed.analysis.compare import compare_runs, diff_lines
+    from testbed.runs.rundir import RunDir
+
+    a, b = RunDir(run_a), RunDir(run_b)
+    try:
+        records = {"A": a.read_record(), "B": b.read_record()}
+        diffs = compare_runs(a, b)
+    except (OSError, KeyError, ValueError) as err:
+        click.echo(f"error: not two complete run directories ({type(err).__name__}: {err})", err=True)
+        sys.exit(2)
+    same = all(d.same for d in diffs.values())
+    if as_json:
+        click.echo(json.dumps({"a": str(a.root), "b": str(b.root), "same": same,
+                               "streams": {str(k): d.as_json() for k, d in diffs.items()}}, indent=2))
+    else:
+        for side, rundir in (("A", a), ("B", b)):
+            record = records[side]
+            click.echo(f"{side}: {rundir.root} ({record.get('name')} on {record.get('target')}, "
+                       f"seed {record.get('seed')})")
+        for line in diff_lines(diffs):
+            click.echo(line)
+        click.echo("no difference" if same else "the runs differ")
+    sys.exit(0 if same else 1)
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot(run_dir: Path) -> None:
     """Redraw a run's figures from its raw data."""

@@ -125,11 +125,23 @@ class WindowCheck:
                 "missing": self.missing, "extra": self.extra, "ok": self.ok, "examples": self.examples[:10]}
 
 
-def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame) -> dict[int, WindowCheck]:
-    """Window by window: (stream, window, key) must agree on operator, events and result."""
+#: How ``compare_windows`` words its examples: the produced side, the
+#: reference side, a window only the reference has, one only produced.
+CHECK_LABELS = ("got", "reference", "missing", "extra")
+
+
+def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
+                    labels: tuple[str, str, str, str] = CHECK_LABELS) -> dict[int, WindowCheck]:
+    """Window by window: (stream, window, key) must agree on operator, events and result.
+
+    ``testbed compare`` uses it on two runs' windows, with its own ``labels``.
+    """
+    got, ref, only_ref, only_got = labels
     keys = ["stream", "window", "key"]
-    p = produced.assign(key=produced["key"].fillna(-1).astype("int64"))
-    r = reference.assign(key=reference["key"].fillna(-1).astype("int64"))
+    # Nullable counts, so the outer merge keeps them integers.
+    p = produced.assign(key=produced["key"].fillna(-1).astype("int64"), n_events=produced["n_events"].astype("Int64"))
+    r = reference.assign(key=reference["key"].fillna(-1).astype("int64"),
+                         n_events=reference["n_events"].astype("Int64"))
     merged = r.merge(p, on=keys, how="outer", suffixes=("_ref", ""), indicator=True)
     out: dict[int, WindowCheck] = {}
     for sid, rows in merged.groupby("stream"):
@@ -147,12 +159,12 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame) -> dict[int
         res.incomplete, res.mismatched = int(short.sum()), int(wrong.sum())
         res.matching = len(both) - res.incomplete - res.mismatched
         for _, row in both[short | wrong].head(5).iterrows():
-            res.examples.append(f"window {row['window']} key {row['key']}: got {row['result']} from "
-                                f"{row['n_events']} events at {row['operator']}, reference {row['result_ref']} "
+            res.examples.append(f"window {row['window']} key {row['key']}: {got} {row['result']} from "
+                                f"{row['n_events']} events at {row['operator']}, {ref} {row['result_ref']} "
                                 f"from {row['n_events_ref']} at {row['operator_ref']}")
         for _, row in rows[rows["_merge"] != "both"].head(5).iterrows():
             res.examples.append(f"window {row['window']} key {row['key']}: "
-                                f"{'missing' if row['_merge'] == 'left_only' else 'extra'}")
+                                f"{only_ref if row['_merge'] == 'left_only' else only_got}")
         out[int(sid)] = res
     return out
 
