@@ -5,11 +5,17 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import click
 
 from testbed.semantics.topology import TopologyError, load_topology, resolve_topology
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    """One line on stderr, then exit ``code`` (2: bad input, 1: failure)."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 @contextmanager
@@ -20,17 +26,14 @@ def _run_errors():
     try:
         yield
     except PreflightError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _fail(str(err), 2)
     except RunError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(1)
+        _fail(str(err), 1)
     except (RunInterrupted, KeyboardInterrupt):
         click.echo("interrupted; everything started was stopped", err=True)
         sys.exit(130)
     except Exception as err:  # the run stopped what it started; say why in one line
-        click.echo(f"error: run failed: {type(err).__name__}: {err}", err=True)
-        sys.exit(1)
+        _fail(f"run failed: {type(err).__name__}: {err}", 1)
 
 
 def _load(topology: str):
@@ -38,8 +41,7 @@ def _load(topology: str):
         path = resolve_topology(topology)
         return path, load_topology(path)
     except TopologyError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _fail(str(err), 2)
 
 
 @click.group()
@@ -173,8 +175,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
         records = {"A": a.read_record(), "B": b.read_record()}
         diffs = compare_runs(a, b)
     except (OSError, KeyError, ValueError) as err:
-        click.echo(f"error: not two complete run directories ({type(err).__name__}: {err})", err=True)
-        sys.exit(2)
+        _fail(f"not two complete run directories ({type(err).__name__}: {err})", 2)
     same = all(d.same for d in diffs.values())
     if as_json:
         click.echo(json.dumps({"a": str(a.root), "b": str(b.root), "same": same,
@@ -215,11 +216,9 @@ def switch_cli(run_dir: Optional[Path]) -> None:
     try:
         code = attach(run_dir)
     except AttachError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _fail(str(err), 2)
     except OSError as err:
-        click.echo(f"error: cannot reach the switch: {err}", err=True)
-        sys.exit(1)
+        _fail(f"cannot reach the switch: {err}", 1)
     sys.exit(code)
 
 

@@ -38,6 +38,7 @@ from testbed.dataplane.contract import (
 INTRO = "Control utility for runtime P4 table manipulation"
 PROMPT = "RuntimeCmd: "
 RULE, STARS = "=" * 10, "*" * 10
+ARRAYS = {"register": REGISTERS, "counter": COUNTERS}
 
 
 class CLIError(Exception):
@@ -107,13 +108,23 @@ class RuntimeCLI(cmd.Cmd):
         raise CLIError(f"Table {table} has no action {name}")
 
     @staticmethod
-    def array(kind: str, arrays: dict[str, Any], name: str) -> str:
-        """A register or counter: bmv2 qualifies them by control and instance
-        (``MyIngress.slides.newest_op``); any suffix down to the name resolves."""
+    def array(kind: str, name: str) -> str:
+        """A register or counter (``kind``): bmv2 qualifies them by control and
+        instance (``MyIngress.slides.newest_op``); any suffix down to the name resolves."""
         short = name.rsplit(".", 1)[-1]
-        if short not in arrays:
+        if short not in ARRAYS[kind]:
             raise CLIError(f"Invalid {kind} name ({name})")
         return short
+
+    def array_args(self, args: list[str], n: int, kind: str) -> str:
+        """Exactly ``n`` arguments, the first a register or counter: its short name."""
+        self.args(args, n)
+        return self.array(kind, args[0])
+
+    def table_args(self, args: list[str], n: int) -> tuple[str, TableSpec]:
+        """Exactly ``n`` arguments, the first a table: its short name and spec."""
+        self.args(args, n)
+        return self.table(args[0])
 
     @staticmethod
     def args(args: list[str], n: int, at_least: bool = False) -> None:
@@ -153,8 +164,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_show_actions(self, args: list[str]) -> None:
         "List one table's actions as per the P4 program: table_show_actions <table_name>"
-        self.args(args, 1)
-        short, spec = self.table(args[0])
+        short, spec = self.table_args(args, 1)
         lines = self._actions()
         for name in sorted([spec.qualified(a) for a in spec.actions] + [DEFAULT_ACTION]):
             self.say(lines[name])
@@ -162,8 +172,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_info(self, args: list[str]) -> None:
         "Show info about a table: table_info <table_name>"
-        self.args(args, 1)
-        short, spec = self.table(args[0])
+        short, spec = self.table_args(args, 1)
         keys = ",\t".join(f"{k.name}(exact, {k.width})" for k in spec.keys)
         self.say("{0:30} [{1}, mk={2}]".format(spec.qualified(short), "implementation=None", keys))
         self.say("*" * 80)
@@ -173,15 +182,13 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_num_entries(self, args: list[str]) -> None:
         "Return the number of entries in a match table: table_num_entries <table name>"
-        self.args(args, 1)
-        short, _spec = self.table(args[0])
+        short, _spec = self.table_args(args, 1)
         self.say(len(self.api.table_entries(short)))
 
     @command("table")
     def do_table_clear(self, args: list[str]) -> None:
         "Clear all entries in a match table, but not the default entry: table_clear <table name>"
-        self.args(args, 1)
-        short, _spec = self.table(args[0])
+        short, _spec = self.table_args(args, 1)
         self.api.table_clear(short)
 
     @command("table")
@@ -221,8 +228,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_delete(self, args: list[str]) -> None:
         "Delete entry from a match table: table_delete <table name> <entry handle>"
-        self.args(args, 2)
-        short, _spec = self.table(args[0])
+        short, _spec = self.table_args(args, 2)
         handle = self.integer(args[1], "entry handle")
         self.say("Deleting entry", handle, "from", args[0])
         self.api.table_delete(short, handle)
@@ -230,8 +236,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_dump(self, args: list[str]) -> None:
         "Display entries in a match-table: table_dump <table name>"
-        self.args(args, 1)
-        short, spec = self.table(args[0])
+        short, spec = self.table_args(args, 1)
         entries = self.api.table_entries(short)
         self.say(RULE)
         self.say("TABLE ENTRIES")
@@ -246,8 +251,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_dump_entry(self, args: list[str]) -> None:
         "Display some information about a table entry: table_dump_entry <table name> <entry handle>"
-        self.args(args, 2)
-        short, spec = self.table(args[0])
+        short, spec = self.table_args(args, 2)
         handle = self.integer(args[1], "entry handle")
         for entry in self.api.table_entries(short):
             if entry["handle"] == handle:
@@ -313,7 +317,7 @@ class RuntimeCLI(cmd.Cmd):
     def do_register_read(self, args: list[str]) -> None:
         "Read register value: register_read <name> [index]"
         self.args(args, 1, at_least=True)
-        name = self.array("register", REGISTERS, args[0])
+        name = self.array("register", args[0])
         if len(args) > 1:
             self.args(args, 2)
             index = self.integer(args[1], "index")
@@ -325,8 +329,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("register")
     def do_register_write(self, args: list[str]) -> None:
         "Write register value: register_write <name> <index> <value>"
-        self.args(args, 3)
-        name = self.array("register", REGISTERS, args[0])
+        name = self.array_args(args, 3, "register")
         index = self.integer(args[1], "index")
         try:
             value = int(args[2])
@@ -337,14 +340,12 @@ class RuntimeCLI(cmd.Cmd):
     @command("register")
     def do_register_reset(self, args: list[str]) -> None:
         "Reset all the cells in the register array to 0: register_reset <name>"
-        self.args(args, 1)
-        self.api.register_reset(self.array("register", REGISTERS, args[0]))
+        self.api.register_reset(self.array_args(args, 1, "register"))
 
     @command("counter")
     def do_counter_read(self, args: list[str]) -> None:
         "Read counter value: counter_read <name> <index>"
-        self.args(args, 2)
-        name = self.array("counter", COUNTERS, args[0])
+        name = self.array_args(args, 2, "counter")
         index = self.integer(args[1], "index")
         nbytes, packets = self.api.counter_read(name, index)
         self.say("%s[%d]= (%d bytes, %d packets)" % (args[0], index, nbytes, packets))
@@ -352,8 +353,7 @@ class RuntimeCLI(cmd.Cmd):
     @command("counter")
     def do_counter_reset(self, args: list[str]) -> None:
         "Reset counter: counter_reset <name>"
-        self.args(args, 1)
-        self.api.counter_reset(self.array("counter", COUNTERS, args[0]))
+        self.api.counter_reset(self.array_args(args, 1, "counter"))
 
     # -- the loop -------------------------------------------------------------
     def do_EOF(self, line: str) -> bool:
