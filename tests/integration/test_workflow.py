@@ -128,7 +128,8 @@ def test_leaving_the_cli_before_stream_fails_the_run_and_cleans_up(tmp_path):
     assert res.returncode == 1
     assert "the CLI was left before `stream`" in res.stderr
     assert "RunError" in RunDir(out).read_record()["error"]
-    assert interfaces_left("w5") == [] and list((tmp_path.parent / "testbed-state").glob("*.json")) == []
+    state = Path(os.environ["TESTBED_STATE_DIR"])          # this test's own (conftest.state_dir)
+    assert interfaces_left("w5") == [] and state.is_dir() and list(state.glob("*.json")) == []
 
 
 # ----------------------------------------------------------------------
