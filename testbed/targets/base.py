@@ -64,8 +64,9 @@ class SplitterSwitch(Switch):
     def attach_info(self) -> dict[str, Any]:
         """What another process needs to reach this switch (``testbed switch-cli``):
         the run writes it to ``switch.json`` once the switch is ready."""
+        own = self.inNamespace
         return {"target": self.target, "name": self.name, "control_port": self.control_port,
-                "netns": self.netns_path if self.inNamespace else None}
+                "pid": self.pid if own else None, "netns": self.netns_path if own else None}
 
     @classmethod
     def attach(cls, info: dict[str, Any]) -> int:
