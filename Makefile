@@ -10,9 +10,10 @@ TARGET      ?=
 EXPERIMENT_ARGS ?=
 PYTEST_ARGS ?=
 # Debian packages: Mininet and the tools its hosts use, Java for PySpark,
-# python3-thrift for bmv2's CLI (only used when bmv2 is installed).
+# python3-thrift for bmv2's CLI (only used when bmv2 is installed), tshark to
+# read captures with the event dissector (tools/wireshark/).
 DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
-        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift
+        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift tshark
 
 .PHONY: deps debs venv experiment run stop clean test bench p4 plots distclean
 

@@ -5,11 +5,17 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import click
 
 from testbed.semantics.topology import TopologyError, load_topology, resolve_topology
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    """One line on stderr, then exit ``code`` (2: bad input, 1: failure)."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 @contextmanager
@@ -20,17 +26,14 @@ def _run_errors():
     try:
         yield
     except PreflightError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _fail(str(err), 2)
     except RunError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(1)
+        _fail(str(err), 1)
     except (RunInterrupted, KeyboardInterrupt):
         click.echo("interrupted; everything started was stopped", err=True)
         sys.exit(130)
     except Exception as err:  # the run stopped what it started; say why in one line
-        click.echo(f"error: run failed: {type(err).__name__}: {err}", err=True)
-        sys.exit(1)
+        _fail(f"run failed: {type(err).__name__}: {err}", 1)
 
 
 def _load(topology: str):
@@ -38,8 +41,7 @@ def _load(topology: str):
         path = resolve_topology(topology)
         return path, load_topology(path)
     except TopologyError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _fail(str(err), 2)
 
 
 @click.group()
@@ -84,14 +86,18 @@ def validate(topology: str) -> None:
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
 @click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
 @click.option("--pcap", is_flag=True, help="Capture every switch port into pcaps/ (tcpdump).")
+@click.option("--cli", type=click.Choice(["before", "after"]), is_flag=False, flag_value="before", default=None,
+              help="Open Mininet's CLI before streaming (--cli; its `stream` command streams) "
+                   "or after it (--cli=after).  Leaving the CLI finishes the run.")
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
-        timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False) -> None:
+        timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False,
+        cli: Optional[str] = None) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from testbed.runs.orchestrator import Run, RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
-                         spark=not no_spark, spark_master=spark_master, pcap=pcap)
+                         spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli)
     with _run_errors():
         ok = Run(topo, path, options).execute()
     sys.exit(0 if ok else 1)
@@ -152,6 +158,40 @@ def check(run_dir: Path) -> None:
 
 
 @main.command()
+@click.argument("run_a", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_b", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
+    """Where RUN_A and RUN_B differ, per stream, event and window; exit 1 when they do.
+
+    For example the same seeded scenario on both targets, or before and
+    after a change to the P4 program.
+    """
+    from testbed.analysis.compare import compare_runs, diff_lines
+    from testbed.runs.rundir import RunDir
+
+    a, b = RunDir(run_a), RunDir(run_b)
+    try:
+        records = {"A": a.read_record(), "B": b.read_record()}
+        diffs = compare_runs(a, b)
+    except (OSError, KeyError, ValueError) as err:
+        _fail(f"not two complete run directories ({type(err).__name__}: {err})", 2)
+    same = all(d.same for d in diffs.values())
+    if as_json:
+        click.echo(json.dumps({"a": str(a.root), "b": str(b.root), "same": same,
+                               "streams": {str(k): d.as_json() for k, d in diffs.items()}}, indent=2))
+    else:
+        for side, rundir in (("A", a), ("B", b)):
+            record = records[side]
+            click.echo(f"{side}: {rundir.root} ({record.get('name')} on {record.get('target')}, "
+                       f"seed {record.get('seed')})")
+        for line in diff_lines(diffs):
+            click.echo(line)
+        click.echo("no difference" if same else "the runs differ")
+    sys.exit(0 if same else 1)
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot(run_dir: Path) -> None:
     """Redraw a run's figures from its raw data."""
@@ -160,6 +200,26 @@ def plot(run_dir: Path) -> None:
 
     for p in plot_run(RunDir(run_dir)):
         click.echo(str(p))
+
+
+@main.command("switch-cli")
+@click.argument("run_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+def switch_cli(run_dir: Optional[Path]) -> None:
+    """Open the runtime CLI of a running run's switch (the newest running run by default).
+
+    On bmv2 this is bmv2's own simple_switch_CLI, run inside the switch's
+    namespace; on the embedded target a CLI with the same commands and
+    output.  Like simple_switch_CLI it reads a script from standard input.
+    """
+    from testbed.runs.attach import AttachError, attach
+
+    try:
+        code = attach(run_dir)
+    except AttachError as err:
+        _fail(str(err), 2)
+    except OSError as err:
+        _fail(f"cannot reach the switch: {err}", 1)
+    sys.exit(code)
 
 
 @main.command()

@@ -224,16 +224,26 @@ class WindowCheck:
                 "ok": self.ok, "examples": self.examples[:10]}
 
 
+#: How ``compare_windows`` words its examples: the produced side, the
+#: reference side, a window only the reference has, one only produced.
+CHECK_LABELS = ("got", "reference", "missing", "extra")
+
+
 def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
-                    late_windows: Optional[dict[int, set[int]]] = None) -> dict[int, WindowCheck]:
+                    late_windows: Optional[dict[int, set[int]]] = None,
+                    labels: tuple[str, str, str, str] = CHECK_LABELS) -> dict[int, WindowCheck]:
     """Window by window: (stream, window, key) must agree on operator, events and result.
 
     ``late_windows`` names, per stream, the windows a too_late event would
     have been in; a short or missing window among them is explained.
+    ``testbed compare`` uses it on two runs' windows, with its own ``labels``.
     """
+    got, ref, only_ref, only_got = labels
     keys = ["stream", "window", "key"]
-    p = produced.assign(key=produced["key"].fillna(-1).astype("int64"))
-    r = reference.assign(key=reference["key"].fillna(-1).astype("int64"))
+    # Nullable counts, so the outer merge keeps them integers.
+    p = produced.assign(key=produced["key"].fillna(-1).astype("int64"), n_events=produced["n_events"].astype("Int64"))
+    r = reference.assign(key=reference["key"].fillna(-1).astype("int64"),
+                         n_events=reference["n_events"].astype("Int64"))
     merged = r.merge(p, on=keys, how="outer", suffixes=("_ref", ""), indicator=True)
     out: dict[int, WindowCheck] = {}
     for sid, rows in merged.groupby("stream"):
@@ -243,13 +253,13 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
         res.missing = int((rows["_merge"] == "left_only").sum())
         res.extra = int((rows["_merge"] == "right_only").sum())
         late = rows["window"].isin((late_windows or {}).get(int(sid), ()))
-        explained = late & (rows["_merge"] == "left_only")
-        explained |= late & (rows["_merge"] == "both") & (rows["n_events"] < rows["n_events_ref"])
+        fewer = (rows["n_events"] < rows["n_events_ref"]).fillna(False).astype(bool)
+        explained = late & ((rows["_merge"] == "left_only") | ((rows["_merge"] == "both") & fewer))
         res.too_late = int(explained.sum())
         for _, row in rows[explained].head(3).iterrows():
-            got = row["n_events"] if row["_merge"] == "both" else 0
-            res.examples.append(f"window {row['window']} key {row['key']}: {row['n_events_ref'] - got:.0f} "
-                                f"of {row['n_events_ref']:.0f} events were too late")
+            arrived = row["n_events"] if row["_merge"] == "both" else 0
+            res.examples.append(f"window {row['window']} key {row['key']}: {row['n_events_ref'] - arrived} "
+                                f"of {row['n_events_ref']} events were too late")
         res.missing -= int((explained & (rows["_merge"] == "left_only")).sum())
         rows = rows[~explained]
         both = rows[rows["_merge"] == "both"]
@@ -261,12 +271,12 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
         res.incomplete, res.mismatched = int(short.sum()), int(wrong.sum())
         res.matching = len(both) - res.incomplete - res.mismatched
         for _, row in both[short | wrong].head(5).iterrows():
-            res.examples.append(f"window {row['window']} key {row['key']}: got {row['result']} from "
-                                f"{row['n_events']} events at {row['operator']}, reference {row['result_ref']} "
+            res.examples.append(f"window {row['window']} key {row['key']}: {got} {row['result']} from "
+                                f"{row['n_events']} events at {row['operator']}, {ref} {row['result_ref']} "
                                 f"from {row['n_events_ref']} at {row['operator_ref']}")
         for _, row in rows[rows["_merge"] != "both"].head(5).iterrows():
             res.examples.append(f"window {row['window']} key {row['key']}: "
-                                f"{'missing' if row['_merge'] == 'left_only' else 'extra'}")
+                                f"{only_ref if row['_merge'] == 'left_only' else only_got}")
         out[int(sid)] = res
     return out
 

@@ -23,7 +23,7 @@ from testbed import ROOT
 from testbed.emulation import procs
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.semantics.topology import Topology
-from testbed.semantics.workload import stream_events
+from testbed.semantics.workload import sent_events
 
 JOB = ROOT / "operators" / "window_job.py"
 PACKAGE = ROOT / "testbed"
@@ -78,7 +78,7 @@ def job_description(topo: Topology, run_id: str, rundir: RunDir) -> dict:
     for s in topo.streams:
         origin = s.window.origin
         if origin is None:
-            origin = int(stream_events(s, topo.seed, limit=1)["ts"][0])
+            origin = int(sent_events(s, topo.seed)["ts"][0])     # the first event the switch sees
         streams.append(dict(s.record(), origin=origin))
     return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths()}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
@@ -54,28 +54,65 @@ COUNTERS = {
 }
 
 
+class Key(NamedTuple):
+    """A match key field: its ``@name`` in the program and its width in bits."""
+
+    name: str
+    width: int
+
+
+class Param(NamedTuple):
+    """An action parameter: name, how text is read (int/mac/ip, see ``to_int``), width in bits."""
+
+    name: str
+    kind: str
+    width: int
+
+
 @dataclass(frozen=True)
 class ActionSpec:
-    params: tuple[tuple[str, str], ...]   # (name, kind) with kind in int/mac/ip
+    params: tuple[Param, ...]
 
 
 @dataclass(frozen=True)
 class TableSpec:
-    keys: tuple[str, ...]
+    """A table as ``p4/`` declares it; ``control`` is the P4 control that
+    applies it, which qualifies its name and its actions' names in bmv2."""
+
+    control: str
+    keys: tuple[Key, ...]
     actions: dict[str, ActionSpec]
 
+    def qualified(self, name: str) -> str:
+        """``window_spec`` -> ``MyIngress.window_spec`` (tables and actions alike)."""
+        return f"{self.control}.{name}"
+
+
+INGRESS, EGRESS = "MyIngress", "MyEgress"
+STREAM_KEY = Key("stream", 16)
+PORT_BITS = 9     # v1model's port_t
 
 SCHEMA: dict[str, TableSpec] = {
-    "window_spec": TableSpec(("stream",), {
-        "set_count_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int"))),
-        "set_time_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int"),
-                                       ("fixed_origin", "int"), ("origin", "int"), ("lateness", "int"))),
+    "window_spec": TableSpec(INGRESS, (STREAM_KEY,), {
+        "set_count_window": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
+                                        Param("extra", "int", 64), Param("cap", "int", 32))),
+        "set_time_window": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
+                                       Param("extra", "int", 64), Param("cap", "int", 32),
+                                       Param("fixed_origin", "int", 8), Param("origin", "int", 64),
+                                       Param("lateness", "int", 64))),
     }),
-    "operator_count": TableSpec(("stream",), {"set_operator_count": ActionSpec((("n", "int"),))}),
-    "unicast": TableSpec(("stream", "newest_op"), {"to_operator": ActionSpec((("port", "int"),))}),
-    "multicast": TableSpec(("stream", "newest_op", "active"), {"to_group": ActionSpec((("mgid", "int"),))}),
-    "egress_rewrite": TableSpec(("port",), {"rewrite_dst": ActionSpec((("mac", "mac"), ("ip", "ip")))}),
+    "operator_count": TableSpec(INGRESS, (STREAM_KEY,),
+                                {"set_operator_count": ActionSpec((Param("n", "int", 32),))}),
+    "unicast": TableSpec(INGRESS, (STREAM_KEY, Key("newest_op", 32)),
+                         {"to_operator": ActionSpec((Param("port", "int", PORT_BITS),))}),
+    "multicast": TableSpec(INGRESS, (STREAM_KEY, Key("newest_op", 32), Key("active", 32)),
+                           {"to_group": ActionSpec((Param("mgid", "int", 16),))}),
+    "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS),),
+                                {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),
 }
+#: The action a table runs on a miss (``const default_action`` in ``p4/``).
+DEFAULT_ACTION = "NoAction"
+
 
 class SwitchAPI(Protocol):
     """The control API every target serves, with p4-utils' method names.
@@ -89,11 +126,14 @@ class SwitchAPI(Protocol):
                   action_params: Sequence[Any] = ()) -> int: ...
     def table_delete(self, table: str, handle: int) -> None: ...
     def table_clear(self, table: str) -> None: ...
-    def table_entries(self, table: str) -> list[dict[str, Any]]: ...
+    def table_entries(self, table: str) -> list[dict[str, Any]]:
+        """``[{"handle", "match": [ints], "action": short name, "params": [ints]}]``, sorted by match;
+        handles count from 0 per table, as bmv2 numbers them."""
     def mc_mgrp_create(self, mgid: int) -> Any: ...
     def mc_node_create(self, rid: int, ports: Sequence[int]) -> int: ...
     def mc_node_associate(self, mgid: int, handle: int) -> None: ...
-    def mc_dump(self) -> dict[int, list[tuple[int, list[int]]]]: ...
+    def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
+        """``mgid -> [{"handle": node handle, "rid", "ports": sorted}]``, groups in id order."""
     def register_read(self, name: str, index: Optional[int] = None) -> Any: ...
     def register_write(self, name: str, index: int, value: int) -> None: ...
     def register_reset(self, name: str) -> None: ...
@@ -116,7 +156,7 @@ def param_kinds(table: str, action: str) -> Optional[list[str]]:
     spec = SCHEMA.get(table)
     if spec is None or action not in spec.actions:
         return None
-    return [kind for _, kind in spec.actions[action].params]
+    return [p.kind for p in spec.actions[action].params]
 
 
 # ---------------------------------------------------------------------------

@@ -94,8 +94,9 @@ class SplitterPipeline:
         self.registers: dict[str, list[int]] = {}
         self.counters: dict[str, list[list[int]]] = {}
         self.tables: dict[str, dict[tuple[int, ...], tuple[str, tuple[int, ...]]]] = {t: {} for t in SCHEMA}
+        # Entry handles per table, from 0, as bmv2 numbers them (table_dump shows them).
         self._handles: dict[str, dict[int, tuple[int, ...]]] = {t: {} for t in SCHEMA}
-        self._next_handle = 0
+        self._next_handle = {t: 0 for t in SCHEMA}
         self.mc_groups: dict[int, list[int]] = {}          # mgid -> node handles
         self.mc_nodes: dict[int, tuple[int, list[int]]] = {}  # handle -> (rid, ports)
         for name in REGISTERS:
@@ -119,15 +120,19 @@ class SplitterPipeline:
         key = tuple(to_int(k) for k in match_keys)
         if key in self.tables[table]:
             raise ValueError(f"duplicate entry in {table} for key {key}")
-        params = tuple(to_int(v, kind) for (_, kind), v in zip(aspec.params, action_params))
+        params = tuple(to_int(v, p.kind) for p, v in zip(aspec.params, action_params))
         self.tables[table][key] = (action, params)
-        handle = self._next_handle
-        self._next_handle += 1
+        handle = self._next_handle[table]
+        self._next_handle[table] += 1
         self._handles[table][handle] = key
         return handle
 
     def table_delete(self, table: str, handle: int) -> None:
-        key = self._handles[table].pop(handle)
+        self._table(table)
+        try:
+            key = self._handles[table].pop(int(handle))
+        except KeyError:
+            raise KeyError(f"table {table} has no entry with handle {handle}") from None
         del self.tables[table][key]
 
     def table_clear(self, table: str) -> None:
@@ -136,9 +141,10 @@ class SplitterPipeline:
         self._handles[table].clear()
 
     def table_entries(self, table: str) -> list[dict[str, Any]]:
-        """Read back a table: ``[{"match": [...], "action": ..., "params": [...]}]``."""
+        """Read back a table: ``[{"handle", "match": [...], "action": ..., "params": [...]}]``."""
         self._table(table)
-        return [{"match": list(k), "action": a, "params": list(p)}
+        handle_of = {key: handle for handle, key in self._handles[table].items()}
+        return [{"handle": handle_of[k], "match": list(k), "action": a, "params": list(p)}
                 for k, (a, p) in sorted(self.tables[table].items())]
 
     def mc_mgrp_create(self, mgid: int) -> int:
@@ -155,9 +161,10 @@ class SplitterPipeline:
     def mc_node_associate(self, mgid: int, handle: int) -> None:
         self.mc_groups[int(mgid)].append(int(handle))
 
-    def mc_dump(self) -> dict[int, list[tuple[int, list[int]]]]:
-        """``mgid -> [(rid, ports), ...]``."""
-        return {g: [self.mc_nodes[h] for h in hs] for g, hs in sorted(self.mc_groups.items())}
+    def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
+        """``mgid -> [{"handle", "rid", "ports"}, ...]``."""
+        return {g: [{"handle": h, "rid": self.mc_nodes[h][0], "ports": sorted(self.mc_nodes[h][1])} for h in hs]
+                for g, hs in sorted(self.mc_groups.items())}
 
     def register_read(self, name: str, index: Optional[int] = None):
         reg = self._register(name)

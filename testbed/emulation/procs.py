@@ -31,12 +31,14 @@ def _start_time(pid: int) -> Optional[str]:
         return None
 
 
-def begin_run(run_id: str) -> Path:
-    """Start recording this process's children under ``run_id``."""
+def begin_run(run_id: str, run_dir: Optional[Path] = None) -> Path:
+    """Start recording this process's children under ``run_id``.  ``run_dir``
+    lets other commands (``testbed switch-cli``) find a run while it runs."""
     global _state_file
     state_dir().mkdir(parents=True, exist_ok=True)
     _state_file = state_dir() / f"{run_id}.json"
     _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+            "started": time.time(), "run_dir": None if run_dir is None else str(run_dir),
             "pids": {}, "paths": [], "interfaces": []})
     return _state_file
 
@@ -196,8 +198,9 @@ def stop_group(proc, grace: float = 5.0) -> None:
     unregister_pid(proc.pid)
 
 
-def stale_runs() -> list[dict]:
-    """State of runs whose owning ``testbed run`` process is gone."""
+def _runs() -> list[dict]:
+    """Every recorded run's state, with ``_file`` (its state file) and ``_alive``
+    (whether its owning ``testbed run`` process still runs)."""
     out = []
     if not state_dir().exists():
         return out
@@ -207,6 +210,16 @@ def stale_runs() -> list[dict]:
         except (OSError, ValueError):
             continue
         state["_file"] = str(f)
-        if _start_time(state.get("owner", -1)) != state.get("owner_start"):
-            out.append(state)
+        state["_alive"] = _start_time(state.get("owner", -1)) == state.get("owner_start")
+        out.append(state)
     return out
+
+
+def stale_runs() -> list[dict]:
+    """State of runs whose owning ``testbed run`` process is gone."""
+    return [state for state in _runs() if not state["_alive"]]
+
+
+def running_runs() -> list[dict]:
+    """State of runs still going, oldest first."""
+    return sorted((state for state in _runs() if state["_alive"]), key=lambda state: state.get("started", 0))

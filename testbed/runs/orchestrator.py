@@ -6,6 +6,9 @@
     preflight -> spark submit -> network -> plan -> operators -> stream
               -> stop and collect -> spark (finish) -> evaluate and record
 
+With ``--cli`` Mininet's CLI opens before the stream (its ``stream`` command
+streams), with ``--cli=after`` after it (``testbed.runs.interactive``).
+
 Whatever happens (success, failure, Ctrl-C, SIGTERM) everything started is
 stopped, the raw files written so far are collected, and ``run.json`` says
 how far the run got.  Every path comes from the run's ``RunDir``.
@@ -36,7 +39,7 @@ from testbed.emulation import procs
 from testbed.emulation.network import SplitterNetwork, mininet_missing, netem_missing
 from testbed.runs.progress import SourceFailed, StreamWatch
 from testbed.runs.record import base_record, collect, evaluate
-from testbed.runs.rundir import RunDir
+from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
 from testbed.semantics.workload import sent_events
@@ -64,6 +67,7 @@ class RunOptions:
     spark: bool = True
     spark_master: str = "local[*]"
     pcap: bool = False
+    cli: Optional[str] = None       # "before" or "after" the stream: open Mininet's CLI
 
 
 def preflight(topo: Topology, topology_path: Path, options: RunOptions) -> None:
@@ -122,7 +126,10 @@ class Run:
                 self.phase("network", self.build_network)
                 self.phase("plan", self.program_switch)
                 self.phase("operators", self.start_operators)
-                self.stream()
+                if self.options.cli != "before":
+                    self.stream()
+                if self.options.cli:
+                    self.interact()          # with --cli, its `stream` command streams
                 self.record["switch"] = self.switch_counters()
             finally:
                 self.stop_emulation()
@@ -140,6 +147,7 @@ class Run:
     def build_network(self) -> None:
         self.network = SplitterNetwork(self.topo, self.options.target, self.rundir).build()
         self.network.start()
+        write_json_atomic(self.rundir.switch_info, {**self.network.switch.attach_info(), "run_id": self.run_id})
         if self.options.pcap:
             self.start_captures()
         self.record["versions"].update(self.network.switch.versions())
@@ -201,6 +209,16 @@ class Run:
             raise RunError(f"source on {err.host} failed; see {self.rundir.log(err.host, 'source')}") from None
         self.record.setdefault("phases_s", {})["stream"] = round(time.monotonic() - start, 3)
 
+    def interact(self) -> None:
+        """Mininet's CLI on the network, until the user leaves it."""
+        from testbed.runs.interactive import RunCLI
+
+        start = time.monotonic()
+        RunCLI(self)
+        self.record.setdefault("phases_s", {})["cli"] = round(time.monotonic() - start, 3)
+        if "stream_end" not in self.record:
+            raise RunError("the CLI was left before `stream`: no event was sent, so there is nothing to check")
+
     def finish_spark(self) -> None:
         self.record["spark"] = self.spark.finish()
 
@@ -241,7 +259,7 @@ class Run:
     def lifecycle(self) -> Iterator[None]:
         """Signals become ``RunInterrupted``; started processes are recorded for
         ``testbed clean``; the record is written however the body ends."""
-        procs.begin_run(self.run_id)
+        procs.begin_run(self.run_id, self.rundir.root)
         previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             yield

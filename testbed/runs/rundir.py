@@ -6,6 +6,7 @@ application, ``testbed check`` and ``testbed plot`` all find their files
 through ``RunDir``, and nothing else spells a file name.  The layout:
 
     run.json  topology.yaml                  the record, and the topology as run
+    switch.json                              the switch's target, control port, namespace
     sources.parquet  deliveries.parquet      raw events, merged from raw/
     windows.parquet  windows_reference.parquet   the operators' output, the reference
     load.png  latency.png  analysis.png      figures, redrawn from the above
@@ -56,6 +57,7 @@ class RunDir:
     # the record, the merged raw data, and the operators' output
     record = At("run.json")
     topology = At("topology.yaml")
+    switch_info = At("switch.json")      # how to reach the switch while the run goes on
     sources = At("sources.parquet")
     deliveries = At("deliveries.parquet")
     windows = At("windows.parquet")

@@ -61,6 +61,19 @@ class SplitterSwitch(Switch):
     def versions(self) -> dict[str, str]:
         return {}
 
+    def attach_info(self) -> dict[str, Any]:
+        """What another process needs to reach this switch (``testbed switch-cli``):
+        the run writes it to ``switch.json`` once the switch is ready."""
+        own = self.inNamespace
+        return {"target": self.target, "name": self.name, "control_port": self.control_port,
+                "pid": self.pid if own else None, "netns": self.netns_path if own else None}
+
+    @classmethod
+    def attach(cls, info: dict[str, Any]) -> int:
+        """Run the target's runtime CLI on the switch ``info`` (``attach_info``)
+        describes, commands from standard input; return its exit code."""
+        raise NotImplementedError
+
     # -- lifecycle ------------------------------------------------------
     def port_map(self) -> dict[int, str]:
         """Switch port number -> interface name, as Mininet numbered them."""

@@ -162,11 +162,15 @@ def test_program_compiles_with_the_pipeline_schema(program):
     config = json.loads(program.read_text())
     for table, spec in SCHEMA.items():
         t = info.table(table)
-        assert list(t.key_names) == list(spec.keys), table
+        assert list(t.key_names) == [k.name for k in spec.keys], table
+        assert list(t.key_widths) == [k.width for k in spec.keys], table
+        assert t.name == spec.qualified(table)
         assert set(t.match_types) == {"exact"}
         for action, aspec in spec.actions.items():
             a = info.action(t, action)
-            assert list(a.param_names) == [n for n, _ in aspec.params], action
+            assert a.name == spec.qualified(action)
+            assert list(a.param_names) == [p.name for p in aspec.params], action
+            assert list(a.param_widths) == [p.width for p in aspec.params], action
         assert {short_name(a) for a in t.actions} - {"NoAction"} == set(spec.actions)
     for name, width in REGISTERS.items():
         r = info.register(name)
@@ -320,7 +324,7 @@ def planned_entries(plan: SplitterPlan, table: str) -> list[dict]:
     out = []
     for e in plan.entries():
         if e.table == table:
-            kinds = [k for _, k in SCHEMA[table].actions[e.action].params]
+            kinds = [p.kind for p in SCHEMA[table].actions[e.action].params]
             out.append({"match": [int(v) for v in e.match], "action": e.action,
                         "params": [to_int(v, k) for k, v in zip(kinds, e.params)]})
     return sorted(out, key=lambda e: e["match"])
@@ -343,9 +347,12 @@ def test_control_plane_state_reads_back_as_planned(switch):
     for table in SCHEMA:
         entries = api.table_entries(table)
         assert entries == model.table_entries(table), table
-        assert entries == planned_entries(plan, table), table
+        assert [{k: v for k, v in e.items() if k != "handle"} for e in entries] == planned_entries(plan, table)
+        assert sorted(e["handle"] for e in entries) == list(range(len(entries)))
     planned_groups = {g.mgid: [(g.mgid, list(g.ports))] for g in plan.groups}
-    assert api.mc_dump() == model.mc_dump() == planned_groups
+    for dump in (api.mc_dump(), model.mc_dump()):
+        assert {mgid: [(n["rid"], n["ports"]) for n in nodes] for mgid, nodes in dump.items()} == planned_groups
+    assert api.mc_dump() == model.mc_dump()
 
     api.register_write("slide_start", 3, 12345)
     api.register_write("last_ts", 7, 2**63 - 1)

@@ -136,14 +136,14 @@ class Bmv2API:
         self._call(f"table_clear {table}", self.client.bm_mt_clear_entries, CXT_ID, t.name, False)
 
     def table_entries(self, table: str) -> list[dict[str, Any]]:
-        """``[{"match": [ints], "action": short name, "params": [ints]}]``, sorted by match,
+        """``[{"handle", "match": [ints], "action": short name, "params": [ints]}]``, sorted by match,
         like ``SplitterPipeline.table_entries``."""
         t = self.program.table(table)
         out = []
         for e in self._call(f"table_entries {table}", self.client.bm_mt_get_entries, CXT_ID, t.name):
             match = [int.from_bytes(p.exact.key, "big") for p in e.match_key]
             act = e.action_entry
-            out.append({"match": match, "action": short_name(act.action_name),
+            out.append({"handle": e.entry_handle, "match": match, "action": short_name(act.action_name),
                         "params": [int.from_bytes(d, "big") for d in act.action_data]})
         return sorted(out, key=lambda e: e["match"])
 
@@ -165,14 +165,14 @@ class Bmv2API:
         self._call(f"mc_node_associate {mgid} {handle}", self.mc.bm_mc_node_associate,
                    CXT_ID, group, int(handle))
 
-    def mc_dump(self) -> dict[int, list[tuple[int, list[int]]]]:
-        """``mgid -> [(rid, ports), ...]`` like ``SplitterPipeline.mc_dump``."""
+    def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
+        """``mgid -> [{"handle", "rid", "ports"}, ...]`` like ``SplitterPipeline.mc_dump``."""
         dump = json.loads(self._call("mc_dump", self.mc.bm_mc_get_entries, CXT_ID))
         l1 = {h["handle"]: (h["rid"], h["l2_handle"]) for h in dump["l1_handles"]}
         l2 = {h["handle"]: sorted(h["ports"]) for h in dump["l2_handles"]}
         out = {}
         for g in dump["mgrps"]:
-            out[g["id"]] = [(l1[h][0], l2[l1[h][1]]) for h in g["l1_handles"]]
+            out[g["id"]] = [{"handle": h, "rid": l1[h][0], "ports": l2[l1[h][1]]} for h in g["l1_handles"]]
         return dict(sorted(out.items()))
 
     # -- registers ----------------------------------------------------------

@@ -1,6 +1,8 @@
 """The Mininet node that runs the splitter on bmv2's ``simple_switch``."""
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
@@ -47,3 +49,22 @@ class Bmv2Switch(SplitterSwitch):
     def control_api(self) -> Bmv2API:
         return Bmv2API(self.control_port, self.json_path,
                        netns_path=self.netns_path if self.inNamespace else None)
+
+    def attach_info(self) -> dict[str, Any]:
+        return {**super().attach_info(), "program": str(self.json_path)}
+
+    @classmethod
+    def attach(cls, info: dict[str, Any]) -> int:
+        """bmv2's own ``simple_switch_CLI``, started inside the switch's namespace
+        (``nsenter``), where the Thrift port listens on loopback."""
+        cli = toolchain.find_tool(toolchain.SWITCH_CLI)
+        if cli is None:
+            raise FileNotFoundError(f"{toolchain.SWITCH_CLI} not found on PATH or in "
+                                    f"${toolchain.PREFIX_VAR}/bin ({toolchain.prefix() / 'bin'})")
+        env = dict(os.environ)
+        modules = toolchain.bmv2_python_path()
+        if modules:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [modules, env.get("PYTHONPATH")]))
+        cmd = ["nsenter", f"--net={info['netns']}", "--", cli, "--thrift-ip", "127.0.0.1",
+               "--thrift-port", str(info["control_port"]), "--json", info["program"]]
+        return subprocess.call(cmd, env=env)

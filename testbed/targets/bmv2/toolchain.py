@@ -39,6 +39,8 @@ DEFAULT_PREFIX = "/opt/p4"
 #: Compilers in order of preference: the bmv2 back end itself, then the driver.
 COMPILERS = ("p4c-bm2-ss", "p4c")
 SWITCH = "simple_switch"
+#: bmv2's runtime CLI for simple_switch, over Thrift (``testbed switch-cli`` runs it).
+SWITCH_CLI = "simple_switch_CLI"
 #: A bmv2 Thrift module that must be importable to drive the switch.
 THRIFT_CLIENT_MODULE = "bm_runtime"
 VERSION_PATTERN = re.compile(r"\d+\.\d+\.\d+")

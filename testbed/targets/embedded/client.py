@@ -48,6 +48,6 @@ class EmbeddedAPI:
 
 #: Results that JSON cannot carry as they are: integer dict keys and tuples.
 _DECODE = {
-    "mc_dump": lambda dump: {int(g): [(rid, ports) for rid, ports in nodes] for g, nodes in dump.items()},
+    "mc_dump": lambda dump: {int(g): nodes for g, nodes in dump.items()},
     "counter_read": tuple,
 }

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+from testbed.dataplane.runtime_cli import RuntimeCLI
 from testbed.targets.base import SplitterSwitch
 from testbed.targets.embedded.client import EmbeddedAPI
 
@@ -23,3 +25,13 @@ class EmbeddedSwitch(SplitterSwitch):
 
     def versions(self) -> dict[str, str]:
         return {"embedded": "testbed pipeline model (testbed/pipeline.py)"}
+
+    @classmethod
+    def attach(cls, info: dict[str, Any]) -> int:
+        """simple_switch_CLI's commands (``RuntimeCLI``) over the control port, on loopback."""
+        api = EmbeddedAPI(info["control_port"])
+        try:
+            RuntimeCLI(api).cmdloop()
+        finally:
+            api.close()
+        return 0

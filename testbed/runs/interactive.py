@@ -1,0 +1,87 @@
+"""``testbed run --cli``: Mininet's CLI on a run's network, with the run's commands.
+
+p4-utils' ``p4run`` and Mininet drop the user into Mininet's CLI, where
+``src tcpdump -c 5 -i src-eth0`` or ``xterm op1`` work.  ``RunCLI`` is that
+CLI on the run's network (plan installed, operators listening), plus:
+
+- ``stream``: start the sources and follow them until streaming is over
+  (with ``--cli``; with ``--cli=after`` the run streamed before the CLI opened);
+- ``status``: events sent, copies received per operator, and the switch's
+  counters per stream.
+
+Leaving the CLI (``exit``, ``quit``, end of input) lets the run finish as
+usual: collect, check, record.  Standard input may be a script; its lines
+are then commands only, never input for a host's command.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from mininet.cli import CLI
+from mininet.log import error, output
+
+from testbed.dataplane.control import Controller
+from testbed.runs.rundir import read_json
+
+if TYPE_CHECKING:
+    from testbed.runs.orchestrator import Run
+
+RUN_HELP = (
+    "The run adds:\n"
+    "  stream    start the sources and follow them (once per run)\n"
+    "  status    events sent, copies received per operator, switch counters\n"
+    "The switch's own CLI: sh testbed switch-cli (from another shell: testbed switch-cli)\n"
+    "Leaving the CLI (exit, quit, Ctrl-D) finishes the run: collect, check, record.\n\n"
+)
+
+
+class RunCLI(CLI):
+    """Mininet's CLI on the network of ``run``; returns when the user leaves it."""
+
+    helpStr = CLI.helpStr + "\n" + RUN_HELP
+
+    def __init__(self, run: "Run", stdin: TextIO = sys.stdin):
+        self.testbed_run = run    # before CLI.__init__, which runs the command loop (CLI.run is taken)
+        # Ctrl-C stops the command at the prompt, as in Mininet, not the run.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            super().__init__(run.network.net, stdin=stdin)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def do_stream(self, _line: str) -> None:
+        """Start the sources and follow them until every expected copy arrived: stream"""
+        if "stream_end" in self.testbed_run.record:
+            error(f"*** the run has streamed already ({self.testbed_run.record['stream_end']})\n")
+            return
+        self.testbed_run.stream()
+
+    def do_status(self, _line: str) -> None:
+        """Events sent, copies received per operator, and the switch's counters per stream: status"""
+        rundir, topo = self.testbed_run.rundir, self.testbed_run.topo
+        sent = {}
+        for host in topo.source_hosts():
+            for sid, n in read_json(rundir.source_status(host)).get("sent", {}).items():
+                sent[int(sid)] = n
+        counters = Controller(self.testbed_run.api).stream_counters([s.id for s in topo.streams], [])
+        for s in topo.streams:
+            c = counters["streams"][s.id]
+            dropped = ", ".join(f"{k}={v}" for k, v in c["dropped"].items() if v) or "none"
+            output(f"stream {s.id}: sent {sent.get(s.id, 0)}/{s.events}; switch: in {c['in']}, "
+                   f"copies out {c['out']}, dropped {dropped}\n")
+        received = {h: read_json(rundir.receiver_status(h)).get("received", 0) for h in topo.operator_hosts()}
+        output("received: " + ", ".join(f"{h} {n}" for h, n in received.items())
+               + f" (expected in all: {self.testbed_run.expected_deliveries()})\n")
+        output(f"frames that were no event: {counters['non_event']}\n")
+
+    def waitForNode(self, node) -> None:
+        """A host's command runs to its end.  Mininet forwards standard input to
+        it, which would feed the rest of a script to the command; from a script
+        only the command's output is read."""
+        if self.isatty():
+            super().waitForNode(node)
+            return
+        while node.waiting:
+            output(node.monitor())
