@@ -22,6 +22,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -193,14 +194,12 @@ class Run:
     def stream(self) -> None:
         """Start the sources and follow them until every expected copy arrived
         (or nothing moves any more, or the timeout)."""
-        sends = {s.id: sent_events(s, self.topo.seed) for s in self.topo.streams}
-        expected = sum(sum(expected_deliveries(s, pd.DataFrame({"seq": sends[s.id]["seq"], "ts": sends[s.id]["ts"]}))
-                           .copies.values()) for s in self.topo.streams)
+        expected = self.expected_deliveries()
         self.record["expected_deliveries"] = expected
         longest = max(s.events / s.rate for s in self.topo.streams)
         self.start_sources()
         watch = StreamWatch(self.rundir, self.sources, list(self.receivers),
-                            sum(len(ev["seq"]) for ev in sends.values()), expected,
+                            sum(len(ev["seq"]) for ev in self.sends.values()), expected,
                             self.options.timeout or (longest * 3 + 60))
         start = time.monotonic()
         try:
@@ -240,6 +239,17 @@ class Run:
         seconds = round(time.perf_counter() - t0, 3)
         self.record.setdefault("phases_s", {})[name] = seconds
         self.console.log(f"{name}: done ({seconds:.1f}s)")
+
+    @cached_property
+    def sends(self) -> dict[int, dict]:
+        """Every stream's frames in the order its source sends them (``sent_events``)."""
+        return {s.id: sent_events(s, self.topo.seed) for s in self.topo.streams}
+
+    def expected_deliveries(self) -> int:
+        """Copies the oracle expects for the whole run (the progress bar's total)."""
+        return sum(sum(expected_deliveries(s, pd.DataFrame({"seq": self.sends[s.id]["seq"],
+                                                            "ts": self.sends[s.id]["ts"]})).copies.values())
+                   for s in self.topo.streams)
 
     def switch_counters(self) -> dict[str, Any]:
         out = Controller(self.api).stream_counters([s.id for s in self.topo.streams],
