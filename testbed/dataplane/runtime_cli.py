@@ -50,6 +50,11 @@ def hexstr(value: int, width: int) -> str:
     return to_bytes(value, width, "value").hex()
 
 
+def data_hexstr(value: int) -> str:
+    """Action data as bmv2 returns it: the fewest bytes that hold the value (at least one)."""
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big").hex()
+
+
 def byte_str(value: int, width: int) -> str:
     """``00:05``: bytes separated by colons (bmv2's ``printable_byte_str``)."""
     return ":".join(f"{b:02x}" for b in to_bytes(value, width, "value"))
@@ -228,10 +233,10 @@ class RuntimeCLI(cmd.Cmd):
     @command("table")
     def do_table_delete(self, args: list[str]) -> None:
         "Delete entry from a match table: table_delete <table name> <entry handle>"
-        short, _spec = self.table_args(args, 2)
+        short, spec = self.table_args(args, 2)
         handle = self.integer(args[1], "entry handle")
         self.say("Deleting entry", handle, "from", args[0])
-        self.api.table_delete(short, handle)
+        self.api.table_delete(short, self._entry(short, handle)["handle"])
 
     @command("table")
     def do_table_dump(self, args: list[str]) -> None:
@@ -252,11 +257,13 @@ class RuntimeCLI(cmd.Cmd):
     def do_table_dump_entry(self, args: list[str]) -> None:
         "Display some information about a table entry: table_dump_entry <table name> <entry handle>"
         short, spec = self.table_args(args, 2)
-        handle = self.integer(args[1], "entry handle")
-        for entry in self.api.table_entries(short):
+        self._dump_entry(short, spec, self._entry(short, self.integer(args[1], "entry handle")))
+
+    def _entry(self, table: str, handle: int) -> dict[str, Any]:
+        """The entry with ``handle``; an unknown handle is bmv2's ``INVALID_HANDLE``."""
+        for entry in self.api.table_entries(table):
             if entry["handle"] == handle:
-                self._dump_entry(short, spec, entry)
-                return
+                return entry
         raise KeyError("INVALID_HANDLE")
 
     def _dump_entry(self, short: str, spec: TableSpec, entry: dict[str, Any]) -> None:
@@ -265,8 +272,7 @@ class RuntimeCLI(cmd.Cmd):
         self.say("Match key:")
         for key, value in zip(spec.keys, entry["match"]):
             self.say("* {0:{w}}: {1:10}{2}".format(key.name, "EXACT", hexstr(value, key.width), w=width))
-        params = spec.actions[entry["action"]].params
-        data = ", ".join(hexstr(v, p.width) for v, p in zip(entry["params"], params))
+        data = ", ".join(data_hexstr(v) for v in entry["params"])
         self.say(f"Action entry: {spec.qualified(entry['action'])} - {data}")
 
     # -- multicast ----------------------------------------------------------

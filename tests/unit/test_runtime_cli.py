@@ -42,7 +42,7 @@ def test_table_dumps_read_back_the_plan(installed):
         assert [{k: v for k, v in e.items() if k != "handle"} for e in dump] == planned[table]
     # the shape, line by line, of one entry (bmv2's table_dump)
     assert ("Dumping entry 0x0\nMatch key:\n* stream              : EXACT     0007\n"
-            "Action entry: MyIngress.set_count_window - 0000000000000002, 00000002, 0000000000000001, 00000003\n"
+            "Action entry: MyIngress.set_count_window - 02, 02, 01, 03\n"
             ) in out
     assert "==========\nDumping default entry\nAction entry: NoAction - \n==========\n" in out
 
@@ -83,7 +83,7 @@ def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
         {"handle": 0, "match": [3], "action": "rewrite_dst", "params": [0x020000000003, 0x0A000003]}]
     assert "Deleting entry 0 from unicast\n" in out
     assert runtime_output.lines(out).count("1") == 1 and runtime_output.lines(out).count("0") == 1
-    assert "Invalid table operation (table unicast has no entry with handle 0)" in out
+    assert out.endswith("Deleting entry 0 from unicast\nInvalid table operation (INVALID_HANDLE)\nRuntimeCmd: \n")
     assert model.table_entries("unicast") == []
 
 
