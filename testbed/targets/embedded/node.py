@@ -24,7 +24,7 @@ class EmbeddedSwitch(SplitterSwitch):
         return EmbeddedAPI(self.control_port)
 
     def versions(self) -> dict[str, str]:
-        return {"embedded": "testbed pipeline model (testbed/pipeline.py)"}
+        return {"embedded": "testbed pipeline model (testbed/dataplane/model.py)"}
 
     @classmethod
     def attach(cls, info: dict[str, Any]) -> int:
