@@ -48,7 +48,7 @@ bench: deps
 	$(PY) -m testbed.bench --out results/bench
 
 p4: venv
-	$(PY) -m testbed.p4build
+	$(PY) -m testbed.targets.bmv2.toolchain
 
 plots: deps
 	$(TESTBED) plot $(RUN)
