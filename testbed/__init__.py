@@ -6,7 +6,8 @@ The package follows the data's one-way path:
 - ``dataplane``: the P4 contract, the wire format, the embedded model, the controller;
 - ``targets``: the switches that run the plan (embedded, bmv2);
 - ``emulation``: the Mininet network and the processes on its hosts;
-- ``runs``: the run directory, the orchestrator, the record, experiments;
+- ``runs``: the run directory, the orchestrator, the record;
+- ``experiments``: the papers' evaluation: scenario sets, resources, control time, latency, rates;
 - ``analysis``: checks, the Spark application, figures.
 """
 from pathlib import Path
