@@ -41,6 +41,7 @@ from testbed.runs.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology, WindowSpec, parse_topology
 from testbed.targets.bmv2 import toolchain
+from testbed.targets.bmv2.program import short_name
 
 #: S4's four semantics and the scenario each takes its window spec from.
 SEMANTICS = {"cbtw": "cbtw1", "cbsw": "cbsw1", "tbtw": "tbtw1", "tbsw": "tbsw1"}
@@ -273,9 +274,30 @@ def program_stats(config: dict[str, Any]) -> dict[str, Any]:
             "longest_match_chain": longest_chain(p, is_match_table),
         }
     registers = [{"name": r["name"], "bitwidth": r["bitwidth"], "size": r["size"]} for r in config["register_arrays"]]
-    return {"pipelines": pipelines, "actions": len(config["actions"]), "register_arrays": registers,
+    sizes = {short_name(t["name"]): t["max_size"] for p in config["pipelines"] for t in p["tables"]
+             if is_match_table(t) and "max_size" in t}
+    return {"pipelines": pipelines, "actions": len(config["actions"]), "table_sizes": sizes,
+            "register_arrays": registers,
             "register_bytes": sum(r["bitwidth"] * r["size"] for r in registers) / 8,
             "counter_arrays": len(config.get("counter_arrays", []))}
+
+
+def fits(row: dict[str, Any], table_sizes: dict[str, int]) -> bool:
+    """Whether a plan of this size fits the compiled program: every table's
+    entries within its size, every operator on a port bmv2 can number."""
+    ports_needed = row["N"] + 1                     # the source's port, then one per operator
+    return ports_needed < N_PORTS and all(row[t] <= table_sizes.get(t, row[t]) for t in SCHEMA)
+
+
+def largest_fitting(rows: pd.DataFrame, axis: str, table_sizes: dict[str, int]) -> dict[str, Any]:
+    """Per semantic, the largest swept ``axis`` value whose plan fits, and the first that does not."""
+    out = {}
+    for sem, part in rows.groupby("semantic", sort=False):
+        ok = part[[fits(r, table_sizes) for r in part.to_dict("records")]]
+        bad = part[~part[axis].isin(ok[axis])]
+        out[sem] = {"largest_fitting": int(ok[axis].max()) if len(ok) else None,
+                    "first_not_fitting": int(bad[axis].min()) if len(bad) else None}
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -307,7 +329,10 @@ class Resources(ExperimentKind):
                         rows += readback(target, api, windows, p.readback_n)
         pd.DataFrame(rows).to_parquet(x.readback, index=False)
         compiled = self.compiled()
-        return {"contract": contract_counts(), "compiled": compiled,
+        sizes = compiled.get("table_sizes")
+        fit = ({"by_n": largest_fitting(by_n, "N", sizes), "by_streams": largest_fitting(by_streams, "streams", sizes)}
+               if sizes else {"skipped": compiled.get("skipped")})
+        return {"contract": contract_counts(), "compiled": compiled, "fits_compiled_program": fit,
                 "readback": readback_summary(pd.DataFrame(rows)),
                 "plan_at_largest": {"by_n": by_n[by_n["N"] == by_n["N"].max()].to_dict("records"),
                                     "by_streams": by_streams[by_streams["streams"] == by_streams["streams"].max()]
@@ -359,6 +384,11 @@ def draw_fig7(expdir: ExperimentDir, record: dict[str, Any]) -> Path:
     for sem, part in by_streams.groupby("semantic", sort=False):
         axes[1, 0].plot(part["streams"], part["entries"], marker="o", ms=3, label=sem)
         axes[1, 1].plot(part["streams"], part["register_bytes"], marker="o", ms=3, label=sem)
+    sizes = record["ours"].get("compiled", {}).get("table_sizes")
+    if sizes:
+        for ax in (axes[0, 0], axes[1, 0]):
+            ax.axhline(min(sizes.values()), color="black", ls=":",
+                       label=f"bmv2 program: {min(sizes.values()):,} entries per table")
     allocated = by_n["register_bytes_allocated"].iloc[0]
     for ax in (axes[0, 1], axes[1, 1]):
         ax.axhline(allocated, color="grey", ls=":", label=f"declared by the program ({allocated / 2**20:.1f} MiB)")

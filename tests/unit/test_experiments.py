@@ -19,6 +19,7 @@ from testbed.experiments.base import ExperimentError, Settings, all_experiments,
 from testbed.experiments.latency import FORWARD, delivery_check, samples, summarize
 from testbed.experiments.rates import saturation
 from testbed.experiments.resources import (
+    largest_fitting,
     longest_chain,
     p4ss_growth,
     plan_row,
@@ -234,3 +235,11 @@ def test_saturation_marks_the_first_lossy_point():
     (sat,) = saturation(rows)
     assert sat["max_lossless_input"] == 1000 and sat["first_loss_fraction"] == 1.5
     assert sat["copies_per_event"] == 5 and sat["first_loss_share"] == 0.08
+
+
+def test_largest_fitting_respects_every_table_and_the_port_space():
+    rows = sweep_n(semantic_windows({"cbsw": "cbsw1"}), [8, 16, 32, 600])
+    sizes = {t: 10_000 for t in SCHEMA} | {"multicast": 30}      # cbsw: N + 3 entries
+    assert largest_fitting(rows, "N", sizes)["cbsw"] == {"largest_fitting": 16, "first_not_fitting": 32}
+    roomy = {t: 10_000 for t in SCHEMA}
+    assert largest_fitting(rows, "N", roomy)["cbsw"]["first_not_fitting"] == 600     # 601 ports > 511
