@@ -2,14 +2,18 @@
 
 S4 Fig. 8.  Every point is an ordinary emulation run (Mininet, the target,
 receivers; no Spark) of a scenario at one offered rate, kept in
-``runs/<target>-<scenario>-<k>/``.  First the target's lossless capacity is
+``runs/<target>-<scenario>-<k>/``.  First the target's sustained capacity is
 measured on one scenario (default cbtw1, one copy per event): the rate
-doubles until a run loses events, then is bisected.  Then each scenario is
+doubles until a run is not sustained, then is bisected.  Then each scenario is
 run at fractions of that capacity, below and past it.  Input events/s is
 what the source achieved (events over the span of their send times), output
 events/s what the operators received (copies over the span of their receive
-times); losses come from the run's accounting.  Below saturation the output
-must be the input times the oracle's copies per event.
+times); losses come from the run's accounting.  A switch with deep socket
+buffers can absorb a short run it cannot keep up with: nothing is lost, but
+its output trails the input.  So a point counts as sustained only when
+nothing was lost *and* the output kept up (``KEEP_UP``); the capacity is the
+highest sustained rate.  Below saturation the output must be the input
+times the oracle's copies per event.
 """
 from __future__ import annotations
 
@@ -30,6 +34,9 @@ FIG_8 = "s4_fig8"
 #: A source that achieves less than this share of the offered rate is the
 #: bottleneck itself; doubling further measures the source, not the switch.
 SOURCE_LIMIT = 0.8
+#: A run keeps up when its output rate is at least this share of its input
+#: rate times the copies per event.
+KEEP_UP = 0.9
 #: Amplification lines drawn in the figure (S4 Fig. 8's x1, x2 and the cbsw1 factor).
 GUIDES = (1, 2, 5)
 
@@ -70,18 +77,21 @@ def point_row(rundir: RunDir) -> dict[str, Any]:
         span = (ns.max() - ns.min()) / 1e9 if len(ns) > 1 else 0.0
         return (len(ns) - 1) / span if span > 0 else float("nan")
 
-    return {"sent": len(sources), "input_rate": rate(sources["send_ns"]),
+    input_rate, output_rate = rate(sources["send_ns"]), rate(deliveries["recv_ns"])
+    copies = (run.get("expected_deliveries") or 0) / max(1, len(sources))
+    lost = sum(s.get("lost", 0) for s in acct.values())
+    return {"sent": len(sources), "input_rate": input_rate,
             "copies_expected": run.get("expected_deliveries"), "copies_received": len(deliveries),
-            "output_rate": rate(deliveries["recv_ns"]),
+            "output_rate": output_rate, "sustained": bool(lost == 0 and output_rate >= KEEP_UP * input_rate * copies),
             "switch_copies_out": sum(s.get("switch_copies_out") or 0 for s in acct.values()),
-            "lost": sum(s.get("lost", 0) for s in acct.values()),
+            "lost": lost,
             "lost_before_switch": sum(s.get("lost_before_switch") or 0 for s in acct.values()),
             "lost_after_switch": sum(s.get("lost_after_switch") or 0 for s in acct.values()),
             "checks_ok": bool(run.get("ok"))}
 
 
 class RateSweep(ExperimentKind):
-    """Calibrate each target's lossless capacity, then sweep every scenario across it."""
+    """Calibrate each target's sustained capacity, then sweep every scenario across it."""
 
     Params = RateParams
     paper = {"s4_fig8": paper.S4_FIG_8}
@@ -116,34 +126,34 @@ class RateSweep(ExperimentKind):
         return row
 
     def calibrate(self, target: str) -> float:
-        """The highest input rate (achieved, events/s) at which a run of the
-        calibration scenario lost nothing: double, then bisect."""
+        """The highest input rate (achieved, events/s) that a run of the
+        calibration scenario sustained: double, then bisect."""
         c = self.params.calibration
-        lossless: Optional[dict[str, Any]] = None
-        lossy: Optional[float] = None
+        sustained: Optional[dict[str, Any]] = None
+        failed: Optional[float] = None
         rate = c.start
         while rate <= c.max_rate:
             row = self.point(target, c.scenario, rate, "calibration")
-            if row["lost"]:
-                lossy = rate
+            if not row["sustained"]:
+                failed = rate
                 break
-            lossless = row
+            sustained = row
             if row["input_rate"] < SOURCE_LIMIT * rate:
                 self.log(f"{target}: the source reaches only {row['input_rate']:.0f} of {rate:.0f} events/s")
                 break
             rate *= 2
-        low = lossless["offered"] if lossless else 0.0
-        for _ in range(c.refine if lossy else 0):
-            mid = (low + lossy) / 2
+        low = sustained["offered"] if sustained else 0.0
+        for _ in range(c.refine if failed else 0):
+            mid = (low + failed) / 2
             row = self.point(target, c.scenario, mid, "calibration")
-            if row["lost"]:
-                lossy = mid
+            if not row["sustained"]:
+                failed = mid
             else:
-                lossless, low = row, mid
-        if lossless is None:
-            raise RuntimeError(f"{target}: {c.scenario} lost events even at {c.start:.0f} events/s; "
+                sustained, low = row, mid
+        if sustained is None:
+            raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
                                f"lower calibration.start")
-        return float(lossless["input_rate"])
+        return float(sustained["input_rate"])
 
     def ok(self, ours: dict[str, Any]) -> bool:
         """Every run finished, and every lossless run delivered exactly the oracle's copies."""
@@ -157,7 +167,8 @@ class RateSweep(ExperimentKind):
 
 
 def saturation(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per target and scenario: the highest lossless input and its output, and the first lossy point."""
+    """Per target and scenario: the highest lossless input and its output, the
+    highest sustained one, the first point that fell behind and the first that lost."""
     out = []
     if rows.empty:
         return out
@@ -166,7 +177,11 @@ def saturation(rows: pd.DataFrame) -> list[dict[str, Any]]:
         clean, lossy = part[part["lost"] == 0], part[part["lost"] > 0]
         best = clean.iloc[-1] if len(clean) else None
         first = lossy.iloc[0] if len(lossy) else None
+        kept, behind = part[part["sustained"]], part[~part["sustained"]]
         out.append({"target": target, "scenario": name,
+                    "max_sustained_input": round(float(kept["input_rate"].max()), 1) if len(kept) else None,
+                    "output_at_max_sustained": round(float(kept["output_rate"].iloc[-1]), 1) if len(kept) else None,
+                    "first_behind_fraction": float(behind["fraction"].iloc[0]) if len(behind) else None,
                     "max_lossless_input": None if best is None else round(float(best["input_rate"]), 1),
                     "output_there": None if best is None else round(float(best["output_rate"]), 1),
                     "copies_per_event": None if best is None else
@@ -194,6 +209,10 @@ def draw_fig8(rows: pd.DataFrame, record: dict[str, Any], out: Path) -> Path:
             top.plot(p["input_rate"], p["output_rate"], marker="o", ms=4, color=f"C{i}", label=name)
             bottom.plot(p["input_rate"], p["lost"] / p["copies_expected"], marker="o", ms=4, color=f"C{i}",
                         label=name)
+            behind = p[~p["sustained"]]
+            if len(behind):
+                top.scatter([behind.iloc[0]["input_rate"]], [behind.iloc[0]["output_rate"]], s=90, marker="D",
+                            facecolors="none", edgecolors="darkorange", zorder=3, label=f"{name}: falls behind")
             lossy = p[p["lost"] > 0]
             if len(lossy):
                 first = lossy.iloc[0]
@@ -202,7 +221,7 @@ def draw_fig8(rows: pd.DataFrame, record: dict[str, Any], out: Path) -> Path:
         if target in capacity:
             for ax in (top, bottom):
                 ax.axvline(capacity[target], color="black", ls="--", lw=0.8)
-            top.annotate("measured lossless capacity (cbtw1)", (capacity[target], 0), fontsize=7, rotation=90,
+            top.annotate("measured sustained capacity (cbtw1)", (capacity[target], 0), fontsize=7, rotation=90,
                          va="bottom", ha="right")
         top.set(title=f"{target}: output against input", xlabel="input events/s (achieved by the source)",
                 ylabel="output events/s (copies received by operators)")

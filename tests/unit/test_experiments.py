@@ -230,10 +230,12 @@ def test_latency_samples_ratio_and_delivery_check():
 def test_saturation_marks_the_first_lossy_point():
     rows = pd.DataFrame([
         {"target": "model", "scenario": "cbsw1", "phase": "sweep", "fraction": f, "offered": 1000 * f,
-         "input_rate": 1000 * f, "output_rate": 5000 * f - lost, "sent": 100, "copies_expected": 500, "lost": lost}
-        for f, lost in ((0.5, 0), (1.0, 0), (1.5, 40), (2.0, 200))])
+         "input_rate": 1000 * f, "output_rate": 5000 * f - lost, "sent": 100, "copies_expected": 500, "lost": lost,
+         "sustained": kept}
+        for f, lost, kept in ((0.5, 0, True), (1.0, 0, False), (1.5, 40, False), (2.0, 200, False))])
     (sat,) = saturation(rows)
     assert sat["max_lossless_input"] == 1000 and sat["first_loss_fraction"] == 1.5
+    assert sat["max_sustained_input"] == 500 and sat["first_behind_fraction"] == 1.0
     assert sat["copies_per_event"] == 5 and sat["first_loss_share"] == 0.08
 
 
