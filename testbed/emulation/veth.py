@@ -103,32 +103,36 @@ def send_frames(ifname: str, frames: list[bytes], rate: float) -> None:
             s.send(frame)
 
 
-class StampedTaps:
-    """Kernel timestamps of event frames on a switch's interfaces.
+class Taps:
+    """AF_PACKET sockets that collect event frames on interfaces until the line goes quiet.
 
-    ``ingress`` and ``egress`` map switch ports to the switch's own interface
-    names (inside ``netns_path`` when given).  ``rows`` collects
-    ``(direction, port, stream, seq, ns)`` with direction ``in`` for frames
-    arriving on an ingress port and ``out`` for frames the switch sends on
-    an egress port; the times are the kernel's (``SO_TIMESTAMPNS``), taken
-    when the frame passed the interface, not when this process read it.
+    ``interfaces`` maps ``(direction, port)`` to an interface name (made
+    inside ``netns_path`` when given): direction ``in`` keeps the frames
+    arriving on it, ``out`` the frames sent from it.  ``rows`` collects what
+    ``row`` makes of each frame: ``(port, frame)`` here.
     """
 
-    def __init__(self, ingress: dict[int, str], egress: dict[int, str], netns_path: Optional[str] = None):
+    #: Ask the kernel for each frame's receive time (``SO_TIMESTAMPNS``).
+    timestamps = False
+
+    def __init__(self, interfaces: dict[tuple[str, int], str], netns_path: Optional[str] = None):
         self.socks: dict[socket.socket, tuple[str, int]] = {}
         with netns.entered(netns_path) if netns_path else nullcontext():
-            for direction, ports in (("in", ingress), ("out", egress)):
-                for port, intf in ports.items():
-                    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                    s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+            for (direction, port), intf in interfaces.items():
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+                if self.timestamps:
                     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                    s.bind((intf, 0))
-                    s.setblocking(False)
-                    self.socks[s] = (direction, port)
-        self.rows: list[tuple[str, int, int, int, int]] = []
+                s.bind((intf, 0))
+                s.setblocking(False)
+                self.socks[s] = (direction, port)
+        self.rows: list = []
         self.kernel_drops = 0
 
-    def drain(self, quiet: float = 1.0, expect: Optional[int] = None) -> list[tuple[str, int, int, int, int]]:
+    def row(self, direction: str, port: int, frame: bytes, ancdata: list) -> Optional[tuple]:
+        return port, frame
+
+    def drain(self, quiet: float = 1.0, expect: Optional[int] = None) -> list:
         """Collect until ``quiet`` seconds pass without an event frame, or ``expect`` rows arrived."""
         last = time.monotonic()
         space = socket.CMSG_SPACE(TIMESPEC.size)
@@ -143,14 +147,10 @@ class StampedTaps:
                         break
                     if (addr[2] == PACKET_OUTGOING) != (direction == "out") or not is_event_frame(frame):
                         continue
-                    stamp = next((data for level, kind, data in ancdata
-                                  if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), None)
-                    if stamp is None:
-                        continue
-                    sec, nsec = TIMESPEC.unpack(stamp[:TIMESPEC.size])
-                    stream, _f, seq, _ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
-                    self.rows.append((direction, port, stream, seq, sec * 1_000_000_000 + nsec))
-                    last = time.monotonic()
+                    row = self.row(direction, port, frame, ancdata)
+                    if row is not None:
+                        self.rows.append(row)
+                        last = time.monotonic()
         for s in self.socks:
             self.kernel_drops += struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))[1]
         return self.rows
@@ -158,3 +158,30 @@ class StampedTaps:
     def close(self) -> None:
         for s in self.socks:
             s.close()
+
+
+class StampedTaps(Taps):
+    """Kernel timestamps of event frames on a switch's interfaces.
+
+    ``ingress`` and ``egress`` map switch ports to the switch's own interface
+    names (inside ``netns_path`` when given).  ``rows`` collects
+    ``(direction, port, stream, seq, ns)`` with direction ``in`` for frames
+    arriving on an ingress port and ``out`` for frames the switch sends on
+    an egress port; the times are the kernel's (``SO_TIMESTAMPNS``), taken
+    when the frame passed the interface, not when this process read it.
+    """
+
+    timestamps = True
+
+    def __init__(self, ingress: dict[int, str], egress: dict[int, str], netns_path: Optional[str] = None):
+        super().__init__({("in", port): intf for port, intf in ingress.items()}
+                         | {("out", port): intf for port, intf in egress.items()}, netns_path)
+
+    def row(self, direction: str, port: int, frame: bytes, ancdata: list) -> Optional[tuple]:
+        stamp = next((data for level, kind, data in ancdata
+                      if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), None)
+        if stamp is None:
+            return None
+        sec, nsec = TIMESPEC.unpack(stamp[:TIMESPEC.size])
+        stream, _f, seq, _ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
+        return direction, port, stream, seq, sec * 1_000_000_000 + nsec

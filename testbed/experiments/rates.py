@@ -194,44 +194,46 @@ def saturation(rows: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def draw_fig8(rows: pd.DataFrame, record: dict[str, Any], out: Path) -> Path:
+    """Top: output against input on log-log axes, where the x1/x2/x5 lines
+    run parallel; a diamond where a scenario first falls behind, a circle
+    where it first loses.  Bottom: the share of expected copies lost."""
     targets = sorted(rows["target"].unique()) if len(rows) else ["(none)"]
-    fig, axes = plt.subplots(2, len(targets), figsize=(6.5 * len(targets), 8), squeeze=False)
+    fig, axes = plt.subplots(2, len(targets), figsize=(max(9.0, 6.5 * len(targets)), 8.5), squeeze=False)
     capacity = record.get("ours", {}).get("capacity_events_per_s", {})
     for col, target in enumerate(targets):
         top, bottom = axes[0, col], axes[1, col]
         part = rows[(rows["target"] == target) & (rows["phase"] == "sweep")] if len(rows) else rows
-        top_x = max([float(part["input_rate"].max()) if len(part) else 1.0, capacity.get(target, 0.0)])
-        for k in GUIDES:
-            top.plot([0, top_x], [0, k * top_x], ls=":", color="grey", lw=0.8)
-            top.annotate(f"x{k}", (top_x, k * top_x), fontsize=8, color="grey")
+        if len(part):
+            lo, hi = float(part["input_rate"].min()), max(float(part["input_rate"].max()), capacity.get(target, 0.0))
+            for k in GUIDES:
+                top.plot([lo, hi], [k * lo, k * hi], ls=":", color="grey", lw=0.8)
+                top.annotate(f"x{k}", (hi, k * hi), fontsize=8, color="grey")
         for i, (name, p) in enumerate(part.groupby("scenario", sort=False)):
             p = p.sort_values("offered")
             top.plot(p["input_rate"], p["output_rate"], marker="o", ms=4, color=f"C{i}", label=name)
             bottom.plot(p["input_rate"], p["lost"] / p["copies_expected"], marker="o", ms=4, color=f"C{i}",
                         label=name)
-            behind = p[~p["sustained"]]
-            if len(behind):
-                top.scatter([behind.iloc[0]["input_rate"]], [behind.iloc[0]["output_rate"]], s=90, marker="D",
-                            facecolors="none", edgecolors="darkorange", zorder=3, label=f"{name}: falls behind")
-            lossy = p[p["lost"] > 0]
-            if len(lossy):
-                first = lossy.iloc[0]
-                top.scatter([first["input_rate"]], [first["output_rate"]], s=160, facecolors="none",
-                            edgecolors="red", zorder=3, label=f"{name}: loss starts")
+            for marks, style in ((p[~p["sustained"]], {"marker": "D", "s": 90, "edgecolors": "darkorange"}),
+                                 (p[p["lost"] > 0], {"marker": "o", "s": 170, "edgecolors": "red"})):
+                if len(marks):
+                    top.scatter([marks.iloc[0]["input_rate"]], [marks.iloc[0]["output_rate"]], facecolors="none",
+                                zorder=3, **style)
+        top.scatter([], [], marker="D", facecolors="none", edgecolors="darkorange", label="falls behind (first)")
+        top.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="red", label="loses events (first)")
         if target in capacity:
             for ax in (top, bottom):
-                ax.axvline(capacity[target], color="black", ls="--", lw=0.8)
-            top.annotate("measured sustained capacity (cbtw1)", (capacity[target], 0), fontsize=7, rotation=90,
-                         va="bottom", ha="right")
-        top.set(title=f"{target}: output against input", xlabel="input events/s (achieved by the source)",
+                ax.axvline(capacity[target], color="black", ls="--", lw=0.8,
+                           label="sustained capacity (cbtw1)" if ax is top else None)
+        top.set(xscale="log", yscale="log", title=f"{target}: output against input",
+                xlabel="input events/s (achieved by the source)",
                 ylabel="output events/s (copies received by operators)")
-        bottom.set(title=f"{target}: share of expected copies lost", xlabel="input events/s",
+        bottom.set(xscale="log", title=f"{target}: share of expected copies lost", xlabel="input events/s",
                    ylabel="lost / expected")
         for ax in (top, bottom):
-            ax.grid(alpha=0.3)
+            ax.grid(alpha=0.3, which="both")
             ax.legend(fontsize=7)
     s4 = record["paper"]["s4_fig8"]
-    fig.suptitle(f"S4 Fig. 8-like (ours)\nS4 on Tofino1, cbsw1 at 100%: {s4['input_gbps_at_100_percent']} Gbps "
-                 f"in, {s4['cbsw1_output_gbps_at_100_percent']} Gbps out (x{s4['cbsw1_ratio_from_numbers']}; "
-                 f"text: x4 cbsw1, x2 tbsw1), {s4['packet_bytes']}-byte packets", fontsize=9)
+    fig.suptitle(f"S4 Fig. 8-like (ours).  S4 on Tofino1, cbsw1 at 100%: {s4['input_gbps_at_100_percent']} Gbps "
+                 f"in, {s4['cbsw1_output_gbps_at_100_percent']} Gbps out\n(x{s4['cbsw1_ratio_from_numbers']}; "
+                 f"its text says x4 for cbsw1, x2 for tbsw1), {s4['packet_bytes']}-byte packets", fontsize=9)
     return save_figure(fig, out)

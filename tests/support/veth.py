@@ -8,23 +8,11 @@ namespace, with AF_PACKET sockets.  Needs root.
 """
 from __future__ import annotations
 
-import select
-import socket
-import struct
-import time
 from collections import defaultdict
 from typing import Iterable, Optional
 
-from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame
-from testbed.emulation.veth import (
-    ETH_P_ALL,
-    PACKET_OUTGOING,
-    PACKET_STATISTICS,
-    RCVBUF,
-    SO_RCVBUFFORCE,
-    SOL_PACKET,
-    VethRig,
-)
+from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT
+from testbed.emulation.veth import Taps, VethRig
 from testbed.emulation.veth import send_frames as _send_frames
 
 SEND_RATE = 1500            # events per second: well below what bmv2 forwards without loss
@@ -38,42 +26,19 @@ def send_frames(ifname: str, frames: list[bytes], rate: float = SEND_RATE) -> No
     _send_frames(ifname, frames, rate)
 
 
-class Capture:
+class Capture(Taps):
     """Raw sockets on the host ends of the operator ports; event frames only."""
 
     def __init__(self, rig: VethRig, ports: Iterable[int]):
-        self.socks: dict[socket.socket, int] = {}
-        for port in ports:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
-            s.bind((rig.host_ends[port], 0))
-            s.setblocking(False)
-            self.socks[s] = port
-        self.frames: list[tuple[int, bytes]] = []
-        self.kernel_drops = 0
+        super().__init__({("in", port): rig.host_ends[port] for port in ports})
+
+    @property
+    def frames(self) -> list[tuple[int, bytes]]:
+        return self.rows
 
     def drain(self, quiet: float = QUIET_S, expect: Optional[int] = None) -> list[tuple[int, bytes]]:
         """Collect until ``quiet`` seconds pass without an event frame (or ``expect`` arrived)."""
-        last = time.monotonic()
-        while time.monotonic() - last < quiet and (expect is None or len(self.frames) < expect):
-            ready, _, _ = select.select(list(self.socks), [], [], 0.05)
-            for s in ready:
-                while True:
-                    try:
-                        frame, addr = s.recvfrom(65535)
-                    except BlockingIOError:
-                        break
-                    if addr[2] == PACKET_OUTGOING or not is_event_frame(frame):
-                        continue
-                    self.frames.append((self.socks[s], frame))
-                    last = time.monotonic()
-        for s in self.socks:
-            self.kernel_drops += struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))[1]
-        return self.frames
-
-    def close(self) -> None:
-        for s in self.socks:
-            s.close()
+        return super().drain(quiet, expect)
 
 
 def event_key(frame: bytes) -> tuple[int, int]:
