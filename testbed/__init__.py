@@ -7,8 +7,9 @@ The package follows the data's one-way path:
 - ``targets``: the switches that run the plan (embedded, bmv2);
 - ``emulation``: the Mininet network and the processes on its hosts;
 - ``runs``: the run directory, the orchestrator, the record;
-- ``experiments``: the papers' evaluation: scenario sets, resources, control time, latency, rates;
-- ``analysis``: checks, the Spark application, figures.
+- ``analysis``: checks, the Spark application, figures;
+- ``experiments``: the papers' evaluation (scenario sets, resources, control time, latency,
+  rates), which uses all of the above.
 """
 from pathlib import Path
 
