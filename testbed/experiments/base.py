@@ -81,7 +81,7 @@ class KindParams(BaseModel):
     @field_validator("targets")
     @classmethod
     def _targets(cls, targets: list[str]) -> list[str]:
-        unknown = [t for t in targets if t not in PROCESSES]
+        unknown = [t for t in targets or [] if t not in PROCESSES]
         if unknown:
             raise ValueError(f"unknown target {unknown[0]!r}; known: {', '.join(PROCESSES)}")
         return targets
