@@ -1,5 +1,5 @@
 # Entry points follow p4lang/tutorials: `make run`, `make stop`, `make clean`,
-# plus `make experiment NAME=...` and `make test`.  Every target installs what
+# plus `make experiment NAME=...`, `make figures` and `make test`.  Every target installs what
 # it needs first (Debian packages, then the virtual environment).
 
 VENV        ?= .venv
@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
         iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift tshark
 
-.PHONY: deps debs venv experiment run stop clean test bench p4 plots distclean
+.PHONY: deps debs venv experiment figures run stop clean test bench p4 plots distclean
 
 deps: debs venv
 
@@ -33,6 +33,11 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 experiment: deps
 	$(TESTBED) experiment $(NAME) $(if $(TARGET),--target $(TARGET),) $(EXPERIMENT_ARGS)
 
+# Every paper figure and table, regenerated into results/figures/<experiment>/
+# (about 30 minutes on 2 cores; EXPERIMENT_ARGS=--quick for a smoke test).
+figures: deps
+	$(TESTBED) experiment all $(if $(TARGET),--target $(TARGET),) $(EXPERIMENT_ARGS)
+
 run: experiment
 
 stop:
@@ -49,10 +54,10 @@ bench: deps
 	$(PY) -m testbed.bench --out results/bench
 
 p4: venv
-	$(PY) -m testbed.p4build
+	$(PY) -m testbed.targets.bmv2.toolchain
 
 plots: deps
-	$(TESTBED) plot $(RUN)
+	$(TESTBED) plot $(RUN)    # a run or an experiment directory
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info

@@ -6,8 +6,10 @@ The package follows the data's one-way path:
 - ``dataplane``: the P4 contract, the wire format, the embedded model, the controller;
 - ``targets``: the switches that run the plan (embedded, bmv2);
 - ``emulation``: the Mininet network and the processes on its hosts;
-- ``runs``: the run directory, the orchestrator, the record, experiments;
-- ``analysis``: checks, the Spark application, figures.
+- ``runs``: the run directory, the orchestrator, the record;
+- ``analysis``: checks, the Spark application, figures;
+- ``experiments``: the papers' evaluation (scenario sets, resources, control time, latency,
+  rates), which uses all of the above.
 """
 from pathlib import Path
 

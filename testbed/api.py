@@ -178,26 +178,22 @@ def experiment(name: Union[str, Path], results: Path = ROOT / "results") -> dict
     """The runs of an experiment (its newest results, or the directory ``name``),
     by scenario, in the experiment's order."""
     expdir = experiment_dir(name, results)
-    listed = expdir.read_record().get("runs", {})
-    return {scenario: RunResult(expdir.run(scenario)) for scenario in listed
-            if expdir.run(scenario).is_run()}
+    listed = expdir.read_record().get("ours", {}).get("runs", {})
+    runs = {label: RunDir(expdir.root / entry["run_dir"]) for label, entry in listed.items()}
+    return {label: RunResult(rundir) for label, rundir in runs.items() if rundir.is_run()}
 
 
 def run_experiment(name: str, target: Optional[str] = None, out: Optional[Path] = None,
-                   **options: Any) -> dict[str, RunResult]:
+                   quick: bool = False, spark: bool = True) -> dict[str, RunResult]:
     """Run experiment ``name`` (``experiments/<name>.yaml``) as ``testbed experiment``
-    does, figure included, and return its runs."""
-    from testbed.runs.experiment import experiment_path, load_experiment
-    from testbed.runs.experiment import run_experiment as run_all
-    from testbed.runs.orchestrator import Run, RunOptions
+    does, figures included, and return its runs (for kinds that run scenarios)."""
+    from testbed.experiments.base import Settings, experiment_path, load_experiment
+    from testbed.experiments.base import run_experiment as run_kind
 
     path = experiment_path(name)
     if path is None:
         raise FileNotFoundError(f"no experiment named {name} in {ROOT / 'experiments'}")
-
-    def make_run(topo: Topology, topo_path: Path, run_dir: Path) -> bool:
-        return Run(topo, topo_path, RunOptions(target=target or topo.switch.target, out=run_dir,
-                                               **options)).execute()
-
-    _ok, expdir = run_all(load_experiment(path), make_run, out)
-    return experiment(expdir)
+    settings = Settings(quick=quick, target=target, spark=spark)
+    spec, params = load_experiment(path, settings)
+    _ok, expdir = run_kind(spec, params, settings, out)
+    return experiment(expdir.root)

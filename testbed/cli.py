@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ def _fail(message: str, code: int) -> NoReturn:
 @contextmanager
 def _run_errors():
     """One line and the right exit code for whatever stops a run or experiment."""
+    from testbed.experiments.base import Interrupted
     from testbed.runs.orchestrator import PreflightError, RunError, RunInterrupted
 
     try:
@@ -29,7 +31,7 @@ def _run_errors():
         _fail(str(err), 2)
     except RunError as err:
         _fail(str(err), 1)
-    except (RunInterrupted, KeyboardInterrupt):
+    except (RunInterrupted, Interrupted, KeyboardInterrupt):
         click.echo("interrupted; everything started was stopped", err=True)
         sys.exit(130)
     except Exception as err:  # the run stopped what it started; say why in one line
@@ -105,35 +107,61 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
 
 @main.command()
 @click.argument("name")
-@click.option("--target", type=click.Choice(["model", "bmv2"]), default=None)
+@click.option("--target", type=click.Choice(["model", "bmv2"]), default=None,
+              help="Measure on this target only (default: the experiment's targets).")
+@click.option("--quick", is_flag=True, help="The experiment's small size (its quick: section), for tests.")
+@click.option("--repeat", type=click.IntRange(min=1), default=None,
+              help="Repetitions of each point of a timing loop (s4control; the paper used 100).")
+@click.option("--switch-name", default=None,
+              help="Name of the Mininet switch in emulation runs (to keep apart from others' runs).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Experiment directory (default: results/<name>/<id>/, or results/figures/<name>/ for all).")
 @click.option("--spark-master", default="local[*]", show_default=True)
 @click.option("--no-spark", is_flag=True)
 @click.pass_context
-def experiment(ctx: click.Context, name: str, target: Optional[str], spark_master: str, no_spark: bool) -> None:
-    """Run experiment NAME (experiments/NAME.yaml), or a single scenario of that name."""
-    from testbed.runs.experiment import experiment_path, load_experiment, run_experiment
-    from testbed.runs.orchestrator import Run, RunOptions
+def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool, repeat: Optional[int],
+               switch_name: Optional[str], out: Optional[Path], spark_master: str, no_spark: bool) -> None:
+    """Run experiment NAME (experiments/NAME.yaml), all of them (``all``), or a single scenario of that name.
 
-    path = experiment_path(name)
-    if path is None:
-        ctx.invoke(run, topology=name, target=target, out=None, seed=None, timeout=None,
-                   spark_master=spark_master, no_spark=no_spark)
-        return
+    ``all`` regenerates every paper figure into results/figures/<name>/.
+    """
+    from testbed.experiments.base import (
+        FIGURES_DIR,
+        ExperimentError,
+        Settings,
+        all_experiments,
+        experiment_path,
+        load_experiment,
+        run_experiment,
+    )
+
+    if name == "all":
+        paths = all_experiments()
+    else:
+        path = experiment_path(name)
+        if path is None:
+            ctx.invoke(run, topology=name, target=target, out=out, seed=None, timeout=None,
+                       spark_master=spark_master, no_spark=no_spark)
+            return
+        paths = [path]
+    settings = Settings(quick=quick, target=target, repeat=repeat, switch_name=switch_name,
+                        spark=not no_spark, spark_master=spark_master)
     try:
-        exp = load_experiment(path)
-    except TopologyError as err:
+        loaded = [load_experiment(path, settings) for path in paths]
+    except ExperimentError as err:       # every file is checked before anything starts
         click.echo(f"error: {err}", err=True)
         sys.exit(2)
-
-    def make_run(topo, topo_path, run_dir):
-        opts = RunOptions(target=target or topo.switch.target, out=run_dir, spark=not no_spark,
-                          spark_master=spark_master)
-        click.echo(f"== {exp.name}: {topo.name} on {opts.target}", err=True)
-        return Run(topo, topo_path, opts).execute()
-
-    with _run_errors():
-        ok, out = run_experiment(exp, make_run)
-    click.echo(f"experiment {exp.name}: {'all runs passed their checks' if ok else 'CHECK FAILURES'}; {out}")
+    ok = True
+    for spec, params in loaded:
+        where = out / spec.name if out and name == "all" else out
+        if name == "all":
+            where = where or FIGURES_DIR / spec.name
+            if where.exists():
+                shutil.rmtree(where)        # regenerated from scratch, never mixed with an older run
+        with _run_errors():
+            passed, expdir = run_experiment(spec, params, settings, where)
+        ok = ok and passed
+        click.echo(f"experiment {spec.name}: {'ok' if passed else 'CHECK FAILURES'}; {expdir.root}")
     sys.exit(0 if ok else 1)
 
 
@@ -194,11 +222,14 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def plot(run_dir: Path) -> None:
-    """Redraw a run's figures from its raw data."""
+    """Redraw the figures of a run or an experiment directory from its raw data."""
     from testbed.analysis.plots import plot_run
-    from testbed.runs.rundir import RunDir
+    from testbed.experiments.base import redraw
+    from testbed.runs.rundir import ExperimentDir, RunDir
 
-    for p in plot_run(RunDir(run_dir)):
+    expdir = ExperimentDir(run_dir)
+    figures = redraw(expdir) if expdir.is_experiment() else plot_run(RunDir(run_dir))
+    for p in figures:
         click.echo(str(p))
 
 

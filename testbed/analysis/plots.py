@@ -2,7 +2,9 @@
 
 A run's figures (``plot_run``): ``load.png``, events per operator per
 stream, like S4's Fig. 6; ``latency.png``; ``analysis.png`` from Spark's
-summary.  An experiment's figures (``plot_experiment``) compare its runs.
+summary.  A scenario set's figure (``plot_experiment``) compares its runs;
+the other experiment kinds draw their own (``testbed.experiments``) with
+``save_figure``.
 """
 from __future__ import annotations
 
@@ -117,13 +119,6 @@ def plot_run(rundir: RunDir) -> list[Path]:
 # ---------------------------------------------------------------------------
 # experiments: one figure over several runs
 # ---------------------------------------------------------------------------
-def copies_per_event(rundir: RunDir) -> float:
-    """Copies the operators received per event the sources sent (S4's amplification)."""
-    acct = rundir.read_record()["accounting"]["streams"]
-    sent = sum(s["sent"] for s in acct.values())
-    return sum(sum(s["received_per_operator"].values()) for s in acct.values()) / sent
-
-
 def plot_load_grid(runs: dict[str, RunDir], ax_grid) -> None:
     for ax, (name, rundir) in zip(ax_grid.flat, runs.items()):
         table = load_table(rundir)
@@ -167,8 +162,8 @@ def plot_lateness(runs: dict[str, RunDir], ax_pair) -> pd.DataFrame:
 
 
 def plot_experiment(figure: str, title: str, runs: dict[str, RunDir], out: Path) -> Path:
-    """``load``: one load panel per run; ``amplification``: copies per event per run;
-    ``lateness``: too-late events and differing windows against the allowed lateness."""
+    """``load``: one load panel per run (S4 Fig. 6, P4SS Fig. 5); ``lateness``:
+    too-late events and differing windows against the allowed lateness."""
     if figure == "lateness":
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         plot_lateness(runs, axes)
@@ -178,13 +173,13 @@ def plot_experiment(figure: str, title: str, runs: dict[str, RunDir], out: Path)
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
         plot_load_grid(runs, axes)
     else:
-        ratios = {name: copies_per_event(rundir) for name, rundir in runs.items()}
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar(list(ratios), list(ratios.values()))
-        ax.set_ylabel("copies delivered per event sent")
-        for i, v in enumerate(ratios.values()):
-            ax.text(i, v, f"{v:.2f}", ha="center", va="bottom")
+        raise ValueError(f"unknown experiment figure {figure!r}")
     fig.suptitle(title)
+    return save_figure(fig, out)
+
+
+def save_figure(fig, out: Path) -> Path:
+    """Lay out, write at the testbed's one resolution, and free the figure."""
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

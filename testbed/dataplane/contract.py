@@ -44,6 +44,15 @@ REGISTERS = {
     "begun": 32,          # windows begun so far, saturating at the cap (ceil(size/slide) + late slides)
 }
 
+#: The registers a stream of each window kind reads and writes: one cell of
+#: each, at the stream's id.  The program declares all of them for every
+#: stream id, so one compiled program serves both kinds (S4 compiles one
+#: program per semantic and declares only what that semantic needs).
+REGISTERS_USED = {
+    "count": ("initialized", "event_count", "slide_start", "newest_op", "begun"),
+    "time": ("initialized", "last_ts", "slide_start", "newest_op", "begun"),
+}
+
 #: Counter name -> size.
 COUNTERS = {
     "stream_in": N_STREAMS,                 # events accepted into the pipeline, per stream
@@ -132,6 +141,10 @@ class SwitchAPI(Protocol):
     def mc_mgrp_create(self, mgid: int) -> Any: ...
     def mc_node_create(self, rid: int, ports: Sequence[int]) -> int: ...
     def mc_node_associate(self, mgid: int, handle: int) -> None: ...
+    def mc_node_destroy(self, handle: int) -> None:
+        """Remove a node, dissociating it from its group first (as bmv2 does)."""
+    def mc_mgrp_destroy(self, mgid: int) -> None:
+        """Remove a group; destroy its nodes before, or they stay behind."""
     def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
         """``mgid -> [{"handle": node handle, "rid", "ports": sorted}]``, groups in id order."""
     def register_read(self, name: str, index: Optional[int] = None) -> Any: ...

@@ -99,6 +99,7 @@ class SplitterPipeline:
         self._next_handle = {t: 0 for t in SCHEMA}
         self.mc_groups: dict[int, list[int]] = {}          # mgid -> node handles
         self.mc_nodes: dict[int, tuple[int, list[int]]] = {}  # handle -> (rid, ports)
+        self._next_node = 0     # node handles are never reused while the switch runs
         for name in REGISTERS:
             self.registers[name] = [0] * N_STREAMS
         for name, size in COUNTERS.items():
@@ -154,12 +155,26 @@ class SplitterPipeline:
         return int(mgid)
 
     def mc_node_create(self, rid: int, ports: Sequence[int]) -> int:
-        handle = len(self.mc_nodes)
+        handle = self._next_node
+        self._next_node += 1
         self.mc_nodes[handle] = (int(rid), [int(p) for p in ports])
         return handle
 
     def mc_node_associate(self, mgid: int, handle: int) -> None:
         self.mc_groups[int(mgid)].append(int(handle))
+
+    def mc_node_destroy(self, handle: int) -> None:
+        if int(handle) not in self.mc_nodes:
+            raise KeyError(f"no multicast node with handle {handle}")
+        del self.mc_nodes[int(handle)]
+        for nodes in self.mc_groups.values():
+            if int(handle) in nodes:
+                nodes.remove(int(handle))
+
+    def mc_mgrp_destroy(self, mgid: int) -> None:
+        if int(mgid) not in self.mc_groups:
+            raise KeyError(f"no multicast group {mgid}")
+        del self.mc_groups[int(mgid)]
 
     def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
         """``mgid -> [{"handle", "rid", "ports"}, ...]``."""

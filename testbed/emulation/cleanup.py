@@ -1,8 +1,8 @@
 """``testbed clean``: remove what a crashed or killed run left behind.
 
 Only what the run recorded is touched: its processes, by PID and start time
-(never by name), the switch-side interfaces of its network, and its
-temporary files.  Killing a Mininet host's shell removes its network
+(never by name), the switch-side interfaces of its network, the namespaces
+of switches started outside Mininet, and its temporary files.  Killing a Mininet host's shell removes its network
 namespace and with it the host end of each veth pair.
 """
 from __future__ import annotations
@@ -25,6 +25,10 @@ def clean_stale() -> list[str]:
             if Path(f"/sys/class/net/{intf}").exists():
                 subprocess.run(["ip", "link", "del", intf], capture_output=True)
                 lines.append(f"{run_id}: removed interface {intf}")
+        for name in state.get("namespaces", []):
+            if Path(f"/run/netns/{name}").exists():
+                subprocess.run(["ip", "netns", "del", name], capture_output=True)
+                lines.append(f"{run_id}: removed namespace {name}")
         for path in state.get("paths", []):
             p = Path(path)
             if p.is_dir():

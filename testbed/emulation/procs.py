@@ -87,6 +87,15 @@ def register_interfaces(names: list[str]) -> None:
     _write(state)
 
 
+def register_namespace(name: str) -> None:
+    """A named network namespace (``ip netns add``) to delete after a crash."""
+    if _state_file is None:
+        return
+    state = _read()
+    state.setdefault("namespaces", []).append(name)
+    _write(state)
+
+
 def register_path(path: str) -> None:
     """A temporary file or folder (IPC) the run must remove."""
     if _state_file is None:

@@ -1,2 +1,3 @@
-"""Runs and experiments: the run directory, the orchestrator and its phases,
-the record (collect, accounting, checks), and experiments over several runs."""
+"""Runs: the run directory, the orchestrator and its phases, the record
+(collect, accounting, checks).  Experiments over several runs are
+``testbed.experiments``."""

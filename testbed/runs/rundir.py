@@ -177,12 +177,33 @@ class RunDir:
 
 @dataclass(frozen=True)
 class ExperimentDir:
-    """``results/<experiment>/<id>/``: the record, the figures and one RunDir per run."""
+    """``results/<experiment>/<id>/`` (or ``results/figures/<experiment>/``):
+    the record, the figures, the raw data they are drawn from, and one RunDir
+    per emulation run.  The layout:
+
+        experiment.json        parameters, our numbers and the paper's, side by side
+        <figure>.png           drawn from raw/ and experiment.json alone (``testbed plot``)
+        raw/*.parquet|json     the measurements, one row per sample
+        runs/<name>/           emulation runs (scenario sets, the rate sweep)
+        logs/                  logs of switches started outside Mininet (``RunDir(root)``'s
+                               log paths, so a SwitchProcess takes ``root`` as its run directory)
+    """
 
     root: Path
 
     record = At("experiment.json")
     runs_folder = At("runs")
+    raw = At("raw")
+    logs = At("logs")
+    # raw data of the kinds of ``testbed.experiments``
+    plan_by_n = At("raw", "plan_by_n.parquet")                # resources: one stream, N swept
+    plan_by_streams = At("raw", "plan_by_streams.parquet")    # resources: N fixed, streams swept
+    p4ss_growth = At("raw", "p4ss_growth.parquet")            # resources: P4SS's three streams, N swept
+    readback = At("raw", "readback.parquet")                  # resources: installed vs read back
+    program_stats = At("raw", "program.json")                 # resources: the compiled program
+    control_times = At("raw", "control.parquet")              # control: one row per install
+    latency_samples = At("raw", "latency.parquet")            # latency: one row per copy out
+    rate_points = At("raw", "rates.parquet")                  # rates: one row per run
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).resolve())
@@ -196,6 +217,14 @@ class ExperimentDir:
 
     def figure(self, name: str) -> Path:
         return self.root / f"{name}.png"
+
+    def create(self) -> "ExperimentDir":
+        for folder in (self.root, self.raw, self.logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def is_experiment(self) -> bool:
+        return self.record.is_file()
 
     def write_record(self, record: dict) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

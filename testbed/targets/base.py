@@ -16,10 +16,9 @@ from testbed.emulation import netns
 from testbed.emulation.ports import free_loopback_port, port_listening
 from testbed.emulation.procs import spawn, stop_group, wait_ready
 from testbed.runs.rundir import RunDir
+from testbed.targets.process import SwitchNotReady
 
-
-class SwitchNotReady(RuntimeError):
-    pass
+__all__ = ["SplitterSwitch", "SwitchNotReady"]
 
 
 class SplitterSwitch(Switch):

@@ -188,7 +188,8 @@ def test_p4build_cli_prints_outputs():
     res = subprocess.run([sys.executable, "-m", "testbed.targets.bmv2.toolchain"], capture_output=True, text=True,
                          cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == [str(p) for p in toolchain.outputs()]
+    expected = [*toolchain.outputs(), *toolchain.outputs(program=toolchain.FORWARD_PROGRAM)]
+    assert res.stdout.split() == [str(p) for p in expected]
 
 
 # ----------------------------------------------------------------------

@@ -124,23 +124,6 @@ def test_cli_plan_table_output_cbsw1():
     assert "set_count_window" in res.stdout and "multicast groups" in res.stdout
 
 
-def test_experiment_files_load():
-    from testbed.runs.experiment import experiment_path, load_experiment
-    for name in ("s4load", "s4amp", "p4ssexp"):
-        exp = load_experiment(experiment_path(name))
-        assert exp.runs and exp.figure in ("load", "amplification")
-
-
-def test_experiment_with_unknown_scenario_fails_cleanly(tmp_path):
-    from testbed.runs.experiment import load_experiment
-    folder = tmp_path / "experiments"
-    folder.mkdir()
-    f = folder / "bad.yaml"
-    f.write_text("name: bad\nruns: [cbsw1, nosuch]\n")
-    with pytest.raises(TopologyError, match=r"runs\[1\]: nosuch: no such topology"):
-        load_experiment(f)
-
-
 def test_replay_csv_is_the_stream(tmp_path):
     from testbed.semantics.workload import stream_events
     (tmp_path / "bids.csv").write_text("time,price,bidder\n" + "".join(

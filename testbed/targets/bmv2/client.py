@@ -165,6 +165,13 @@ class Bmv2API:
         self._call(f"mc_node_associate {mgid} {handle}", self.mc.bm_mc_node_associate,
                    CXT_ID, group, int(handle))
 
+    def mc_node_destroy(self, handle: int) -> None:
+        self._call(f"mc_node_destroy {handle}", self.mc.bm_mc_node_destroy, CXT_ID, int(handle))
+
+    def mc_mgrp_destroy(self, mgid: int) -> None:
+        group = self._mgrp_handles.pop(int(mgid), int(mgid))
+        self._call(f"mc_mgrp_destroy {mgid}", self.mc.bm_mc_mgrp_destroy, CXT_ID, group)
+
     def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
         """``mgid -> [{"handle", "rid", "ports"}, ...]`` like ``SplitterPipeline.mc_dump``."""
         dump = json.loads(self._call("mc_dump", self.mc.bm_mc_get_entries, CXT_ID))

@@ -10,10 +10,13 @@ toolchain installed outside ``PATH``:
 
 The compiled program goes to ``build/splitter.json`` (bmv2 JSON) and
 ``build/splitter.p4info.txt`` (P4Runtime info, for reference); a compile is
-skipped while both are newer than every ``p4/*.p4``.
+skipped while both are newer than every ``.p4`` file in the program's
+folder.  ``FORWARD_PROGRAM`` (``p4/baseline/forward.p4``), the plain
+forwarding baseline of the latency experiment, compiles the same way into
+``build/forward.json``.
 
-``python -m testbed.targets.bmv2.toolchain`` compiles and prints the two paths, or exits
-non-zero with a one-line reason.
+``python -m testbed.targets.bmv2.toolchain`` compiles both programs and prints their
+paths, or exits non-zero with a one-line reason.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from testbed import ROOT
 
 P4_DIR = ROOT / "p4"
 PROGRAM = P4_DIR / "splitter.p4"
+FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
 DEFAULT_PREFIX = "/opt/p4"
@@ -127,54 +131,55 @@ def toolchain_missing() -> Optional[str]:
     return None
 
 
-def outputs(out_dir: Path = BUILD_DIR) -> tuple[Path, Path]:
+def outputs(out_dir: Path = BUILD_DIR, program: Path = PROGRAM) -> tuple[Path, Path]:
     """``(bmv2 JSON, p4info)`` paths for the program."""
-    return out_dir / f"{PROGRAM.stem}.json", out_dir / f"{PROGRAM.stem}.p4info.txt"
+    return out_dir / f"{program.stem}.json", out_dir / f"{program.stem}.p4info.txt"
 
 
-def sources() -> list[Path]:
-    return sorted(P4_DIR.glob("*.p4"))
+def sources(program: Path = PROGRAM) -> list[Path]:
+    """The files a program is built from: every ``.p4`` in its folder."""
+    return sorted(program.parent.glob("*.p4"))
 
 
-def up_to_date(out_dir: Path = BUILD_DIR) -> bool:
-    """Both outputs exist and are newer than every ``p4/*.p4``."""
+def up_to_date(out_dir: Path = BUILD_DIR, program: Path = PROGRAM) -> bool:
+    """Both outputs exist and are newer than every source of the program."""
     try:
-        built = min(p.stat().st_mtime for p in outputs(out_dir))
+        built = min(p.stat().st_mtime for p in outputs(out_dir, program))
     except FileNotFoundError:
         return False
-    return all(src.stat().st_mtime < built for src in sources())
+    return all(src.stat().st_mtime < built for src in sources(program))
 
 
-def compile_command(compiler: str, json_out: Path, p4info_out: Path) -> list[str]:
+def compile_command(compiler: str, json_out: Path, p4info_out: Path, program: Path = PROGRAM) -> list[str]:
     if Path(compiler).name == "p4c-bm2-ss":
         return [compiler, "--std", "p4-16", "--arch", "v1model", "-o", str(json_out),
-                "--p4runtime-files", str(p4info_out), str(PROGRAM)]
+                "--p4runtime-files", str(p4info_out), str(program)]
     # The p4c driver names the JSON after the program, in the output directory.
     return [compiler, "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
-            "-o", str(json_out.parent), "--p4runtime-files", str(p4info_out), str(PROGRAM)]
+            "-o", str(json_out.parent), "--p4runtime-files", str(p4info_out), str(program)]
 
 
-def compile_program(out_dir: Path = BUILD_DIR, force: bool = False) -> Path:
-    """Compile ``p4/splitter.p4``; return the bmv2 JSON path.
+def compile_program(out_dir: Path = BUILD_DIR, force: bool = False, program: Path = PROGRAM) -> Path:
+    """Compile ``program`` (default ``p4/splitter.p4``); return the bmv2 JSON path.
 
     The compiler writes into a scratch directory and the outputs are moved
     into place only on success, so a failed or concurrent compile never
     leaves a half-written JSON that looks up to date.
     """
-    json_out, p4info_out = outputs(out_dir)
-    if not force and up_to_date(out_dir):
+    json_out, p4info_out = outputs(out_dir, program)
+    if not force and up_to_date(out_dir, program):
         return json_out
     compiler = find_compiler()
     if compiler is None:
         raise P4BuildError(compiler_missing())
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".p4c-") as scratch:
-        tmp_json, tmp_info = outputs(Path(scratch))
-        cmd = compile_command(compiler, tmp_json, tmp_info)
+        tmp_json, tmp_info = outputs(Path(scratch), program)
+        cmd = compile_command(compiler, tmp_json, tmp_info, program)
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0 or not tmp_json.is_file():
             detail = (res.stderr or res.stdout).strip()
-            raise P4BuildError(f"{Path(compiler).name} failed on {PROGRAM.relative_to(ROOT)} "
+            raise P4BuildError(f"{Path(compiler).name} failed on {program.relative_to(ROOT)} "
                                f"(exit {res.returncode}):\n{detail}")
         os.replace(tmp_info, p4info_out)
         os.replace(tmp_json, json_out)
@@ -216,13 +221,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     if reason:
         print(f"p4 toolchain: {reason}", file=sys.stderr)
         return 1
-    try:
-        compile_program(args.out_dir, force=args.force)
-    except P4BuildError as err:
-        print(f"p4 toolchain: {err}", file=sys.stderr)
-        return 1
-    for path in outputs(args.out_dir):
-        print(path)
+    for program in (PROGRAM, FORWARD_PROGRAM):
+        try:
+            compile_program(args.out_dir, force=args.force, program=program)
+        except P4BuildError as err:
+            print(f"p4 toolchain: {err}", file=sys.stderr)
+            return 1
+        for path in outputs(args.out_dir, program):
+            print(path)
     return 0
 
 

@@ -11,16 +11,25 @@ import selectors
 import socket
 import struct
 import threading
+from typing import Optional
 
 from testbed.dataplane.model import SplitterPipeline
 from testbed.emulation.packet_socket import PACKET_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
 
 
 class EmbeddedDataPlane:
-    """Frames in, pipeline, frames out: one AF_PACKET socket per port."""
+    """Frames in, pipeline, frames out: one AF_PACKET socket per port.
 
-    def __init__(self, pipeline: SplitterPipeline, ports: dict[int, str]):
+    With ``forward`` (ingress port -> egress port) every frame bypasses the
+    pipeline and leaves unchanged on its port: the plain forwarding
+    baseline, with the same sockets, batching and lock as the splitter, so
+    the difference between the two is the pipeline's cost.
+    """
+
+    def __init__(self, pipeline: SplitterPipeline, ports: dict[int, str],
+                 forward: Optional[dict[int, int]] = None):
         self.pipeline = pipeline
+        self.forward = forward
         self.lock = threading.Lock()
         self.sockets: dict[int, socket.socket] = {}
         self.selector = selectors.DefaultSelector()
@@ -52,9 +61,14 @@ class EmbeddedDataPlane:
                 frames.append(frame)
         if not frames:
             return
-        process = self.pipeline.process
-        with self.lock:
-            out = [copy for frame in frames for copy in process(frame)]
+        if self.forward is not None:
+            egress = self.forward.get(port)
+            with self.lock:
+                out = [(egress, frame) for frame in frames] if egress is not None else []
+        else:
+            process = self.pipeline.process
+            with self.lock:
+                out = [copy for frame in frames for copy in process(frame)]
         for egress, data in out:
             try:
                 self.sockets[egress].send(data)

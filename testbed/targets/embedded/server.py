@@ -1,6 +1,7 @@
 """The embedded switch process: data plane plus a JSON-lines control server.
 
-Run by hand: ``python -m testbed.targets.embedded --control-port 9090 -i 1@veth0 -i 2@veth1``.
+Run by hand: ``python -m testbed.targets.embedded --control-port 9090 -i 1@veth0 -i 2@veth1``;
+``--forward 1:2`` makes it the plain forwarding baseline instead of the splitter.
 The control server listens on loopback only and serves the contract's
 methods (``contract.CONTROL_METHODS``) plus ``port_stats``, one request per
 line: ``{"method": ..., "args": [...]}`` -> ``{"result": ...}`` or ``{"error": ...}``.
@@ -74,12 +75,21 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--control-port", type=int, required=True)
     ap.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@INTF")
+    ap.add_argument("--forward", action="append", default=[], metavar="IN:OUT",
+                    help="plain forwarding baseline: frames from port IN leave on port OUT unchanged, "
+                         "bypassing the splitter pipeline (repeatable)")
     args = ap.parse_args(argv)
     ports = {}
     for spec in args.interface:
         port, _, intf = spec.partition("@")
         ports[int(port)] = intf
-    dataplane = EmbeddedDataPlane(SplitterPipeline(), ports)
+    forward = None
+    if args.forward:
+        forward = {int(a): int(b) for a, _, b in (spec.partition(":") for spec in args.forward)}
+        unknown = sorted(p for p in [*forward, *forward.values()] if p not in ports)
+        if unknown:
+            ap.error(f"--forward: port {unknown[0]} has no interface (-i)")
+    dataplane = EmbeddedDataPlane(SplitterPipeline(), ports, forward)
     server = ControlServer(dataplane, args.control_port)
 
     def _stop(signum, frame):
@@ -87,7 +97,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     server.start()
-    print(f"embedded splitter: ports {ports}, control on 127.0.0.1:{args.control_port}, pid {os.getpid()}",
+    mode = f"forwarding {forward}" if forward else "splitter"
+    print(f"embedded {mode}: ports {ports}, control on 127.0.0.1:{args.control_port}, pid {os.getpid()}",
           flush=True)
     dataplane.run()
     print(f"embedded splitter: stopped at {time.strftime('%H:%M:%S')}; port stats {dataplane.port_stats()}",

@@ -1,0 +1,36 @@
+"""Experiments: what the testbed measures to reproduce the papers' evaluation.
+
+Each experiment file (``experiments/<name>.yaml``) names one kind; a kind is
+one small class (``base.ExperimentKind``) that measures, writes raw data
+through ``ExperimentDir`` and draws its figures from that data.  Adding a
+kind is a module and one line in ``KINDS``:
+
+- ``scenarios``: a set of emulation runs and one load figure (S4 Fig. 6, P4SS Fig. 5);
+- ``resources``: plan sizes against N and streams, read back from live
+  targets, and the compiled program (S4 Table IV, Fig. 7; P4SS Fig. 6);
+- ``control``: time to install one stream against N (S4 Fig. 9);
+- ``latency``: time a frame spends in the switch, against plain forwarding (S4 Table V);
+- ``rates``: output against input rate up to and past saturation (S4 Fig. 8).
+
+``paper`` holds the papers' numbers every kind is compared with.
+"""
+from __future__ import annotations
+
+import importlib
+
+KINDS = {
+    "scenarios": "testbed.experiments.scenarios:ScenarioRuns",
+    "resources": "testbed.experiments.resources:Resources",
+    "control": "testbed.experiments.control:ControlTime",
+    "latency": "testbed.experiments.latency:Latency",
+    "rates": "testbed.experiments.rates:RateSweep",
+}
+
+
+def kind_class(kind: str):
+    """The ``ExperimentKind`` subclass of ``kind``, imported on demand."""
+    try:
+        module, cls = KINDS[kind].split(":")
+    except KeyError:
+        raise ValueError(f"unknown experiment kind {kind!r}; known: {', '.join(KINDS)}") from None
+    return getattr(importlib.import_module(module), cls)

@@ -1,0 +1,239 @@
+"""Output rate against input rate, up to and past where the target loses events.
+
+S4 Fig. 8.  Every point is an ordinary emulation run (Mininet, the target,
+receivers; no Spark) of a scenario at one offered rate, kept in
+``runs/<target>-<scenario>-<k>/``.  First the target's sustained capacity is
+measured on one scenario (default cbtw1, one copy per event): the rate
+doubles until a run is not sustained, then is bisected.  Then each scenario is
+run at fractions of that capacity, below and past it.  Input events/s is
+what the source achieved (events over the span of their send times), output
+events/s what the operators received (copies over the span of their receive
+times); losses come from the run's accounting.  A switch with deep socket
+buffers can absorb a short run it cannot keep up with: nothing is lost, but
+its output trails the input.  So a point counts as sustained only when
+nothing was lost *and* the output kept up (``KEEP_UP``); the capacity is the
+highest sustained rate.  Below saturation the output must be the input
+times the oracle's copies per event.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from testbed.analysis.plots import plt, save_figure
+from testbed.experiments import paper
+from testbed.experiments.base import ExperimentKind, KindParams
+from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
+from testbed.runs.rundir import ExperimentDir, RunDir
+
+FIG_8 = "s4_fig8"
+#: A source that achieves less than this share of the offered rate is the
+#: bottleneck itself; doubling further measures the source, not the switch.
+SOURCE_LIMIT = 0.8
+#: A run keeps up when its output rate is at least this share of its input
+#: rate times the copies per event.
+KEEP_UP = 0.9
+#: Amplification lines drawn in the figure (S4 Fig. 8's x1, x2 and the cbsw1 factor).
+GUIDES = (1, 2, 5)
+
+
+class Calibration(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scenario: str = "cbtw1"
+    start: float = Field(default=2000, gt=0)
+    max_rate: float = Field(default=64000, gt=0)
+    refine: int = Field(default=2, ge=0, description="bisection steps after the first loss")
+
+
+class RateParams(KindParams):
+    scenarios: list[str] = Field(default=["cbtw1", "cbsw1", "tbtw1", "tbsw1"], min_length=1)
+    fractions: list[float] = Field(default=[0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5], min_length=1)
+    seconds: float = Field(default=2.0, gt=0, description="stream duration of each point")
+    min_events: int = Field(default=200, ge=1)
+    #: Events/s per target to take as the capacity instead of measuring it.
+    capacity: Optional[dict[str, float]] = None
+    calibration: Calibration = Calibration()
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios(cls, names: list[str]) -> list[str]:
+        check_scenarios(names)
+        return names
+
+
+def point_row(rundir: RunDir) -> dict[str, Any]:
+    """What one run says about rates: achieved input, received output, losses."""
+    run = rundir.read_record()
+    acct = run.get("accounting", {}).get("streams", {})
+    sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
+    deliveries = pd.read_parquet(rundir.deliveries, columns=["recv_ns"])
+
+    def rate(ns: pd.Series) -> float:
+        span = (ns.max() - ns.min()) / 1e9 if len(ns) > 1 else 0.0
+        return (len(ns) - 1) / span if span > 0 else float("nan")
+
+    input_rate, output_rate = rate(sources["send_ns"]), rate(deliveries["recv_ns"])
+    copies = (run.get("expected_deliveries") or 0) / max(1, len(sources))
+    lost = sum(s.get("lost", 0) for s in acct.values())
+    return {"sent": len(sources), "input_rate": input_rate,
+            "copies_expected": run.get("expected_deliveries"), "copies_received": len(deliveries),
+            "output_rate": output_rate, "sustained": bool(lost == 0 and output_rate >= KEEP_UP * input_rate * copies),
+            "switch_copies_out": sum(s.get("switch_copies_out") or 0 for s in acct.values()),
+            "lost": lost,
+            "lost_before_switch": sum(s.get("lost_before_switch") or 0 for s in acct.values()),
+            "lost_after_switch": sum(s.get("lost_after_switch") or 0 for s in acct.values()),
+            "checks_ok": bool(run.get("ok"))}
+
+
+class RateSweep(ExperimentKind):
+    """Calibrate each target's sustained capacity, then sweep every scenario across it."""
+
+    Params = RateParams
+    paper = {"s4_fig8": paper.S4_FIG_8}
+
+    def measure(self) -> dict[str, Any]:
+        self.rows: list[dict[str, Any]] = []
+        capacities = {}
+        for target in self.targets():
+            given = (self.params.capacity or {}).get(target)
+            capacities[target] = given if given else self.calibrate(target)
+            self.log(f"{target}: capacity {capacities[target]:.0f} events/s"
+                     f"{' (given)' if given else ' (measured)'}")
+            for name in self.params.scenarios:
+                for fraction in self.params.fractions:
+                    self.point(target, name, fraction * capacities[target], "sweep", fraction)
+        pd.DataFrame(self.rows).to_parquet(self.expdir.rate_points, index=False)
+        return {"capacity_events_per_s": capacities, "saturation": saturation(pd.DataFrame(self.rows))}
+
+    def point(self, target: str, name: str, offered: float, phase: str,
+              fraction: Optional[float] = None) -> dict[str, Any]:
+        path, topo = scenario(name)
+        events = max(self.params.min_events, round(offered * self.params.seconds))
+        stream = topo.streams[0].model_copy(update={"events": events, "rate": offered})
+        topo = topo.model_copy(update={"streams": [stream, *topo.streams[1:]]})
+        rundir = self.expdir.run(f"{target}-{name}-{len(self.rows):03d}")
+        # The rates are the switch's; Spark would only compete for the CPU.
+        scenario_run(topo, path, target, rundir, replace(self.settings, spark=False))
+        row = {"target": target, "scenario": name, "phase": phase, "fraction": fraction, "offered": offered,
+               "events": events, "run_dir": str(rundir.root.relative_to(self.expdir.root)), **point_row(rundir)}
+        self.rows.append(row)
+        pd.DataFrame(self.rows).to_parquet(self.expdir.rate_points, index=False)
+        return row
+
+    def calibrate(self, target: str) -> float:
+        """The highest input rate (achieved, events/s) that a run of the
+        calibration scenario sustained: double, then bisect."""
+        c = self.params.calibration
+        sustained: Optional[dict[str, Any]] = None
+        failed: Optional[float] = None
+        rate = c.start
+        while rate <= c.max_rate:
+            row = self.point(target, c.scenario, rate, "calibration")
+            if not row["sustained"]:
+                failed = rate
+                break
+            sustained = row
+            if row["input_rate"] < SOURCE_LIMIT * rate:
+                self.log(f"{target}: the source reaches only {row['input_rate']:.0f} of {rate:.0f} events/s")
+                break
+            rate *= 2
+        low = sustained["offered"] if sustained else 0.0
+        for _ in range(c.refine if failed else 0):
+            mid = (low + failed) / 2
+            row = self.point(target, c.scenario, mid, "calibration")
+            if not row["sustained"]:
+                failed = mid
+            else:
+                sustained, low = row, mid
+        if sustained is None:
+            raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
+                               f"lower calibration.start")
+        return float(sustained["input_rate"])
+
+    def ok(self, ours: dict[str, Any]) -> bool:
+        """Every run finished, and every lossless run delivered exactly the oracle's copies."""
+        rows = pd.read_parquet(self.expdir.rate_points)
+        lossless = rows[rows["lost"] == 0]
+        return bool(len(rows)) and bool((lossless["copies_received"] == lossless["copies_expected"]).all())
+
+    @classmethod
+    def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
+        return [draw_fig8(pd.read_parquet(expdir.rate_points), record, expdir.figure(FIG_8))]
+
+
+def saturation(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per target and scenario: the highest lossless input and its output, the
+    highest sustained one, the first point that fell behind and the first that lost."""
+    out = []
+    if rows.empty:
+        return out
+    for (target, name), part in rows[rows["phase"] == "sweep"].groupby(["target", "scenario"]):
+        part = part.sort_values("offered")
+        clean, lossy = part[part["lost"] == 0], part[part["lost"] > 0]
+        best = clean.iloc[-1] if len(clean) else None
+        first = lossy.iloc[0] if len(lossy) else None
+        kept, behind = part[part["sustained"]], part[~part["sustained"]]
+        out.append({"target": target, "scenario": name,
+                    "max_sustained_input": round(float(kept["input_rate"].max()), 1) if len(kept) else None,
+                    "output_at_max_sustained": round(float(kept["output_rate"].iloc[-1]), 1) if len(kept) else None,
+                    "first_behind_fraction": float(behind["fraction"].iloc[0]) if len(behind) else None,
+                    "max_lossless_input": None if best is None else round(float(best["input_rate"]), 1),
+                    "output_there": None if best is None else round(float(best["output_rate"]), 1),
+                    "copies_per_event": None if best is None else
+                    round(float(best["copies_expected"]) / float(best["sent"]), 3),
+                    "first_loss_offered": None if first is None else round(float(first["offered"]), 1),
+                    "first_loss_fraction": None if first is None else float(first["fraction"]),
+                    "first_loss_share": None if first is None else
+                    round(float(first["lost"]) / float(first["copies_expected"]), 4)})
+    return out
+
+
+def draw_fig8(rows: pd.DataFrame, record: dict[str, Any], out: Path) -> Path:
+    """Top: output against input on log-log axes, where the x1/x2/x5 lines
+    run parallel; a diamond where a scenario first falls behind, a circle
+    where it first loses.  Bottom: the share of expected copies lost."""
+    targets = sorted(rows["target"].unique()) if len(rows) else ["(none)"]
+    fig, axes = plt.subplots(2, len(targets), figsize=(max(9.0, 6.5 * len(targets)), 8.5), squeeze=False)
+    capacity = record.get("ours", {}).get("capacity_events_per_s", {})
+    for col, target in enumerate(targets):
+        top, bottom = axes[0, col], axes[1, col]
+        part = rows[(rows["target"] == target) & (rows["phase"] == "sweep")] if len(rows) else rows
+        if len(part):
+            lo, hi = float(part["input_rate"].min()), max(float(part["input_rate"].max()), capacity.get(target, 0.0))
+            for k in GUIDES:
+                top.plot([lo, hi], [k * lo, k * hi], ls=":", color="grey", lw=0.8)
+                top.annotate(f"x{k}", (hi, k * hi), fontsize=8, color="grey")
+        for i, (name, p) in enumerate(part.groupby("scenario", sort=False)):
+            p = p.sort_values("offered")
+            top.plot(p["input_rate"], p["output_rate"], marker="o", ms=4, color=f"C{i}", label=name)
+            bottom.plot(p["input_rate"], p["lost"] / p["copies_expected"], marker="o", ms=4, color=f"C{i}",
+                        label=name)
+            for marks, style in ((p[~p["sustained"]], {"marker": "D", "s": 90, "edgecolors": "darkorange"}),
+                                 (p[p["lost"] > 0], {"marker": "o", "s": 170, "edgecolors": "red"})):
+                if len(marks):
+                    top.scatter([marks.iloc[0]["input_rate"]], [marks.iloc[0]["output_rate"]], facecolors="none",
+                                zorder=3, **style)
+        top.scatter([], [], marker="D", facecolors="none", edgecolors="darkorange", label="falls behind (first)")
+        top.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="red", label="loses events (first)")
+        if target in capacity:
+            for ax in (top, bottom):
+                ax.axvline(capacity[target], color="black", ls="--", lw=0.8,
+                           label="sustained capacity (cbtw1)" if ax is top else None)
+        top.set(xscale="log", yscale="log", title=f"{target}: output against input",
+                xlabel="input events/s (achieved by the source)",
+                ylabel="output events/s (copies received by operators)")
+        bottom.set(xscale="log", title=f"{target}: share of expected copies lost", xlabel="input events/s",
+                   ylabel="lost / expected")
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=7)
+    s4 = record["paper"]["s4_fig8"]
+    fig.suptitle(f"S4 Fig. 8-like (ours).  S4 on Tofino1, cbsw1 at 100%: {s4['input_gbps_at_100_percent']} Gbps "
+                 f"in, {s4['cbsw1_output_gbps_at_100_percent']} Gbps out\n(x{s4['cbsw1_ratio_from_numbers']}; "
+                 f"its text says x4 for cbsw1, x2 for tbsw1), {s4['packet_bytes']}-byte packets", fontsize=9)
+    return save_figure(fig, out)

@@ -1,0 +1,459 @@
+"""Resources: what the splitter's state costs, against N and against streams.
+
+S4 Table IV and Fig. 7, P4SS Fig. 6.  Three sources, each in its own step:
+
+1. **The plan** (pure computation): table entries per table, multicast
+   groups, replication entries (ports summed over groups), control calls,
+   and register memory, for one stream as N grows, for N fixed as the
+   streams grow, and for P4SS's three streams.  Register memory "per
+   stream" is one cell of every register the stream's window kind uses
+   (``contract.REGISTERS_USED``) -- the program declares them for all
+   65,536 stream ids whether configured or not, which is the second number
+   (``register_bytes_allocated``).
+2. **Live targets**: the plan installed on the embedded model in process,
+   on an embedded switch process and on bmv2, then read back
+   (``table_entries``, ``mc_dump``) and compared with the plan, entry by
+   entry; then cleared, and the switch must be empty again.
+3. **The compiled program** (where p4c exists): tables, actions, register
+   arrays and their bits, and the longest chain of tables one frame can pass
+   through per pipeline -- the closest bmv2 analogue of a Tofino stage count.
+"""
+from __future__ import annotations
+
+import graphlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from testbed import ROOT
+from testbed.analysis.plots import plt, save_figure
+from testbed.dataplane.contract import N_PORTS, N_STREAMS, REGISTERS, REGISTERS_USED, SCHEMA, param_kinds, to_int
+from testbed.dataplane.control import Controller
+from testbed.dataplane.model import SplitterPipeline
+from testbed.emulation.veth import VethRig
+from testbed.experiments import paper
+from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
+from testbed.experiments.scenarios import check_scenarios, scenario
+from testbed.runs.rundir import ExperimentDir
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import Topology, WindowSpec, parse_topology
+from testbed.targets.bmv2 import toolchain
+from testbed.targets.bmv2.program import short_name
+
+#: S4's four semantics and the scenario each takes its window spec from.
+SEMANTICS = {"cbtw": "cbtw1", "cbsw": "cbsw1", "tbtw": "tbtw1", "tbsw": "tbsw1"}
+#: The embedded model without a process: the plan's first reader.
+IN_PROCESS = "model-in-process"
+FIG_7, P4SS_FIG_6, TABLE_IV = "s4_fig7", "p4ss_fig6", "s4_table4"
+
+
+def powers_of(base: int, top: int) -> list[int]:
+    out, v = [], 1
+    while v <= top:
+        out.append(v)
+        v *= base
+    return out
+
+
+class ResourceParams(KindParams):
+    semantics: dict[str, str] = dict(SEMANTICS)
+    n_sweep: list[int] = Field(default=powers_of(2, 1024), min_length=1)
+    stream_sweep: list[int] = Field(default=powers_of(4, 65536), min_length=1)
+    #: N of every stream in the stream sweep.
+    stream_sweep_n: int = Field(default=6, ge=1)
+    #: P4SS Fig. 6: its scenario's three streams, each given N operators.
+    p4ss_scenario: str = "p4ss"
+    p4ss_n: list[int] = Field(default=powers_of(2, 64), min_length=1)
+    #: N installed on the live targets (bmv2 ports are 9 bits: N <= 510).
+    readback_n: list[int] = Field(default=[2, 8, 64], min_length=1)
+
+    @field_validator("semantics")
+    @classmethod
+    def _scenarios(cls, semantics: dict[str, str]) -> dict[str, str]:
+        check_scenarios(semantics.values())
+        return semantics
+
+    @field_validator("p4ss_scenario")
+    @classmethod
+    def _p4ss(cls, name: str) -> str:
+        check_scenarios([name])
+        return name
+
+    @field_validator("stream_sweep")
+    @classmethod
+    def _stream_ids(cls, sizes: list[int]) -> list[int]:
+        if max(sizes) > N_STREAMS or min(sizes) < 1:
+            raise ValueError(f"streams must be 1..{N_STREAMS} (16-bit stream ids)")
+        return sizes
+
+    @field_validator("readback_n")
+    @classmethod
+    def _ports(cls, sizes: list[int]) -> list[int]:
+        if max(sizes) > N_PORTS - 2 or min(sizes) < 1:
+            raise ValueError(f"N must be 1..{N_PORTS - 2}: port 1 is the source, bmv2 ports are 9 bits")
+        return sizes
+
+
+# ---------------------------------------------------------------------------
+# the plan
+# ---------------------------------------------------------------------------
+def sweep_topology(window: WindowSpec, n_ops: int, streams: int = 1) -> Topology:
+    """``streams`` streams (ids 0..) with one window spec over the same ``n_ops`` operators."""
+    operators = [f"o{i}" for i in range(1, n_ops + 1)]
+    hosts = {"src": {}} | {op: {} for op in operators}
+    data = [{"id": sid, "source": "src", "window": window.model_dump(exclude_none=True),
+             "operators": operators, "events": 1, "rate": 1} for sid in range(streams)]
+    return parse_topology({"name": "sweep", "hosts": hosts, "streams": data})
+
+
+def register_bits(kind: str) -> int:
+    """Register bits one stream of a window kind occupies: one cell of each register it uses."""
+    return sum(REGISTERS[name] for name in REGISTERS_USED[kind])
+
+
+def plan_row(plan: SplitterPlan) -> dict[str, Any]:
+    """What installing ``plan`` takes: entries per table, groups, replication, calls, register memory."""
+    cost = plan.cost()
+    entries = sum(cost.get(t, 0) for t in SCHEMA)
+    streams = list(plan.streams.values())
+    bits = sum(register_bits(sp.stream.window.kind) for sp in streams)
+    return {**{t: cost.get(t, 0) for t in SCHEMA}, "entries": entries,
+            "multicast_groups": cost["multicast_groups"], "multicast_ports": cost["multicast_ports"],
+            "control_calls": Controller.CALLS_PER_GROUP * cost["multicast_groups"] + entries,
+            "register_bytes": bits / 8, "register_bytes_allocated": sum(REGISTERS.values()) * N_STREAMS / 8}
+
+
+def semantic_windows(semantics: dict[str, str]) -> dict[str, WindowSpec]:
+    return {sem: scenario(name)[1].streams[0].window for sem, name in semantics.items()}
+
+
+def sweep_n(windows: dict[str, WindowSpec], sizes: Iterable[int]) -> pd.DataFrame:
+    return pd.DataFrame([{"semantic": sem, "N": n, "streams": 1, **plan_row(SplitterPlan(sweep_topology(w, n)))}
+                         for sem, w in windows.items() for n in sizes])
+
+
+def sweep_streams(windows: dict[str, WindowSpec], sizes: Iterable[int], n_ops: int) -> pd.DataFrame:
+    return pd.DataFrame([{"semantic": sem, "N": n_ops, "streams": k,
+                          **plan_row(SplitterPlan(sweep_topology(w, n_ops, k)))}
+                         for sem, w in windows.items() for k in sizes])
+
+
+def p4ss_growth(topo: Topology, sizes: Iterable[int]) -> pd.DataFrame:
+    """P4SS's streams, each over the same N operators: per-stream state and the total."""
+    rows = []
+    for n in sizes:
+        operators = [f"o{i}" for i in range(1, n + 1)]
+        hosts = {s.source: {} for s in topo.streams} | {op: {} for op in operators}
+        streams = [s.model_copy(update={"operators": operators}).model_dump(mode="json", exclude_none=True)
+                   for s in topo.streams]
+        plan = SplitterPlan(parse_topology({"name": "p4ssgrowth", "hosts": hosts, "streams": streams}))
+        for sp in plan.streams.values():
+            groups = sp.groups.values()
+            rows.append({"stream": sp.stream.label, "N": n, "entries": len(sp.entries),
+                         "multicast_groups": len(sp.groups), "multicast_ports": sum(len(g.ports) for g in groups),
+                         "register_bytes": register_bits(sp.stream.window.kind) / 8})
+        total = plan_row(plan)
+        rows.append({"stream": "all", "N": n, **{k: total[k] for k in
+                     ("entries", "multicast_groups", "multicast_ports", "register_bytes")}})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------
+# live targets
+# ---------------------------------------------------------------------------
+def planned_state(plan: SplitterPlan) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
+    """The plan as a switch reports it back: entries as integers per table, ports per group."""
+    tables: dict[str, set] = {t: set() for t in SCHEMA}
+    for e in plan.entries():
+        kinds = param_kinds(e.table, e.action)
+        tables[e.table].add((tuple(to_int(v) for v in e.match), e.action,
+                             tuple(to_int(v, k) for v, k in zip(e.params, kinds))))
+    return tables, {g.mgid: tuple(sorted(g.ports)) for g in plan.groups}
+
+
+def node_ports(node: Any) -> list[int]:
+    """A PRE node's ports from ``mc_dump``, whether it reports ``(rid, ports)``
+    or ``{"rid", "ports", ...}``."""
+    return list(node["ports"] if isinstance(node, dict) else node[1])
+
+
+def switch_state(api: Any) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
+    """What the switch holds, read back through the control API."""
+    tables = {t: {(tuple(e["match"]), e["action"], tuple(e["params"])) for e in api.table_entries(t)}
+              for t in SCHEMA}
+    groups = {int(g): tuple(sorted(p for node in nodes for p in node_ports(node)))
+              for g, nodes in api.mc_dump().items()}
+    return tables, groups
+
+
+def compare(target: str, semantic: str, n_ops: int, plan: SplitterPlan, api: Any) -> list[dict[str, Any]]:
+    """One row per table and for the groups: the plan's count, the switch's, and whether they hold the same."""
+    want_tables, want_groups = planned_state(plan)
+    got_tables, got_groups = switch_state(api)
+    rows = [{"target": target, "semantic": semantic, "N": n_ops, "what": t, "planned": len(want_tables[t]),
+             "read_back": len(got_tables[t]), "same": want_tables[t] == got_tables[t]} for t in SCHEMA]
+    rows.append({"target": target, "semantic": semantic, "N": n_ops, "what": "multicast_groups",
+                 "planned": len(want_groups), "read_back": len(got_groups), "same": want_groups == got_groups})
+    rows.append({"target": target, "semantic": semantic, "N": n_ops, "what": "multicast_ports",
+                 "planned": sum(map(len, want_groups.values())), "read_back": sum(map(len, got_groups.values())),
+                 "same": want_groups == got_groups})
+    return rows
+
+
+def readback(target: str, api: Any, windows: dict[str, WindowSpec], sizes: list[int]) -> list[dict[str, Any]]:
+    """Install, read back, clear and check the switch is empty, for every semantic and N."""
+    rows = []
+    controller = Controller(api)
+    for sem, window in windows.items():
+        for n in sizes:
+            plan = SplitterPlan(sweep_topology(window, n))
+            controller.install(plan)
+            found = compare(target, sem, n, plan, api)
+            controller.clear()
+            tables, groups = switch_state(api)
+            emptied = not groups and not any(tables.values())
+            rows += [dict(r, cleared=emptied) for r in found]
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# the compiled program
+# ---------------------------------------------------------------------------
+def longest_chain(pipeline: dict[str, Any], counts) -> list[str]:
+    """The path through a bmv2 pipeline's control flow with the most nodes for
+    which ``counts(table)`` holds; conditionals are passed through, not counted.
+
+    Nodes are tables (``next_tables``, ``base_default_next``) and conditionals
+    (``true_next``, ``false_next``); the graph is acyclic (P4 has no loops).
+    """
+    tables = {t["name"]: t for t in pipeline["tables"]}
+    successors: dict[str, set[str]] = {}
+    for t in pipeline["tables"]:
+        successors[t["name"]] = {n for n in [*t.get("next_tables", {}).values(), t.get("base_default_next")] if n}
+    for c in pipeline.get("conditionals", []):
+        successors[c["name"]] = {n for n in (c.get("true_next"), c.get("false_next")) if n}
+    predecessors: dict[str, set[str]] = {node: set() for node in successors}
+    for node, nexts in successors.items():
+        for nxt in nexts:
+            predecessors.setdefault(nxt, set()).add(node)
+    best: dict[str, list[str]] = {}
+    for node in graphlib.TopologicalSorter(predecessors).static_order():
+        before = max((best[p] for p in predecessors[node]), key=len, default=[])
+        best[node] = before + ([node] if node in tables and counts(tables[node]) else [])
+    reachable = _reachable(pipeline.get("init_table"), successors)
+    return max((best[n] for n in reachable), key=len, default=[])
+
+
+def _reachable(start: Any, successors: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start] if start else []
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(successors.get(node, ()))
+    return seen
+
+
+def is_match_table(table: dict[str, Any]) -> bool:
+    """A table the control plane fills; p4c also makes key-less tables to run
+    actions called straight from ``apply`` blocks."""
+    return bool(table.get("key"))
+
+
+def program_stats(config: dict[str, Any]) -> dict[str, Any]:
+    """Tables, actions, registers and the longest table chains of a bmv2 JSON."""
+    pipelines = {}
+    for p in config["pipelines"]:
+        pipelines[p["name"]] = {
+            "tables": len(p["tables"]), "match_tables": sum(map(is_match_table, p["tables"])),
+            "conditionals": len(p.get("conditionals", [])),
+            "longest_chain": longest_chain(p, lambda t: True),
+            "longest_match_chain": longest_chain(p, is_match_table),
+        }
+    registers = [{"name": r["name"], "bitwidth": r["bitwidth"], "size": r["size"]} for r in config["register_arrays"]]
+    sizes = {short_name(t["name"]): t["max_size"] for p in config["pipelines"] for t in p["tables"]
+             if is_match_table(t) and "max_size" in t}
+    return {"pipelines": pipelines, "actions": len(config["actions"]), "table_sizes": sizes,
+            "register_arrays": registers,
+            "register_bytes": sum(r["bitwidth"] * r["size"] for r in registers) / 8,
+            "counter_arrays": len(config.get("counter_arrays", []))}
+
+
+def fits(row: dict[str, Any], table_sizes: dict[str, int]) -> bool:
+    """Whether a plan of this size fits the compiled program: every table's
+    entries within its size, every operator on a port bmv2 can number."""
+    ports_needed = row["N"] + 1                     # the source's port, then one per operator
+    return ports_needed < N_PORTS and all(row[t] <= table_sizes.get(t, row[t]) for t in SCHEMA)
+
+
+def largest_fitting(rows: pd.DataFrame, axis: str, table_sizes: dict[str, int]) -> dict[str, Any]:
+    """Per semantic, the largest swept ``axis`` value whose plan fits, and the first that does not."""
+    out = {}
+    for sem, part in rows.groupby("semantic", sort=False):
+        ok = part[[fits(r, table_sizes) for r in part.to_dict("records")]]
+        bad = part[~part[axis].isin(ok[axis])]
+        out[sem] = {"largest_fitting": int(ok[axis].max()) if len(ok) else None,
+                    "first_not_fitting": int(bad[axis].min()) if len(bad) else None}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the kind
+# ---------------------------------------------------------------------------
+class Resources(ExperimentKind):
+    """Plan sweeps, live read-back on every target, and the compiled program."""
+
+    Params = ResourceParams
+    paper = {"s4_table4": paper.S4_TABLE_IV, "s4_fig7": paper.S4_FIG_7, "p4ss_fig6": paper.P4SS_FIG_6}
+
+    def measure(self) -> dict[str, Any]:
+        p, x = self.params, self.expdir
+        windows = semantic_windows(p.semantics)
+        self.log(f"plan: N over {p.n_sweep[0]}..{p.n_sweep[-1]}, streams over {p.stream_sweep[0]}.."
+                 f"{p.stream_sweep[-1]}")
+        by_n = sweep_n(windows, p.n_sweep)
+        by_streams = sweep_streams(windows, p.stream_sweep, p.stream_sweep_n)
+        growth = p4ss_growth(scenario(p.p4ss_scenario)[1], p.p4ss_n)
+        for frame, path in ((by_n, x.plan_by_n), (by_streams, x.plan_by_streams), (growth, x.p4ss_growth)):
+            frame.to_parquet(path, index=False)
+        rows = readback(IN_PROCESS, SplitterPipeline(), windows, p.readback_n)
+        targets = self.targets()
+        if targets:
+            with interruptible(f"{self.spec.name}-{x.root.name}"), VethRig(0) as rig:
+                for target in targets:
+                    self.log(f"read-back on {target} at N = {p.readback_n}")
+                    with live_switch(target, x, f"{target}-readback", rig) as (_proc, api):
+                        rows += readback(target, api, windows, p.readback_n)
+        pd.DataFrame(rows).to_parquet(x.readback, index=False)
+        compiled = self.compiled()
+        sizes = compiled.get("table_sizes")
+        fit = ({"by_n": largest_fitting(by_n, "N", sizes), "by_streams": largest_fitting(by_streams, "streams", sizes)}
+               if sizes else {"skipped": compiled.get("skipped")})
+        return {"contract": contract_counts(), "compiled": compiled, "fits_compiled_program": fit,
+                "readback": readback_summary(pd.DataFrame(rows)),
+                "plan_at_largest": {"by_n": by_n[by_n["N"] == by_n["N"].max()].to_dict("records"),
+                                    "by_streams": by_streams[by_streams["streams"] == by_streams["streams"].max()]
+                                    .to_dict("records")}}
+
+    def compiled(self) -> dict[str, Any]:
+        reason = toolchain.compiler_missing()
+        if reason:
+            self.skipped["compiled program"] = reason
+            return {"skipped": reason}
+        path = toolchain.compile_program()
+        stats = {"program": str(path.relative_to(ROOT)), **program_stats(json.loads(path.read_text()))}
+        self.expdir.program_stats.write_text(json.dumps(stats, indent=2))
+        return stats
+
+    def ok(self, ours: dict[str, Any]) -> bool:
+        return ours["readback"]["all_same"] and ours["readback"]["all_cleared"]
+
+    @classmethod
+    def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
+        return [draw_fig7(expdir, record), draw_p4ss(expdir, record), draw_table4(expdir, record)]
+
+
+def contract_counts() -> dict[str, Any]:
+    """What the program declares, from the contract (known without p4c)."""
+    return {"register_arrays_declared": len(REGISTERS),
+            "register_arrays_used": {kind: len(regs) for kind, regs in REGISTERS_USED.items()},
+            "register_bits_per_stream": {kind: register_bits(kind) for kind in REGISTERS_USED},
+            "match_tables": len(SCHEMA)}
+
+
+def readback_summary(rows: pd.DataFrame) -> dict[str, Any]:
+    per_target = rows.groupby("target").agg(installs=("N", "size"), same=("same", "all"), cleared=("cleared", "all"))
+    return {"all_same": bool(rows["same"].all()), "all_cleared": bool(rows["cleared"].all()),
+            "targets": per_target.reset_index().to_dict("records")}
+
+
+# ---------------------------------------------------------------------------
+# figures, from raw/ and the record
+# ---------------------------------------------------------------------------
+def draw_fig7(expdir: ExperimentDir, record: dict[str, Any]) -> Path:
+    by_n, by_streams = pd.read_parquet(expdir.plan_by_n), pd.read_parquet(expdir.plan_by_streams)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for sem, part in by_n.groupby("semantic", sort=False):
+        line, = axes[0, 0].plot(part["N"], part["entries"], marker="o", ms=3, label=f"{sem} entries")
+        axes[0, 0].plot(part["N"], part["multicast_ports"], ls="--", color=line.get_color(),
+                        label=f"{sem} replication entries")
+        axes[0, 1].plot(part["N"], part["register_bytes"], marker="o", ms=3, label=sem)
+    for sem, part in by_streams.groupby("semantic", sort=False):
+        axes[1, 0].plot(part["streams"], part["entries"], marker="o", ms=3, label=sem)
+        axes[1, 1].plot(part["streams"], part["register_bytes"], marker="o", ms=3, label=sem)
+    sizes = record["ours"].get("compiled", {}).get("table_sizes")
+    if sizes:
+        for ax in (axes[0, 0], axes[1, 0]):
+            ax.axhline(min(sizes.values()), color="black", ls=":",
+                       label=f"bmv2 program: {min(sizes.values()):,} entries per table")
+    allocated = by_n["register_bytes_allocated"].iloc[0]
+    for ax in (axes[0, 1], axes[1, 1]):
+        ax.axhline(allocated, color="grey", ls=":", label=f"declared by the program ({allocated / 2**20:.1f} MiB)")
+    n_fixed = int(by_streams["N"].iloc[0])
+    titles = [("entries against N (one stream)", "N (operator instances)", "table / replication entries"),
+              ("register memory against N (one stream)", "N", "bytes"),
+              (f"entries against streams (N = {n_fixed})", "concurrent streams", "table entries"),
+              (f"register memory against streams (N = {n_fixed})", "concurrent streams", "bytes")]
+    for ax, (title, xl, yl) in zip(axes.flat, titles):
+        ax.set(xscale="log", yscale="log", title=title, xlabel=xl, ylabel=yl)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    s4 = record["paper"]["s4_fig7"]
+    fig.suptitle("S4 Fig. 7-like: the plan's state (ours) | S4 on Tofino1: up to "
+                 f"{s4['count_tumbling']['max_operators'] // 1000}k operators and "
+                 f"{s4['count_tumbling']['max_streams'] // 1000}k streams (count tumbling), "
+                 f"{s4['time_based']['max_operators'] // 1000}k / {s4['time_based']['max_streams'] // 1000}k "
+                 f"(time), <= {s4['max_sram_bytes'] // 10**6} MB SRAM", fontsize=9)
+    return save_figure(fig, expdir.figure(FIG_7))
+
+
+def draw_p4ss(expdir: ExperimentDir, record: dict[str, Any]) -> Path:
+    growth = pd.read_parquet(expdir.p4ss_growth)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for name, part in growth.groupby("stream", sort=False):
+        style = {"color": "black", "lw": 2} if name == "all" else {}
+        axes[0].plot(part["N"], part["entries"], marker="o", ms=3, label=f"stream {name}", **style)
+        axes[1].plot(part["N"], part["multicast_groups"], marker="o", ms=3, label=f"stream {name}", **style)
+        axes[2].plot(part["N"], part["register_bytes"], marker="o", ms=3, label=f"stream {name}", **style)
+    n = sorted(growth["N"].unique())
+    axes[0].plot(n, [v + 2 for v in n], ls=":", color="grey", label="P4SS: N + 2 per stream")
+    for ax, title in zip(axes, ("table entries", "multicast groups", "register bytes")):
+        ax.set(title=title, xlabel="N (operator instances per stream)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("P4SS Fig. 6-like: state of three streams with different specs, against N (ours); "
+                 "P4SS's stated per-stream entries dotted")
+    return save_figure(fig, expdir.figure(P4SS_FIG_6))
+
+
+def draw_table4(expdir: ExperimentDir, record: dict[str, Any]) -> Path:
+    s4, ours = record["paper"]["s4_table4"], record["ours"]
+    sems = list(s4["register_arrays"])
+    contract, compiled = ours["contract"], ours["compiled"]
+    pipes = compiled.get("pipelines", {})
+
+    def chain(key: str) -> str:
+        return " + ".join(f"{len(v[key])} {k}" for k, v in pipes.items()) if pipes else "no p4c"
+
+    match = (f"{sum(v['match_tables'] for v in pipes.values())} "
+             f"({sum(v['tables'] for v in pipes.values())} with p4c's action tables)" if pipes else "no p4c")
+    rows = [
+        ["register arrays", *[str(s4["register_arrays"][s]) for s in sems],
+         f"{contract['register_arrays_declared']} declared; used: "
+         + "/".join(str(contract["register_arrays_used"]["count" if s.startswith("cb") else "time"]) for s in sems)],
+        ["match tables", *[str(s4["match_tables"][s]) for s in sems], match],
+        ["stages / longest chain", *[str(s4["stages"][s]) for s in sems],
+         f"match tables: {chain('longest_match_chain')}; all: {chain('longest_chain')}"],
+    ]
+    fig, ax = plt.subplots(figsize=(12, 2.2))
+    ax.axis("off")
+    table = ax.table(cellText=rows, colLabels=["", *[f"S4 {s}" for s in sems], "ours: one program, all four"],
+                     loc="center", cellLoc="center", colWidths=[0.14, 0.07, 0.07, 0.07, 0.07, 0.58])
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1, 1.6)
+    ax.set_title("S4 Table IV (Tofino1, p4i) beside the bmv2 program and the contract", fontsize=10)
+    return save_figure(fig, expdir.figure(TABLE_IV))

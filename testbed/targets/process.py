@@ -1,0 +1,99 @@
+"""A switch process outside Mininet: on interfaces that already exist, or none.
+
+Experiments and tests that need a switch but no emulated hosts (control-plane
+timing, read-back of what was installed, latency on veth pairs) start one of
+these.  A target supplies the command line and the control client
+(``testbed.targets.embedded.process``, ``testbed.targets.bmv2.process``);
+starting, readiness, the namespace and stopping are the same for every
+target and live here.  ``testbed.targets.switch_process`` picks the class.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+from testbed.emulation import netns
+from testbed.emulation.ports import free_loopback_port, port_listening
+from testbed.emulation.procs import spawn, stop_group, wait_ready
+from testbed.runs.rundir import RunDir
+
+
+class SwitchNotReady(RuntimeError):
+    pass
+
+
+class SwitchProcess:
+    """One switch process; ``start()`` returns once its control port accepts
+    connections, ``stop()`` ends its process group.
+
+    ``namespace`` holds the port interfaces; the switch runs inside it so its
+    control port is reachable only over that namespace's loopback (bmv2's
+    Thrift server binds every address).  ``forward`` (ingress port -> egress
+    port) runs the target's plain forwarding baseline instead of the splitter.
+    """
+
+    #: Short name of the target (``model``, ``bmv2``).
+    target = ""
+
+    def __init__(self, ports: dict[int, str], run_dir: Path, name: str = "switch",
+                 control_port: Optional[int] = None, namespace: Optional[netns.NamedNamespace] = None,
+                 forward: Optional[dict[int, int]] = None):
+        self.ports = dict(ports)
+        self.rundir = RunDir(run_dir)
+        self.name = name
+        self.control_port = control_port or free_loopback_port()
+        self.namespace = namespace
+        self.forward = dict(forward) if forward else None
+        self.proc: Optional[subprocess.Popen] = None
+        self.console_log = self.rundir.switch_log(name)
+
+    @classmethod
+    def available(cls) -> Optional[str]:
+        """``None`` when the target can run here, else the reason it cannot."""
+        return None
+
+    # -- what a target supplies -------------------------------------------
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def api(self):
+        """A new client of the contract's control API (close it when done)."""
+        raise NotImplementedError
+
+    def configure(self) -> None:
+        """What the switch needs once it listens, before frames flow."""
+
+    # -- lifecycle -----------------------------------------------------------
+    @property
+    def netns_path(self) -> Optional[str]:
+        return self.namespace.path if self.namespace is not None else None
+
+    def start(self, timeout: float = 30.0) -> "SwitchProcess":
+        self.rundir.logs.mkdir(parents=True, exist_ok=True)
+        cmd = self.command()
+        if self.namespace is not None:
+            cmd = self.namespace.prefix() + cmd
+        self.proc = spawn(cmd, self.console_log, f"{self.target} {self.name}", start_new_session=True)
+        try:
+            wait_ready(self.proc, self._listening, f"{self.target} switch {self.name} "
+                       f"(control port {self.control_port})", timeout, self.console_log, SwitchNotReady)
+            self.configure()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _listening(self) -> bool:
+        if self.namespace is not None:
+            return netns.listening(self.namespace.path, self.control_port)
+        return port_listening(self.control_port)
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+
+    def __enter__(self) -> "SwitchProcess":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

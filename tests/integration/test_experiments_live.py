@@ -1,0 +1,123 @@
+"""The quick variant of each new experiment, on live targets: properties, never timings.
+
+Resources, control time and latency run switches outside Mininet (a
+namespace, veth pairs: root needed); the rate sweep runs Mininet.  Each
+bmv2 variant skips with the reason where the toolchain is missing.
+Interface and namespace names start with ``$TESTBED_VETH_PREFIX``.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from testbed import ROOT
+from testbed.emulation.network import mininet_missing
+from testbed.experiments.base import Settings, load_experiment, redraw, run_experiment
+from testbed.experiments.scenarios import scenario
+from testbed.runs.rundir import ExperimentDir
+from testbed.semantics.workload import stream_events
+from testbed.targets.bmv2 import toolchain
+
+MISSING_BMV2 = toolchain.toolchain_missing()
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switch namespaces and veth pairs need root")
+TARGETS = [
+    "model",
+    pytest.param("bmv2", marks=[pytest.mark.bmv2, pytest.mark.skipif(MISSING_BMV2 is not None,
+                                                                     reason=f"bmv2 toolchain: {MISSING_BMV2}")]),
+]
+
+
+def quick(name: str, tmp_path, target: str, **settings) -> tuple[bool, ExperimentDir, dict]:
+    config = Settings(quick=True, target=target, **settings)
+    spec, params = load_experiment(ROOT / "experiments" / f"{name}.yaml", config)
+    ok, expdir = run_experiment(spec, params, config, tmp_path / name)
+    return ok, expdir, expdir.read_record()
+
+
+def assert_record_and_redraw(expdir: ExperimentDir, record: dict) -> None:
+    """Ours beside the paper's, figures that can be drawn again from raw/ alone."""
+    assert record["ours"] and record["paper"] and "error" not in record
+    figures = [expdir.root / f for f in record["figures"]]
+    assert figures and all(f.exists() for f in figures)
+    for f in figures:
+        f.unlink()
+    assert sorted(redraw(expdir)) == sorted(figures) and all(f.exists() for f in figures)
+
+
+@needs_root
+@pytest.mark.parametrize("target", TARGETS)
+def test_resources_read_back_equals_the_plan(tmp_path, target):
+    ok, expdir, record = quick("s4resources", tmp_path, target)
+    assert ok
+    rows = pd.read_parquet(expdir.readback)
+    assert set(rows["target"]) == {"model-in-process", target}
+    assert rows["same"].all() and rows["cleared"].all() and (rows["planned"] == rows["read_back"]).all()
+    assert_record_and_redraw(expdir, record)
+    if target == "bmv2":
+        pipes = record["ours"]["compiled"]["pipelines"]
+        assert pipes["ingress"]["match_tables"] >= 4 and len(pipes["ingress"]["longest_match_chain"]) >= 3
+
+
+@needs_root
+@pytest.mark.parametrize("target", TARGETS)
+def test_control_sliding_needs_more_calls_than_tumbling(tmp_path, target):
+    ok, expdir, record = quick("s4control", tmp_path, target, repeat=2)
+    rows = pd.read_parquet(expdir.control_times)
+    params = record["params"]
+    assert len(rows) == 2 * len(params["n_values"]) * len(params["semantics"])
+    calls = rows.groupby(["semantic", "N"])["operations"].agg(["min", "max"])
+    assert (calls["min"] == calls["max"]).all()            # every repetition installs the same plan
+    for n in params["n_values"]:
+        sliding, tumbling = calls.loc[("sliding", n), "min"], calls.loc[("tumbling", n), "min"]
+        assert sliding > tumbling if n >= 2 else sliding == tumbling   # N = 1: nothing to replicate
+    assert (rows["seconds"] > 0).all()
+    assert_record_and_redraw(expdir, record)
+
+
+@needs_root
+@pytest.mark.parametrize("target", TARGETS)
+def test_latency_forwarding_delivers_every_frame_and_splitter_follows_the_oracle(tmp_path, target):
+    ok, expdir, record = quick("s4latency", tmp_path, target)
+    checks = {c["mode"]: c for c in record["ours"]["checks"]}
+    assert checks["forward"]["wrong_or_missing"] == 0 and checks["forward"]["events"] == record["params"]["events"]
+    assert checks["splitter"]["wrong_or_missing"] == 0 and checks["splitter"]["no_ingress_stamp"] == 0
+    assert ok
+    samples = pd.read_parquet(expdir.latency_samples)
+    assert (samples["latency_ns"] > 0).all()               # out after in, on one clock
+    summary = {r["semantic"]: r for r in record["ours"]["summary_us"]}
+    assert set(summary) == {"forward", *record["params"]["semantics"]}
+    assert all("avg_over_forward" in r for s, r in summary.items() if s != "forward")
+    assert_record_and_redraw(expdir, record)
+
+
+@pytest.mark.mininet
+@pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation: {mininet_missing()}")
+def test_rates_output_is_input_times_the_oracles_copies(tmp_path):
+    ok, expdir, record = quick("s4amp", tmp_path, "model", switch_name="e9")
+    rows = pd.read_parquet(expdir.rate_points)
+    assert ok and len(rows) == len(record["params"]["scenarios"]) * len(record["params"]["fractions"])
+    for r in rows.itertuples():
+        topo = scenario(r.scenario)[1]
+        stream = topo.streams[0].model_copy(update={"events": r.events})
+        ev = stream_events(stream, topo.seed)
+        oracle = stream.oracle()
+        copies = sum(len(oracle.step(seq, ts).operators) for seq, ts in zip(ev["seq"], ev["ts"]))
+        assert r.lost == 0 and r.sent == r.events
+        assert r.copies_received == r.copies_expected == copies
+    assert {s["scenario"] for s in record["ours"]["saturation"]} == set(record["params"]["scenarios"])
+    assert_record_and_redraw(expdir, record)
+
+
+@needs_root
+def test_cli_redraws_an_experiment_directory(tmp_path):
+    ok, expdir, record = quick("s4control", tmp_path, "model", repeat=1)
+    for f in record["figures"]:
+        (expdir.root / f).unlink()
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "plot", str(expdir.root)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert all((expdir.root / f).exists() for f in record["figures"])

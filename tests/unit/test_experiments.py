@@ -1,0 +1,247 @@
+"""Experiments without root: files, parameters, and the pure computations behind the figures."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed import ROOT
+from testbed.dataplane.contract import REGISTERS, REGISTERS_USED, SCHEMA
+from testbed.dataplane.control import Controller
+from testbed.dataplane.model import SplitterPipeline
+from testbed.experiments import KINDS, kind_class
+from testbed.experiments.base import ExperimentError, Settings, all_experiments, load_experiment
+from testbed.experiments.latency import FORWARD, delivery_check, samples, summarize
+from testbed.experiments.rates import saturation
+from testbed.experiments.resources import (
+    largest_fitting,
+    longest_chain,
+    p4ss_growth,
+    plan_row,
+    program_stats,
+    readback,
+    register_bits,
+    semantic_windows,
+    sweep_n,
+    sweep_streams,
+    sweep_topology,
+)
+from testbed.experiments.scenarios import scenario
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import WindowSpec
+
+
+def multicast_formula(size: int, slide: int, n_ops: int) -> int:
+    """docs/windows.md, "What a plan costs": N per steady-state count >= 2,
+    plus the start-up counts that are not steady-state counts."""
+    c = math.ceil(size / slide)
+    steady = {min(size // slide, n_ops), min(c, n_ops)}
+    return n_ops * sum(1 for m in steady if m >= 2) + len(set(range(2, min(c, n_ops))) - steady)
+
+
+# -- files ---------------------------------------------------------------------
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_experiment_file_loads(quick):
+    names = {}
+    for path in all_experiments():
+        spec, params = load_experiment(path, Settings(quick=quick))
+        assert spec.kind in KINDS
+        names[spec.name] = spec.kind
+    assert names == {"s4load": "scenarios", "p4ssexp": "scenarios", "s4amp": "rates",
+                     "s4resources": "resources", "s4control": "control", "s4latency": "latency"}
+
+
+def test_command_line_overrides_reach_only_kinds_that_take_them():
+    spec, params = load_experiment(ROOT / "experiments" / "s4control.yaml",
+                                   Settings(quick=True, repeat=7, target="model"))
+    assert params.repeat == 7 and params.targets == ["model"]
+    spec, params = load_experiment(ROOT / "experiments" / "s4resources.yaml", Settings(repeat=7))
+    assert not hasattr(params, "repeat")
+
+
+@pytest.mark.parametrize("text, where", [
+    ("name: x\nkind: nosuch\n", "kind: unknown kind 'nosuch'"),
+    ("name: x\nkind: control\nparams: {repeats: 3}\n", "params.repeats: unknown parameter"),
+    ("name: x\nkind: control\nparams: {n_values: [1, 600]}\n", "params.n_values: N must be 1..510"),
+    ("name: x\nkind: scenarios\nparams: {runs: [cbsw1, nosuch]}\n", r"params.runs: [1]: nosuch: no such topology"),
+    ("name: x\nkind: rates\nparams: {targets: [tofino]}\n", "params.targets: unknown target 'tofino'"),
+    ("name: x\nkind: latency\nextra: 1\n", "extra: unknown field"),
+])
+def test_bad_experiment_file_names_file_and_field(tmp_path, text, where):
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    path = folder / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ExperimentError) as err:
+        load_experiment(path)
+    assert str(err.value).startswith(f"{path}: ") and where in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_refuses_a_bad_file_before_starting_anything(tmp_path):
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    (folder / "x.yaml").write_text("name: x\nkind: control\nparams: {repeat: 0}\n")
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "experiment", str(folder / "x.yaml"), "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "params.repeat" in res.stderr
+    assert not out.exists()
+
+
+def test_every_kind_names_the_papers_numbers_it_is_compared_with():
+    for kind in KINDS:
+        cls = kind_class(kind)
+        assert cls.paper and all("source" in entry for entry in cls.paper.values())
+
+
+# -- resources: the plan ---------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 60), slide=st.integers(1, 60), n_ops=st.integers(1, 24),
+       kind=st.sampled_from(["count", "time"]))
+def test_entries_are_the_formula_of_docs_windows(size, slide, n_ops, kind):
+    row = plan_row(SplitterPlan(sweep_topology(WindowSpec(kind=kind, size=size, slide=slide), n_ops)))
+    assert (row["window_spec"], row["operator_count"], row["unicast"]) == (1, 1, n_ops)
+    assert row["egress_rewrite"] == n_ops
+    assert row["multicast"] == multicast_formula(size, slide, n_ops)
+    assert row["multicast_groups"] <= row["multicast"]
+    assert row["control_calls"] == row["entries"] + 3 * row["multicast_groups"]
+
+
+def test_sweep_over_n_grows_as_the_formula_says():
+    windows = semantic_windows({"cbtw": "cbtw1", "cbsw": "cbsw1", "tbsw": "tbsw1"})
+    rows = sweep_n(windows, [1, 2, 4, 8, 64, 256])
+    for r in rows.itertuples():
+        w = windows[r.semantic]
+        assert r.entries == 2 + 2 * r.N + multicast_formula(w.size, w.slide, r.N)
+        assert r.register_bytes == register_bits(w.kind) / 8       # one stream, whatever N
+    tumbling = rows[rows["semantic"] == "cbtw"]
+    assert (tumbling["multicast"] == 0).all() and (tumbling["multicast_groups"] == 0).all()
+
+
+def test_sweep_over_streams_is_linear_with_shared_groups():
+    windows = semantic_windows({"cbsw": "cbsw1", "tbtw": "tbtw1"})
+    rows = sweep_streams(windows, [1, 3, 10], n_ops=6)
+    for semantic, part in rows.groupby("semantic"):
+        one = part[part["streams"] == 1].iloc[0]
+        per_stream = one["entries"] - one["egress_rewrite"]      # egress entries belong to the ports
+        for r in part.itertuples():
+            assert r.entries == r.streams * per_stream + one["egress_rewrite"]
+            assert r.multicast_groups == one["multicast_groups"]    # same ports, same groups
+            assert r.register_bytes == r.streams * one["register_bytes"]
+
+
+def test_p4ss_growth_follows_p4ss_for_tumbling_streams():
+    growth = p4ss_growth(scenario("p4ss")[1], [1, 2, 5])
+    for r in growth[growth["stream"].isin(["A", "B"])].itertuples():
+        assert r.entries == r.N + 2                     # P4SS §4.2: one per operator, N, the window spec
+        assert r.multicast_groups == 0
+    sliding = growth[growth["stream"] == "C"].set_index("N")["entries"]
+    assert sliding[5] > 5 + 2                           # C (n=3, slide 1) adds multicast entries
+
+
+def test_registers_used_are_the_ones_the_model_writes():
+    """REGISTERS_USED (the memory a stream costs) against what the pipeline actually touches."""
+    for kind, size, slide in (("count", 5, 2), ("time", 30, 10)):
+        pipe = SplitterPipeline()
+        topo = sweep_topology(WindowSpec(kind=kind, size=size, slide=slide), 3)
+        Controller(pipe).install(SplitterPlan(topo))
+        for k in range(1, 200):
+            pipe.ingress(0, 7 * k)
+        written = {name for name in REGISTERS if pipe.register_read(name, 0)}
+        assert written <= set(REGISTERS_USED[kind]) and len(written) >= 4
+    assert register_bits("count") == register_bits("time") == 193
+
+
+# -- resources: read-back, and the compiled program ------------------------------
+def test_in_process_readback_equals_the_plan_and_clears():
+    rows = pd.DataFrame(readback("in-process", SplitterPipeline(), semantic_windows({"cbsw": "cbsw1"}), [3, 7]))
+    assert set(rows["what"]) == set(SCHEMA) | {"multicast_groups", "multicast_ports"}
+    assert rows["same"].all() and rows["cleared"].all()
+    assert (rows["planned"] == rows["read_back"]).all()
+
+
+def test_readback_notices_a_missing_entry():
+    class Forgetful(SplitterPipeline):
+        def table_add(self, table, action, match_keys, action_params=()):
+            if table == "unicast" and str(match_keys[1]) == "1":
+                return -1
+            return super().table_add(table, action, match_keys, action_params)
+
+    rows = pd.DataFrame(readback("forgetful", Forgetful(), semantic_windows({"cbtw": "cbtw1"}), [3]))
+    unicast = rows[rows["what"] == "unicast"].iloc[0]
+    assert not unicast["same"] and unicast["read_back"] == unicast["planned"] - 1
+
+
+PIPELINE = {
+    "name": "ingress", "init_table": "t1",
+    "tables": [
+        {"name": "t1", "key": [{"match_type": "exact"}], "next_tables": {"a": "c1"}, "base_default_next": "c1"},
+        {"name": "tbl_act", "key": [], "next_tables": {"b": "t3"}, "base_default_next": "t3"},
+        {"name": "t3", "key": [{"match_type": "exact"}], "next_tables": {"c": None}, "base_default_next": None},
+        {"name": "t4", "key": [{"match_type": "exact"}], "next_tables": {"d": None}, "base_default_next": None},
+        {"name": "unreachable", "key": [{}], "next_tables": {}, "base_default_next": None},
+    ],
+    "conditionals": [{"name": "c1", "true_next": "tbl_act", "false_next": "t4"}],
+}
+
+
+def test_longest_chain_follows_control_flow_through_conditionals():
+    assert longest_chain(PIPELINE, lambda t: True) == ["t1", "tbl_act", "t3"]
+    assert len(longest_chain(PIPELINE, lambda t: bool(t["key"]))) == 2
+
+
+def test_program_stats_counts_tables_registers_and_chains():
+    config = {"pipelines": [PIPELINE], "actions": [{}, {}, {}],
+              "register_arrays": [{"name": "r", "bitwidth": 64, "size": 4}], "counter_arrays": []}
+    stats = program_stats(config)
+    assert stats["pipelines"]["ingress"]["tables"] == 5 and stats["pipelines"]["ingress"]["match_tables"] == 4
+    assert stats["register_bytes"] == 32 and stats["actions"] == 3
+
+
+# -- latency and rates: what the figures are computed from -----------------------
+def tap_rows(latency_ns: dict[tuple[int, int], dict[int, int]]) -> list[tuple]:
+    rows = []
+    for (stream, seq), outs in latency_ns.items():
+        rows.append(("in", 1, stream, seq, 1_000_000 * seq))
+        rows += [("out", port, stream, seq, 1_000_000 * seq + ns) for port, ns in outs.items()]
+    return rows
+
+
+def test_latency_samples_ratio_and_delivery_check():
+    names = {1: "cbtw", 2: "cbsw"}
+    fwd = samples(tap_rows({(1, 0): {2: 10_000}, (1, 1): {2: 30_000}}), "model", FORWARD, 0, names)
+    split = samples(tap_rows({(1, 0): {3: 50_000}, (2, 0): {2: 60_000, 3: 80_000}}), "model", "splitter", 0, names)
+    rows = {(r["target"], r["semantic"]): r for r in summarize(pd.concat([fwd, split]))}
+    assert rows[("model", FORWARD)]["avg"] == 20.0
+    assert rows[("model", "cbsw")]["avg"] == 70.0 and rows[("model", "cbsw")]["first_copy_avg"] == 60.0
+    assert rows[("model", "cbtw")]["avg_over_forward"] == 2.5
+    assert delivery_check(split, {(1, 0): [3], (2, 0): [2, 3]})["wrong_or_missing"] == 0
+    assert delivery_check(split, {(1, 0): [3], (2, 0): [2, 3], (2, 1): [4]})["wrong_or_missing"] == 1
+    assert delivery_check(split, {(1, 0): [2], (2, 0): [2, 3]})["wrong_or_missing"] == 1
+
+
+def test_saturation_marks_the_first_lossy_point():
+    rows = pd.DataFrame([
+        {"target": "model", "scenario": "cbsw1", "phase": "sweep", "fraction": f, "offered": 1000 * f,
+         "input_rate": 1000 * f, "output_rate": 5000 * f - lost, "sent": 100, "copies_expected": 500, "lost": lost,
+         "sustained": kept}
+        for f, lost, kept in ((0.5, 0, True), (1.0, 0, False), (1.5, 40, False), (2.0, 200, False))])
+    (sat,) = saturation(rows)
+    assert sat["max_lossless_input"] == 1000 and sat["first_loss_fraction"] == 1.5
+    assert sat["max_sustained_input"] == 500 and sat["first_behind_fraction"] == 1.0
+    assert sat["copies_per_event"] == 5 and sat["first_loss_share"] == 0.08
+
+
+def test_largest_fitting_respects_every_table_and_the_port_space():
+    rows = sweep_n(semantic_windows({"cbsw": "cbsw1"}), [8, 16, 32, 600])
+    sizes = {t: 10_000 for t in SCHEMA} | {"multicast": 30}      # cbsw: N + 3 entries
+    assert largest_fitting(rows, "N", sizes)["cbsw"] == {"largest_fitting": 16, "first_not_fitting": 32}
+    roomy = {t: 10_000 for t in SCHEMA}
+    assert largest_fitting(rows, "N", roomy)["cbsw"]["first_not_fitting"] == 600     # 601 ports > 511
