@@ -6,7 +6,8 @@ machine, in ``results/bench/bench-<time>.json``.  Parts:
 - oracle: verdicts per second;
 - pipeline: ingress decisions and whole-frame processing per second of the
   embedded target's model, tumbling and sliding, and its register memory;
-- lateness: the model's cost per event in order against late by 0..4 slides;
+- lateness: the model's cost per event in order against late by 0..4 slides,
+  and the time inside each target (model, bmv2) for late and in-order events;
 - plan: entries and groups as N grows (the cost docs/windows.md bounds);
 - emulation (root + Mininet): the embedded target at increasing offered
   rates, with the deliveries lost and the latency percentiles per rate.
@@ -112,6 +113,70 @@ def bench_lateness(n=60_000) -> list[dict]:
     return rows
 
 
+def bench_late_events_in_switch(targets=("model", "bmv2"), events=800, rate=200.0) -> list[dict]:
+    """Time inside each target for in-order and late events of one time stream.
+
+    The switch runs on veth pairs; kernel timestamps on its own ingress and
+    egress interfaces (``StampedTaps``) give each copy's time in the switch.
+    Every fifth event is sent one to four slides behind the newest, within
+    the stream's lateness, the rest in order, at a rate low enough that no
+    queue forms.  Both kinds share the run, so a busy moment of the machine
+    hits them alike.
+    """
+    from testbed.emulation.network import mininet_missing
+    from testbed.emulation.veth import StampedTaps, VethRig, send_frames
+    from testbed.targets import switch_process
+    from testbed.targets.bmv2.toolchain import toolchain_missing
+
+    if os.geteuid() != 0:
+        return [{"skipped": "veth pairs need root"}]
+    slide = 100
+    data = _topology(200, slide, 3, kind="time", events=events, rate=rate)
+    data["streams"][0]["window"]["lateness"] = 4 * slide
+    plan = SplitterPlan(parse_topology(data))
+    tpl = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
+    frames, kind, newest = [], {}, 0
+    for seq in range(events):
+        if seq % 5 == 4 and newest >= 5 * slide:
+            back = 1 + (seq // 5) % 4
+            ts, kind[seq] = newest - back * slide, f"late, {back} slides back"
+        else:
+            newest += 20
+            ts, kind[seq] = newest, "in order"
+        frames.append(tpl.frame(seq, ts))
+    rows = []
+    for target in targets:
+        reason = toolchain_missing() if target == "bmv2" else mininet_missing()
+        if reason:
+            rows.append({"target": target, "skipped": reason})
+            continue
+        with tempfile.TemporaryDirectory() as tmp, VethRig(4) as rig, \
+                switch_process(target)(rig.switch_ends, Path(tmp), name=f"late-{target}",
+                                       namespace=rig.namespace) as proc:
+            api = proc.api()
+            try:
+                Controller(api).install(plan)
+            finally:
+                api.close()
+            taps = StampedTaps({1: rig.switch_ends[1]}, {p: rig.switch_ends[p] for p in (2, 3, 4)},
+                               rig.namespace.path)
+            try:
+                send_frames(rig.host_ends[1], frames, rate)
+                stamps = taps.drain(1.0)
+            finally:
+                taps.close()
+        ins = {seq: ns for direction, _port, _sid, seq, ns in stamps if direction == "in"}
+        per_kind: dict[str, list[float]] = {}
+        for direction, _port, _sid, seq, ns in stamps:
+            if direction == "out" and seq in ins:
+                per_kind.setdefault(kind[seq], []).append((ns - ins[seq]) / 1000)
+        for label, us in sorted(per_kind.items()):
+            us.sort()
+            rows.append({"target": target, "event": label, "copies": len(us), "us_p50": us[len(us) // 2],
+                         "us_mean": sum(us) / len(us), "us_p90": us[int(len(us) * 0.9)]})
+    return rows
+
+
 def bench_plan() -> list[dict]:
     rows = []
     for n_ops in (2, 4, 8, 16, 32, 64):
@@ -165,6 +230,8 @@ def main(argv=None) -> None:
         print(f"bench: {name}", flush=True)
         report[name] = fn()
     if not args.skip_emulation:
+        print("bench: late events inside the switch (veth pairs, model and bmv2)", flush=True)
+        report["late_in_switch"] = bench_late_events_in_switch()
         print("bench: emulation (embedded target, rate sweep)", flush=True)
         report["emulation"] = bench_emulation()
     path = args.out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
