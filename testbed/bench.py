@@ -113,27 +113,12 @@ def bench_lateness(n=60_000) -> list[dict]:
     return rows
 
 
-def bench_late_events_in_switch(targets=("model", "bmv2"), events=800, rate=200.0) -> list[dict]:
-    """Time inside each target for in-order and late events of one time stream.
-
-    The switch runs on veth pairs; kernel timestamps on its own ingress and
-    egress interfaces (``StampedTaps``) give each copy's time in the switch.
-    Every fifth event is sent one to four slides behind the newest, within
-    the stream's lateness, the rest in order, at a rate low enough that no
-    queue forms.  Both kinds share the run, so a busy moment of the machine
-    hits them alike.
-    """
-    from testbed.emulation.network import mininet_missing
-    from testbed.emulation.veth import StampedTaps, VethRig, send_frames
-    from testbed.targets import switch_process
-    from testbed.targets.bmv2.toolchain import toolchain_missing
-
-    if os.geteuid() != 0:
-        return [{"skipped": "veth pairs need root"}]
-    slide = 100
+def late_stream(events: int, rate: float, slide: int = 100):
+    """One time stream allowing 4 slides of lateness, and its frames: every fifth
+    event one to four slides behind the newest, the rest in order.  Returns the
+    plan, the frames and what kind each seq is."""
     data = _topology(200, slide, 3, kind="time", events=events, rate=rate)
     data["streams"][0]["window"]["lateness"] = 4 * slide
-    plan = SplitterPlan(parse_topology(data))
     tpl = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
     frames, kind, newest = [], {}, 0
     for seq in range(events):
@@ -144,27 +129,52 @@ def bench_late_events_in_switch(targets=("model", "bmv2"), events=800, rate=200.
             newest += 20
             ts, kind[seq] = newest, "in order"
         frames.append(tpl.frame(seq, ts))
+    return SplitterPlan(parse_topology(data)), frames, kind
+
+
+def time_in_switch(target: str, plan: SplitterPlan, frames: list[bytes], rate: float) -> list[tuple]:
+    """Kernel timestamps of every frame into and every copy out of ``target``, on veth pairs."""
+    from testbed.emulation.veth import StampedTaps, VethRig, send_frames
+    from testbed.targets import switch_process
+
+    with tempfile.TemporaryDirectory() as tmp, VethRig(4) as rig, \
+            switch_process(target)(rig.switch_ends, Path(tmp), name=f"late-{target}",
+                                   namespace=rig.namespace) as proc:
+        api = proc.api()
+        try:
+            Controller(api).install(plan)
+        finally:
+            api.close()
+        taps = StampedTaps({1: rig.switch_ends[1]}, {p: rig.switch_ends[p] for p in (2, 3, 4)},
+                           rig.namespace.path)
+        try:
+            send_frames(rig.host_ends[1], frames, rate)
+            return taps.drain(1.0)
+        finally:
+            taps.close()
+
+
+def bench_late_events_in_switch(targets=("model", "bmv2"), events=800, rate=200.0) -> list[dict]:
+    """Time inside each target for in-order and late events of one time stream.
+
+    Kernel timestamps on the switch's own ingress and egress interfaces give
+    each copy's time in the switch (``time_in_switch``), at a rate low enough
+    that no queue forms.  Both kinds of event share the run, so a busy moment
+    of the machine hits them alike.
+    """
+    from testbed.emulation.network import mininet_missing
+    from testbed.targets.bmv2.toolchain import toolchain_missing
+
+    if os.geteuid() != 0:
+        return [{"skipped": "veth pairs need root"}]
+    plan, frames, kind = late_stream(events, rate)
     rows = []
     for target in targets:
         reason = toolchain_missing() if target == "bmv2" else mininet_missing()
         if reason:
             rows.append({"target": target, "skipped": reason})
             continue
-        with tempfile.TemporaryDirectory() as tmp, VethRig(4) as rig, \
-                switch_process(target)(rig.switch_ends, Path(tmp), name=f"late-{target}",
-                                       namespace=rig.namespace) as proc:
-            api = proc.api()
-            try:
-                Controller(api).install(plan)
-            finally:
-                api.close()
-            taps = StampedTaps({1: rig.switch_ends[1]}, {p: rig.switch_ends[p] for p in (2, 3, 4)},
-                               rig.namespace.path)
-            try:
-                send_frames(rig.host_ends[1], frames, rate)
-                stamps = taps.drain(1.0)
-            finally:
-                taps.close()
+        stamps = time_in_switch(target, plan, frames, rate)
         ins = {seq: ns for direction, _port, _sid, seq, ns in stamps if direction == "in"}
         per_kind: dict[str, list[float]] = {}
         for direction, _port, _sid, seq, ns in stamps:
