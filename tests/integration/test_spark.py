@@ -34,6 +34,7 @@ def make_run_dir(tmp_path, drop_one=False):
                             topologies.topology_data(streams, ["src"] + ops, name="sp"))
     topo = load_topology(path)
     rundir = RunDir(tmp_path / "run").create()
+    rundir.write_record({"streams": {str(s.id): s.record() for s in topo.streams}})   # what the check reads
     sources, deliveries = [], []
     for s in topo.streams:
         ev = pd.DataFrame(stream_events(s, topo.seed))
