@@ -181,16 +181,23 @@ def read_link_drops(rundir: RunDir) -> Optional[pd.DataFrame]:
     return pd.read_parquet(rundir.link_drops) if rundir.link_drops.exists() else None
 
 
-def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
+def verdict_lines(results: dict, headline) -> list[str]:
+    """Per stream, ``headline(sid, result)`` and then the result's examples, indented."""
     lines = []
     for sid, r in sorted(results.items()):
-        design = ", ".join(f"{k}={v}" for k, v in sorted(r.by_design.items())) or "none"
-        lines.append(f"stream {sid}: {'OK  ' if r.ok else 'FAIL'} sent={r.sent} expected={r.expected} "
-                     f"delivered={r.delivered} missing={r.missing} extra={r.extra} "
-                     f"duplicates={r.duplicates} lost-on-link={r.lost_on_link} "
-                     f"lost-before-switch={r.lost_before_switch} undelivered-by-design: {design}")
+        lines.append(headline(sid, r))
         lines += [f"    {e}" for e in r.examples]
     return lines
+
+
+def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
+    def headline(sid: int, r: StreamCheck) -> str:
+        design = ", ".join(f"{k}={v}" for k, v in sorted(r.by_design.items())) or "none"
+        return (f"stream {sid}: {'OK  ' if r.ok else 'FAIL'} sent={r.sent} expected={r.expected} "
+                f"delivered={r.delivered} missing={r.missing} extra={r.extra} "
+                f"duplicates={r.duplicates} lost-on-link={r.lost_on_link} "
+                f"lost-before-switch={r.lost_before_switch} undelivered-by-design: {design}")
+    return verdict_lines(results, headline)
 
 
 # ---------------------------------------------------------------------------
@@ -293,11 +300,7 @@ def check_windows(rundir: RunDir) -> dict[int, WindowCheck]:
 
 
 def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
-    lines = []
-    for sid, r in sorted(results.items()):
-        lines.append(f"stream {sid} windows: {'OK  ' if r.ok else 'FAIL'} reference={r.reference} "
-                     f"produced={r.produced} matching={r.matching} mismatched={r.mismatched} "
-                     f"incomplete={r.incomplete} missing={r.missing} extra={r.extra} "
-                     f"affected-by-lateness={r.too_late}")
-        lines += [f"    {e}" for e in r.examples]
-    return lines
+    return verdict_lines(results, lambda sid, r: (
+        f"stream {sid} windows: {'OK  ' if r.ok else 'FAIL'} reference={r.reference} "
+        f"produced={r.produced} matching={r.matching} mismatched={r.mismatched} "
+        f"incomplete={r.incomplete} missing={r.missing} extra={r.extra} affected-by-lateness={r.too_late}"))

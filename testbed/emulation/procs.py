@@ -78,31 +78,28 @@ def unregister_pid(pid: int) -> None:
     _write(state)
 
 
-def register_interfaces(names: list[str]) -> None:
-    """Root-namespace interfaces (the switch's ends) to delete after a crash."""
+def _remember(key: str, values: list) -> None:
+    """Add ``values`` to the run's state under ``key``, for ``testbed clean``."""
     if _state_file is None:
         return
     state = _read()
-    state.setdefault("interfaces", []).extend(names)
+    state.setdefault(key, []).extend(values)
     _write(state)
+
+
+def register_interfaces(names: list[str]) -> None:
+    """Root-namespace interfaces (the switch's ends) to delete after a crash."""
+    _remember("interfaces", list(names))
 
 
 def register_namespace(name: str) -> None:
     """A named network namespace (``ip netns add``) to delete after a crash."""
-    if _state_file is None:
-        return
-    state = _read()
-    state.setdefault("namespaces", []).append(name)
-    _write(state)
+    _remember("namespaces", [name])
 
 
 def register_path(path: str) -> None:
     """A temporary file or folder (IPC) the run must remove."""
-    if _state_file is None:
-        return
-    state = _read()
-    state["paths"].append(str(path))
-    _write(state)
+    _remember("paths", [str(path)])
 
 
 def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
