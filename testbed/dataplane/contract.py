@@ -42,6 +42,17 @@ REGISTERS = {
     "slide_start": 64,    # axis coordinate where the newest slide starts
     "newest_op": 32,      # operator index of the newest window (q mod N)
     "begun": 32,          # windows begun so far, saturating at the cap (ceil(size/slide) + late slides)
+    "next_start": 64,     # where the slide after the newest one starts: an armed change's boundary
+    "time_axis": 1,       # set by the first event: 1 for time windows (the boundary test runs before window_spec)
+    # reconfiguration (docs/p4.md, "Reconfiguration")
+    "epoch": 32,          # configurations begun after the first; its low bit is the bank in force
+    "armed": 1,           # the control plane installed the other bank: flip at the next boundary
+    "in_transition": 1,   # windows of the previous epoch may still hold events
+    "boundary": 64,       # where the epoch in force began
+    "transition_end": 64, # from this in-order coordinate on no event can lie in a previous window
+    "old_start": 64,      # the previous epoch's newest slide, frozen at the boundary
+    "old_newest": 32,     # ... its newest window's operator
+    "old_begun": 32,      # ... and how many of its windows had begun
 }
 
 #: The registers a stream of each window kind reads and writes: one cell of
@@ -52,6 +63,11 @@ REGISTERS_USED = {
     "count": ("initialized", "event_count", "slide_start", "newest_op", "begun"),
     "time": ("initialized", "last_ts", "slide_start", "newest_op", "begun"),
 }
+#: What changing a stream's configuration at run time costs on top, per
+#: stream of either kind (S4 and P4SS have no such state: they cannot change
+#: a stream once it runs without losing its windows).
+RECONFIG_REGISTERS = ("next_start", "time_axis", "epoch", "armed", "in_transition", "boundary",
+                      "transition_end", "old_start", "old_newest", "old_begun")
 
 #: Counter name -> size.
 COUNTERS = {
@@ -101,8 +117,18 @@ INGRESS, EGRESS = "MyIngress", "MyEgress"
 STREAM_KEY = Key("stream", 16)
 PORT_BITS = 9     # v1model's port_t
 
+BANK_KEY = Key("bank", 1)
+OP_KEY = Key("newest_op", 32)
+ACTIVE_KEY = Key("active", 32)
+TO_OPERATOR = ActionSpec((Param("port", "int", PORT_BITS),))
+TO_GROUP = ActionSpec((Param("mgid", "int", 16),))
+
+#: Tables keyed by ``bank`` hold two configurations per stream: the one in
+#: force and the one a change installs beside it.  The data plane picks the
+#: bank from the stream's ``epoch`` register, and flips it itself at the
+#: boundary of an armed change (docs/p4.md, "Reconfiguration").
 SCHEMA: dict[str, TableSpec] = {
-    "window_spec": TableSpec(INGRESS, (STREAM_KEY,), {
+    "window_spec": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY), {
         "set_count_window": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
                                         Param("extra", "int", 64), Param("cap", "int", 32))),
         "set_time_window": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
@@ -110,12 +136,17 @@ SCHEMA: dict[str, TableSpec] = {
                                        Param("fixed_origin", "int", 8), Param("origin", "int", 64),
                                        Param("lateness", "int", 64))),
     }),
-    "operator_count": TableSpec(INGRESS, (STREAM_KEY,),
+    "operator_count": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY),
                                 {"set_operator_count": ActionSpec((Param("n", "int", 32),))}),
-    "unicast": TableSpec(INGRESS, (STREAM_KEY, Key("newest_op", 32)),
-                         {"to_operator": ActionSpec((Param("port", "int", PORT_BITS),))}),
-    "multicast": TableSpec(INGRESS, (STREAM_KEY, Key("newest_op", 32), Key("active", 32)),
-                           {"to_group": ActionSpec((Param("mgid", "int", 16),))}),
+    "previous_spec": TableSpec(INGRESS, (STREAM_KEY,), {
+        "set_previous": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
+                                    Param("extra", "int", 64), Param("size", "int", 64),
+                                    Param("n_ops", "int", 32), Param("tail", "int", 64))),
+    }),
+    "unicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY), {"to_operator": TO_OPERATOR}),
+    "multicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY, ACTIVE_KEY), {"to_group": TO_GROUP}),
+    "transition": TableSpec(INGRESS, (STREAM_KEY, Key("old_op", 32), Key("old_active", 32), OP_KEY, ACTIVE_KEY),
+                            {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
     "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS),),
                                 {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),
 }

@@ -6,10 +6,37 @@ the embedded model in process, the embedded switch's client, or bmv2's.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
 
 from testbed.dataplane.contract import DROP_CODES, REGISTERS, SCHEMA, SwitchAPI, drop_counter_index
-from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.plan import BANKED, PREVIOUS_SPEC, TRANSITION, MulticastGroup, SplitterPlan, TableEntry
+from testbed.semantics.topology import Stream
+
+
+class ChangeTimeout(RuntimeError):
+    """A stream did not reach the point a change waits for in time."""
+
+
+@dataclass
+class Change:
+    """One reconfiguration of one stream, from installing it to its boundary."""
+
+    stream: int
+    new: Stream
+    epoch: int                      # the epoch the change begins
+    armed_at: float                 # time.time() when the data plane was armed
+    install_s: float                # control-plane time to install the other bank and arm it
+    operations: int                 # control calls that took
+    boundary: Optional[int] = None  # where the epoch began on the axis, once it did
+    applied_at: Optional[float] = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """The change as run.json keeps it (``testbed.analysis.check.recorded_changes``)."""
+        return {"boundary": self.boundary, "epoch": self.epoch, "window": self.new.window.as_json(),
+                "operators": list(self.new.operators), "armed_at": self.armed_at,
+                "applied_at": self.applied_at, "install_s": self.install_s, "operations": self.operations}
 
 
 class Controller:
@@ -18,10 +45,17 @@ class Controller:
     #: Control calls per multicast group: create the group, create its node, associate them.
     CALLS_PER_GROUP = 3
 
+    #: How often ``change`` polls the switch while it waits for a stream.
+    POLL_S = 0.005
+
     def __init__(self, api: SwitchAPI):
         self.api = api
         #: mgid -> node handle of every group this controller created, for ``clear``.
         self.nodes: dict[int, int] = {}
+        #: (table, match) -> entry handle, so that a change can replace a bank.
+        self.handles: dict[tuple[str, tuple[int, ...]], int] = {}
+        #: stream id -> the configuration in force (or armed), for the next change.
+        self.streams: dict[int, Stream] = {}
 
     def install(self, plan: SplitterPlan) -> dict[str, float]:
         """Install groups, then tables, on a switch with empty state.
@@ -31,19 +65,96 @@ class Controller:
         calls it made, for the run record and the control-plane experiment.
         """
         t0 = time.perf_counter()
-        for group in plan.groups:
+        self._create_groups(plan.groups)
+        t1 = time.perf_counter()
+        entries = plan.entries()
+        for entry in entries:
+            self._add(entry)
+        t2 = time.perf_counter()
+        self.streams.update({sid: sp.stream for sid, sp in plan.streams.items()})
+        return {"groups_s": t1 - t0, "tables_s": t2 - t1, "groups": len(plan.groups), "entries": len(entries),
+                "operations": self.CALLS_PER_GROUP * len(plan.groups) + len(entries)}
+
+    def _create_groups(self, groups: Sequence[MulticastGroup]) -> int:
+        """Create the groups this switch does not have yet; returns how many."""
+        made = 0
+        for group in groups:
+            if group.mgid in self.nodes:
+                continue
             self.api.mc_mgrp_create(group.mgid)
             handle = self.api.mc_node_create(group.mgid, list(group.ports))
             self.api.mc_node_associate(group.mgid, handle)
             self.nodes[group.mgid] = handle
-        t1 = time.perf_counter()
-        entries = plan.entries()
-        for entry in entries:
-            self.api.table_add(entry.table, entry.action,
-                               [str(v) for v in entry.match], [str(v) for v in entry.params])
-        t2 = time.perf_counter()
-        return {"groups_s": t1 - t0, "tables_s": t2 - t1, "groups": len(plan.groups), "entries": len(entries),
-                "operations": self.CALLS_PER_GROUP * len(plan.groups) + len(entries)}
+            made += 1
+        return made
+
+    def _add(self, entry: TableEntry) -> None:
+        handle = self.api.table_add(entry.table, entry.action,
+                                    [str(v) for v in entry.match], [str(v) for v in entry.params])
+        self.handles[(entry.table, tuple(int(v) for v in entry.match))] = int(handle)
+
+    def _delete_where(self, keep) -> int:
+        """Delete the entries this controller added whose (table, match) ``keep`` refuses."""
+        doomed = [key for key in self.handles if not keep(*key)]
+        for table, match in doomed:
+            self.api.table_delete(table, self.handles.pop((table, match)))
+        return len(doomed)
+
+    # ------------------------------------------------------------------
+    # reconfiguration at run time (docs/p4.md, "Reconfiguration")
+    # ------------------------------------------------------------------
+    def settled(self, stream: int) -> bool:
+        """No change waits for its boundary and no transition is under way:
+        the bank not in force is free for the next change."""
+        return not (self.api.register_read("armed", stream) or self.api.register_read("in_transition", stream))
+
+    def wait_settled(self, stream: int, timeout: float = 10.0) -> float:
+        """Wait until ``settled``; returns how long that took (seconds)."""
+        return self._wait(lambda: self.settled(stream), timeout,
+                          f"stream {stream}: the previous change's transition is still under way")
+
+    def change(self, plan: SplitterPlan, new: Stream, timeout: float = 10.0) -> Change:
+        """Install ``new`` in the bank not in force and arm it.
+
+        The data plane itself makes it the configuration in force at the
+        stream's next window boundary, so no event is lost and no window is
+        split, whatever the traffic does meanwhile.  A stream serves two
+        configurations at once, so this first waits until the previous
+        change's transition is over.  Other streams are not touched.
+        """
+        sid = new.id
+        waited = self.wait_settled(sid, timeout)
+        t0 = time.perf_counter()
+        epoch = int(self.api.register_read("epoch", sid))
+        bank = (epoch + 1) & 1
+        prepared = plan.change(self.streams[sid], new, bank)
+        deleted = self._delete_where(lambda table, match: match[0] != sid or not (
+            table in (PREVIOUS_SPEC, TRANSITION) or (table in BANKED and match[1] == bank)))
+        made = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
+        for entry in prepared.entries:
+            self._add(entry)
+        self.api.register_write("armed", sid, 1)
+        install_s = time.perf_counter() - t0
+        self.streams[sid] = new
+        ops = deleted + self.CALLS_PER_GROUP * made + len(prepared.entries) + 3
+        return Change(sid, new, epoch + 1, time.time(), install_s, ops, timings={"waited_s": waited})
+
+    def wait_applied(self, change: Change, timeout: float = 10.0) -> Change:
+        """Wait for the change's boundary: the data plane clears ``armed`` when
+        an event crosses it.  Fills in where and when."""
+        self._wait(lambda: not self.api.register_read("armed", change.stream), timeout,
+                   f"stream {change.stream}: no event reached the change's boundary")
+        change.applied_at = time.time()
+        change.boundary = int(self.api.register_read("boundary", change.stream))
+        return change
+
+    def _wait(self, done, timeout: float, what: str) -> float:
+        t0 = time.perf_counter()
+        while not done():
+            if time.perf_counter() - t0 > timeout:
+                raise ChangeTimeout(f"{what} after {timeout:g} s")
+            time.sleep(self.POLL_S)
+        return time.perf_counter() - t0
 
     def clear(self) -> None:
         """Empty every table and remove the groups ``install`` created, so the
@@ -55,6 +166,8 @@ class Controller:
             self.api.mc_node_destroy(handle)
             self.api.mc_mgrp_destroy(mgid)
         self.nodes.clear()
+        self.handles.clear()
+        self.streams.clear()
 
     def reset_window_state(self) -> None:
         """Forget every stream's window progress (needed after N or a spec changes)."""

@@ -78,6 +78,44 @@ class WindowParams(NamedTuple):
         return cls(action == "set_count_window", *params)
 
 
+class PreviousParams(NamedTuple):
+    """set_previous's action data: the epoch before the one in force, for its
+    last windows during a transition (prev_params_t in headers.p4)."""
+
+    slide: int
+    full: int
+    extra: int
+    size: int
+    n_ops: int
+    tail: int
+
+
+def old_windows_after(d: int, prev: PreviousParams, begun: int) -> int:
+    """How many windows of the previous epoch hold a coordinate ``d`` past the
+    boundary: those that started before it and have not ended yet.  Were the
+    previous grid to go on, the slide holding ``d`` would open ``k + 1`` more
+    windows at or after the boundary; they are not windows, so they are
+    taken off what the previous spec counts at that position."""
+    if d >= prev.size:
+        return 0
+    if d < prev.slide:
+        k, p = 0, d
+    else:
+        k, p = shift_subtract_divmod(d, prev.slide)
+    c = prev.full + (1 if p < prev.extra else 0) - (k + 1)
+    return max(0, min(c, begun))
+
+
+class Verdict(NamedTuple):
+    """The slide tracker's outcome: the windows of the epoch in force ``(w, c)``
+    and, during a transition, those of the previous epoch ``(old_w, old_c)``."""
+
+    newest: int
+    active: int
+    old_newest: int = 0
+    old_active: int = 0
+
+
 @dataclass
 class Decision:
     """Ingress outcome for one event: a port, a multicast group, or a drop."""
@@ -224,34 +262,70 @@ class SplitterPipeline:
     # ingress: window state and the destination decision
     # ------------------------------------------------------------------
     def ingress(self, stream: int, ts: int, nbytes: int = 0) -> Decision:
-        """MyIngress (forwarding.p4): the stream's spec and N, the slide tracker,
-        then the unicast or multicast table."""
-        spec = self.tables["window_spec"].get((stream,))
-        n_ops_entry = self.tables["operator_count"].get((stream,))
+        """MyIngress (forwarding.p4): the bank in force (or the other one, at an
+        armed change's boundary), its spec and N, the slide tracker, then one
+        of the unicast, multicast and transition tables."""
+        switching = self._at_boundary(stream, ts)
+        bank = (self.registers["epoch"][stream] + switching) & 1
+        spec = self.tables["window_spec"].get((stream, bank))
+        n_ops_entry = self.tables["operator_count"].get((stream, bank))
+        prev = None
+        if switching or self.registers["in_transition"][stream]:
+            prev_entry = self.tables["previous_spec"].get((stream,))
+            if prev_entry is None:
+                return self._drop(stream, UNKNOWN_STREAM, nbytes)
+            prev = PreviousParams(*prev_entry[1])
         if spec is None or n_ops_entry is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
-        verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops_entry[1][0])
+        n_ops = n_ops_entry[1][0]
+        verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops, prev, switching)
         if isinstance(verdict, str):
             return self._drop(stream, verdict, nbytes)
-        newest, active = verdict
         self._count("stream_in", stream, nbytes)
-        if active > n_ops_entry[1][0]:
-            active = n_ops_entry[1][0]        # with N or more windows open, every operator once
-        if active == 1:
-            hit = self.tables["unicast"].get((stream, newest))
-            if hit is None:
-                return self._drop(stream, UNKNOWN_STREAM, nbytes)
-            return Decision(port=hit[1][0])
-        hit = self.tables["multicast"].get((stream, newest, active))
+        # With N or more windows open every operator is hit once.
+        active = min(verdict.active, n_ops)
+        old_active = min(verdict.old_active, prev.n_ops) if verdict.old_active else 0
+        if old_active == 0:
+            hit = self._destination(stream, bank, verdict.newest, active)
+        else:
+            # Old windows, and new ones unless active is 0: their union.
+            newest = verdict.newest if active else 0
+            hit = self.tables["transition"].get((stream, verdict.old_newest, old_active, newest, active))
         if hit is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
-        return Decision(mgid=hit[1][0])
+        action, (value,) = hit
+        return Decision(port=value) if action == "to_operator" else Decision(mgid=value)
 
-    def _track(self, stream: int, ts: int, win: "WindowParams", n_ops: int) -> "str | tuple[int, int]":
+    def _destination(self, stream: int, bank: int, newest: int, active: int):
+        """unicast for one window, multicast for more."""
+        if active == 1:
+            return self.tables["unicast"].get((stream, bank, newest))
+        return self.tables["multicast"].get((stream, bank, newest, active))
+
+    def _at_boundary(self, stream: int, ts: int) -> int:
+        """Does this event cross the boundary of an armed change?  Only an
+        in-order event that reaches the slide after the newest one does, and
+        only once the previous transition is over.  It is decided before the
+        spec is looked up (the bank depends on it), so the window kind comes
+        from a register the stream's first event set."""
+        regs = self.registers
+        if not (regs["armed"][stream] and regs["initialized"][stream]) or regs["in_transition"][stream]:
+            return 0
+        if not regs["time_axis"][stream]:
+            x = regs["event_count"][stream]
+        elif ts < regs["last_ts"][stream]:
+            return 0
+        else:
+            x = ts
+        return 1 if x >= regs["next_start"][stream] else 0
+
+    def _track(self, stream: int, ts: int, win: "WindowParams", n_ops: int,
+               prev: Optional[PreviousParams] = None, switching: int = 0) -> "str | Verdict":
         """SlideTracker (slides.p4): read and advance the stream's window state.
 
-        Returns a drop reason, or ``(w, c)``: the operator of the newest window
-        holding the event and how many windows hold it.
+        Returns a drop reason, or the verdict: the operator of the newest
+        window holding the event and how many windows hold it, for the epoch
+        in force and, in a transition, for the previous one.
         """
         regs = self.registers
         first = regs["initialized"][stream] == 0
@@ -272,10 +346,21 @@ class SplitterPipeline:
             origin = win.origin if win.fixed_origin else ts
         if first:
             regs["initialized"][stream] = 1
-            regs["slide_start"][stream] = origin
-            regs["newest_op"][stream] = 0
-            regs["begun"][stream] = 1
+            regs["time_axis"][stream] = 0 if win.is_count else 1
+            self._begin_epoch(stream, origin, win.slide)
         start, newest, begun = regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream]
+        if switching:
+            start, newest, begun = self._switch(stream, start, newest, begun, win.slide, prev)
+        old_newest = old_active = 0
+        if regs["in_transition"][stream]:
+            boundary = regs["boundary"][stream]
+            if x < boundary:
+                # A late event before the boundary lies in previous windows only.
+                return self._previous_windows(stream, x, prev)
+            old_newest = regs["old_newest"][stream]
+            old_active = old_windows_after(x - boundary, prev, regs["old_begun"][stream])
+            if not late and x >= regs["transition_end"][stream]:
+                regs["in_transition"][stream] = 0
         if late:
             # Nothing advances: back from the newest slide to the event's own.
             start, newest, back = step_back(x, start, newest, win.slide, n_ops)
@@ -289,7 +374,42 @@ class SplitterPipeline:
         active = win.full + (1 if x - start < win.extra else 0)
         if begun < active:
             active = begun
-        return NO_WINDOW if active == 0 else (newest, active)
+        if active == 0 and old_active == 0:
+            return NO_WINDOW
+        return Verdict(newest, active, old_newest, old_active)
+
+    def _begin_epoch(self, stream: int, start: int, slide: int) -> None:
+        """An epoch's first slide: window 0 at ``start``, on operator 0."""
+        regs = self.registers
+        regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, 0, 1
+        regs["next_start"][stream] = (start + slide) & U64
+
+    def _switch(self, stream: int, start: int, newest: int, begun: int, slide: int,
+                prev: PreviousParams) -> tuple[int, int, int]:
+        """The armed change takes effect: freeze the previous epoch's newest
+        slide, flip the bank and begin the new epoch at the boundary."""
+        regs = self.registers
+        boundary = regs["next_start"][stream]
+        regs["old_start"][stream], regs["old_newest"][stream], regs["old_begun"][stream] = start, newest, begun
+        regs["boundary"][stream] = boundary
+        regs["transition_end"][stream] = (boundary + prev.tail) & U64
+        regs["epoch"][stream] = (regs["epoch"][stream] + 1) & 0xFFFFFFFF
+        regs["armed"][stream] = 0
+        regs["in_transition"][stream] = 1
+        self._begin_epoch(stream, boundary, slide)
+        return boundary, 0, 1
+
+    def _previous_windows(self, stream: int, x: int, prev: PreviousParams) -> "str | Verdict":
+        """A late event before the boundary: the previous epoch's windows, found
+        back from its frozen newest slide as any late event's are."""
+        regs = self.registers
+        start, newest, back = step_back(x, regs["old_start"][stream], regs["old_newest"][stream],
+                                        prev.slide, prev.n_ops)
+        begun = regs["old_begun"][stream]
+        if back >= begun:
+            return BEFORE_ORIGIN
+        active = min(begun - back, prev.full + (1 if x - start < prev.extra else 0))
+        return NO_WINDOW if active == 0 else Verdict(0, 0, newest, active)
 
     def _advance(self, stream: int, x: int, start: int, newest: int, begun: int, win: "WindowParams",
                  n_ops: int) -> tuple[int, int, int]:
@@ -306,8 +426,10 @@ class SplitterPipeline:
             newest -= n_ops
         begun = win.cap if advanced >= win.cap or begun + advanced >= win.cap else begun + advanced
         regs = self.registers
-        regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = x - offset, newest, begun
-        return x - offset, newest, begun
+        start = x - offset
+        regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, newest, begun
+        regs["next_start"][stream] = (start + win.slide) & U64
+        return start, newest, begun
 
     def _drop(self, stream: int, reason: str, nbytes: int) -> Decision:
         self._count("stream_drops", drop_counter_index(stream, reason), nbytes)

@@ -7,7 +7,9 @@ S4 Table IV and Fig. 7, P4SS Fig. 6.  Three sources, each in its own step:
    and register memory, for one stream as N grows, for N fixed as the
    streams grow, and for P4SS's three streams.  Register memory "per
    stream" is one cell of every register the stream's window kind uses
-   (``contract.REGISTERS_USED``) -- the program declares them for all
+   (``contract.REGISTERS_USED``; the registers that let a stream change at
+   run time, ``RECONFIG_REGISTERS``, are counted apart, since the papers'
+   splitters have none) -- the program declares them for all
    65,536 stream ids whether configured or not, which is the second number
    (``register_bytes_allocated``).
 2. **Live targets**: the plan installed on the embedded model in process,
@@ -30,7 +32,16 @@ from pydantic import Field, field_validator
 
 from testbed import ROOT
 from testbed.analysis.plots import plt, save_figure
-from testbed.dataplane.contract import N_PORTS, N_STREAMS, REGISTERS, REGISTERS_USED, SCHEMA, param_kinds, to_int
+from testbed.dataplane.contract import (
+    N_PORTS,
+    N_STREAMS,
+    RECONFIG_REGISTERS,
+    REGISTERS,
+    REGISTERS_USED,
+    SCHEMA,
+    param_kinds,
+    to_int,
+)
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.emulation.veth import VethRig
@@ -361,6 +372,7 @@ def contract_counts() -> dict[str, Any]:
     return {"register_arrays_declared": len(REGISTERS),
             "register_arrays_used": {kind: len(regs) for kind, regs in REGISTERS_USED.items()},
             "register_bits_per_stream": {kind: register_bits(kind) for kind in REGISTERS_USED},
+            "reconfiguration_register_bits_per_stream": sum(REGISTERS[name] for name in RECONFIG_REGISTERS),
             "match_tables": len(SCHEMA)}
 
 

@@ -23,9 +23,13 @@ from testbed.semantics.windows import late_slides, max_windows, windows_per_posi
 
 WINDOW_SPEC = "window_spec"
 OPERATOR_COUNT = "operator_count"
+PREVIOUS_SPEC = "previous_spec"
 UNICAST = "unicast"
 MULTICAST = "multicast"
+TRANSITION = "transition"
 EGRESS_REWRITE = "egress_rewrite"
+#: Tables whose entries belong to one bank of one stream (their second key is the bank).
+BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST)
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,41 @@ class StreamPlan:
         return out
 
 
+@dataclass
+class StreamChange:
+    """What reconfiguring one stream installs before the change is armed: the
+    new configuration in the bank not in force, the previous spec, and the
+    transition table for events in old and new windows at once."""
+
+    old: Stream
+    new: Stream
+    bank: int
+    entries: list[TableEntry] = field(default_factory=list)
+    groups: dict[int, MulticastGroup] = field(default_factory=dict)
+
+
+def transition_tail(old: Stream, new: Stream) -> int:
+    """How far past the boundary an in-order event must be before no event the
+    stream still accepts can lie in a window of the old epoch: the old windows
+    end at most ``size - slide`` past it, and a late event may lie the new
+    lateness behind the newest one."""
+    return max(0, old.window.size - old.window.slide) + new.window.lateness
+
+
+def check_change(old: Stream, new: Stream) -> None:
+    """Refuse a change the data plane cannot carry out exactly.
+
+    The kind and origin fix the axis (``Stream.config`` refuses them).  The
+    lateness may stay or shrink, not grow: under a larger lateness a late
+    event could lie in windows of the epoch before the old one, which the
+    splitter no longer holds (it keeps two configurations per stream).
+    """
+    old.config(new.window, new.operators)
+    if new.window.lateness > old.window.lateness:
+        raise ValueError(f"stream {old.label}: window.lateness cannot grow at run time "
+                         f"({old.window.lateness} -> {new.window.lateness})")
+
+
 class SplitterPlan:
     """Tables and multicast groups for every stream of a topology."""
 
@@ -123,31 +162,68 @@ class SplitterPlan:
         return group
 
     def _plan_stream(self, s: Stream) -> StreamPlan:
+        """The stream's first configuration, in bank 0."""
+        plan = StreamPlan(s)
+        plan.entries.extend(self._bank_entries(s, 0, plan.groups))
+        return plan
+
+    def _bank_entries(self, s: Stream, bank: int, groups: dict[int, MulticastGroup]) -> list[TableEntry]:
+        """window_spec, operator_count, unicast and multicast of one configuration."""
         w = s.window
         full, extra = windows_per_position(w.size, w.slide)
-        cap = max_windows(w.size, w.slide)
+        # begun saturates that many slides later, so that a late event's
+        # earlier slide still knows how many windows had begun there.
+        cap = max_windows(w.size, w.slide) + late_slides(w.lateness, w.slide)
         n_ops = len(s.operators)
-        plan = StreamPlan(s)
         if w.kind == "count":
-            plan.entries.append(TableEntry(WINDOW_SPEC, "set_count_window", (s.id,),
-                                           (w.slide, full, extra, cap)))
+            spec = TableEntry(WINDOW_SPEC, "set_count_window", (s.id, bank), (w.slide, full, extra, cap))
         else:
-            # begun saturates that many slides later, so that a late event's
-            # earlier slide still knows how many windows had begun there.
-            cap += late_slides(w.lateness, w.slide)
             fixed = 0 if w.origin is None else 1
-            plan.entries.append(TableEntry(WINDOW_SPEC, "set_time_window", (s.id,),
-                                           (w.slide, full, extra, cap, fixed, w.origin or 0, w.lateness)))
-        plan.entries.append(TableEntry(OPERATOR_COUNT, "set_operator_count", (s.id,), (n_ops,)))
+            spec = TableEntry(WINDOW_SPEC, "set_time_window", (s.id, bank),
+                              (w.slide, full, extra, cap, fixed, w.origin or 0, w.lateness))
+        entries = [spec, TableEntry(OPERATOR_COUNT, "set_operator_count", (s.id, bank), (n_ops,))]
         for i, op in enumerate(s.operators):
-            plan.entries.append(TableEntry(UNICAST, "to_operator", (s.id, i), (self.ports[op],)))
+            entries.append(TableEntry(UNICAST, "to_operator", (s.id, bank, i), (self.ports[op],)))
         for newest, active in destination_pairs(w.size, w.slide, n_ops):
             if active < 2:
                 continue
             group = self._group_for(destination_set(s.operators, newest, active))
-            plan.groups[group.mgid] = group
-            plan.entries.append(TableEntry(MULTICAST, "to_group", (s.id, newest, active), (group.mgid,)))
-        return plan
+            groups[group.mgid] = group
+            entries.append(TableEntry(MULTICAST, "to_group", (s.id, bank, newest, active), (group.mgid,)))
+        return entries
+
+    def change(self, old: Stream, new: Stream, bank: int) -> StreamChange:
+        """Entries that prepare ``old`` to become ``new`` at its next window
+        boundary, with ``new`` in ``bank``, the bank not in force."""
+        check_change(old, new)
+        change = StreamChange(old, new, bank)
+        ow = old.window
+        full, extra = windows_per_position(ow.size, ow.slide)
+        n_old = len(old.operators)
+        change.entries.append(TableEntry(PREVIOUS_SPEC, "set_previous", (old.id,),
+                                         (ow.slide, full, extra, ow.size, n_old, transition_tail(old, new))))
+        change.entries.extend(self._bank_entries(new, bank, change.groups))
+        # Old windows of an event in the transition: up to ceil(size/slide) of
+        # them (a late event before the boundary), ending at any operator.
+        # With new windows (w, c) too, the event goes to the union; with none
+        # (c = 0: before the boundary, or in a gap of the new spec) to the old
+        # windows alone.
+        old_counts = range(1, min(max_windows(ow.size, ow.slide), n_old) + 1)
+        new_pairs = [(0, 0)] + destination_pairs(new.window.size, new.window.slide, len(new.operators))
+        for old_newest in range(n_old):
+            for old_active in old_counts:
+                old_set = destination_set(old.operators, old_newest, old_active)
+                for newest, active in new_pairs:
+                    new_set = destination_set(new.operators, newest, active) if active else []
+                    hosts = list(dict.fromkeys(old_set + new_set))
+                    match = (old.id, old_newest, old_active, newest, active)
+                    if len(hosts) == 1:
+                        change.entries.append(TableEntry(TRANSITION, "to_operator", match, (self.ports[hosts[0]],)))
+                        continue
+                    group = self._group_for(hosts)
+                    change.groups[group.mgid] = group
+                    change.entries.append(TableEntry(TRANSITION, "to_group", match, (group.mgid,)))
+        return change
 
     # -- views ---------------------------------------------------------
     @property
