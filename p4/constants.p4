@@ -28,6 +28,7 @@ const bit<32> DROP_COUNTER_SIZE = 524288;  /* N_STREAMS * DROP_SLOTS */
 const int STREAM_TABLE_SIZE    = 65536;  /* window_spec, operator_count: one per stream */
 const int UNICAST_TABLE_SIZE   = 65536;  /* N per stream */
 const int MULTICAST_TABLE_SIZE = 65536;  /* fewer than 3N per stream (docs/windows.md) */
+const int TRANSITION_TABLE_SIZE = 65536; /* per changing stream: N_old * old windows * (new (w, c) pairs + 1) */
 const int EGRESS_TABLE_SIZE    = 512;    /* one per operator port */
 
 /* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */

@@ -1,13 +1,19 @@
 /*
  * Ingress: stream lookup, window tracking, and the destination decision.
  *
- * S4's pipeline (Fig. 4) in order:
- *   1. window_spec     stream -> window kind and spec (action data)
- *   2. operator_count  stream -> N, kept apart so N and the spec change
- *                      independently
+ * S4's pipeline (Fig. 4) in order, with a bank chosen first:
+ *   0. BoundaryCheck   registers -> the bank in force, or the other one when
+ *                      the event crosses an armed change's boundary (epochs.p4)
+ *   1. window_spec     (stream, bank) -> window kind and spec (action data)
+ *   2. operator_count  (stream, bank) -> N, kept apart so N and the spec
+ *                      change independently
+ *      previous_spec   stream -> the previous epoch's spec and N, only while
+ *                      its windows may still hold events
  *   3. SlideTracker    registers -> (w, c) or a drop reason (slides.p4)
- *   4. unicast         (stream, w) -> egress port, when c == 1
- *      multicast       (stream, w, c) -> multicast group, when c >= 2
+ *   4. unicast         (stream, bank, w) -> egress port, when c == 1
+ *      multicast       (stream, bank, w, c) -> multicast group, when c >= 2
+ *      handover        (stream, old w, old c, w, c) -> port or group, when
+ *                      the event lies in windows of the previous epoch too
  * Every event that reaches no operator is counted in stream_drops under its
  * reason and marked to drop; frames that are not events are counted in
  * non_event.  Only the control plane fills these tables: a new spec or N
@@ -23,6 +29,7 @@ control MyIngress(inout headers_t hdr,
     counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) stream_drops; /* stream * DROP_SLOTS + code */
     counter(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
 
+    BoundaryCheck() boundary_check;
     SlideTracker() slides;
 
     /* ---- window_spec -------------------------------------------------- */
@@ -50,7 +57,10 @@ control MyIngress(inout headers_t hdr,
     }
 
     table window_spec {
-        key = { hdr.event.stream : exact @name("stream"); }
+        key = {
+            hdr.event.stream : exact @name("stream");
+            meta.epoch.bank  : exact @name("bank");
+        }
         actions = { set_count_window; set_time_window; @defaultonly NoAction; }
         const default_action = NoAction();
         size = STREAM_TABLE_SIZE;
@@ -62,8 +72,29 @@ control MyIngress(inout headers_t hdr,
     }
 
     table operator_count {
-        key = { hdr.event.stream : exact @name("stream"); }
+        key = {
+            hdr.event.stream : exact @name("stream");
+            meta.epoch.bank  : exact @name("bank");
+        }
         actions = { set_operator_count; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = STREAM_TABLE_SIZE;
+    }
+
+    /* ---- previous_spec ------------------------------------------------ */
+    action set_previous(bit<64> slide, bit<32> full, bit<64> extra, bit<64> size,
+                        bit<32> n_ops, bit<64> tail) {
+        meta.prev.slide = slide;
+        meta.prev.full = full;
+        meta.prev.extra = extra;
+        meta.prev.size = size;
+        meta.prev.n_ops = n_ops;
+        meta.prev.tail = tail;
+    }
+
+    table previous_spec {
+        key = { hdr.event.stream : exact @name("stream"); }
+        actions = { set_previous; @defaultonly NoAction; }
         const default_action = NoAction();
         size = STREAM_TABLE_SIZE;
     }
@@ -76,6 +107,7 @@ control MyIngress(inout headers_t hdr,
     table unicast {
         key = {
             hdr.event.stream          : exact @name("stream");
+            meta.epoch.bank           : exact @name("bank");
             meta.verdict.newest_op    : exact @name("newest_op");
         }
         actions = { to_operator; @defaultonly NoAction; }
@@ -90,12 +122,28 @@ control MyIngress(inout headers_t hdr,
     table multicast {
         key = {
             hdr.event.stream          : exact @name("stream");
+            meta.epoch.bank           : exact @name("bank");
             meta.verdict.newest_op    : exact @name("newest_op");
             meta.verdict.active       : exact @name("active");
         }
         actions = { to_group; @defaultonly NoAction; }
         const default_action = NoAction();
         size = MULTICAST_TABLE_SIZE;
+    }
+
+    /* The union of the previous epoch's windows and the new ones (active 0:
+     * the previous epoch's alone): one port or one group. */
+    table handover {
+        key = {
+            hdr.event.stream          : exact @name("stream");
+            meta.verdict.old_newest   : exact @name("old_op");
+            meta.verdict.old_active   : exact @name("old_active");
+            meta.verdict.newest_op    : exact @name("newest_op");
+            meta.verdict.active       : exact @name("active");
+        }
+        actions = { to_operator; to_group; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = TRANSITION_TABLE_SIZE;
     }
 
     apply {
@@ -106,9 +154,16 @@ control MyIngress(inout headers_t hdr,
             bit<32> stream_idx = (bit<32>)hdr.event.stream;
             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
 
-            if (window_spec.apply().hit) {
-                if (operator_count.apply().hit) {
-                    slides.apply(hdr.event, meta.win, meta.verdict);
+            boundary_check.apply(hdr.event, meta.epoch);
+            bool configured = true;
+            if (meta.epoch.switching == 1 || meta.epoch.in_transition == 1) {
+                configured = previous_spec.apply().hit;
+            }
+            if (configured) {
+                if (window_spec.apply().hit) {
+                    if (operator_count.apply().hit) {
+                        slides.apply(hdr.event, meta.win, meta.prev, meta.epoch, meta.verdict);
+                    }
                 }
             }
 
@@ -118,7 +173,17 @@ control MyIngress(inout headers_t hdr,
                 if (meta.verdict.active > meta.win.n_ops) {
                     meta.verdict.active = meta.win.n_ops;
                 }
-                if (meta.verdict.active == 1) {
+                if (meta.verdict.old_active > meta.prev.n_ops) {
+                    meta.verdict.old_active = meta.prev.n_ops;
+                }
+                if (meta.verdict.old_active != 0) {
+                    if (meta.verdict.active == 0) {
+                        meta.verdict.newest_op = 0;
+                    }
+                    if (!handover.apply().hit) {
+                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                    }
+                } else if (meta.verdict.active == 1) {
                     if (!unicast.apply().hit) {
                         meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                     }

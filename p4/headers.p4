@@ -71,15 +71,38 @@ struct window_params_t {
     bit<32> n_ops;         /* N, the number of operators of the stream */
 }
 
+/* The epoch before the one in force, as action data of previous_spec: what
+ * the slide tracker needs for that epoch's last windows during a transition
+ * (docs/p4.md, "Reconfiguration"). */
+struct prev_params_t {
+    bit<64> slide;
+    bit<32> full;
+    bit<64> extra;
+    bit<64> size;
+    bit<32> n_ops;
+    bit<64> tail;          /* transition_end = boundary + tail */
+}
+
 /* What the slide tracker decides for one event. */
 struct verdict_t {
     bit<32> drop_code;     /* DROP_NONE or why the event reaches no operator */
     bit<32> newest_op;     /* w: operator of the newest window holding the event */
     bit<32> active;        /* c: number of windows holding the event (clamped to N later) */
+    bit<32> old_newest;    /* during a transition: the same for the previous epoch's windows */
+    bit<32> old_active;    /*   (0: none of them holds the event) */
+}
+
+/* Which configuration serves the event (BoundaryCheck, epochs.p4). */
+struct epoch_t {
+    bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
+    bit<1> switching;      /* this event crosses an armed change's boundary */
+    bit<1> in_transition;  /* windows of the previous epoch may hold events */
 }
 
 struct metadata_t {
     window_params_t win;
+    prev_params_t   prev;
+    epoch_t         epoch;
     verdict_t       verdict;
 }
 

@@ -19,6 +19,11 @@
  * division; likewise "advanced mod N", only when advanced >= N.  The
  * common cases (same slide, next slide) use one comparison each.
  *
+ * A change armed by the control plane (epochs.p4) begins a new epoch at the
+ * boundary: the old epoch's newest slide is frozen in old_start/old_newest/
+ * old_begun, and until the transition ends an event also lies in the old
+ * epoch's last windows (verdict.old_newest, old_active).
+ *
  * A late time event (behind the newest timestamp by at most the stream's
  * lateness) advances nothing: it lies in the newest slide or at most
  * LATE_STEPS slides before it, found by as many compare-and-subtract steps,
@@ -68,31 +73,27 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
 
 /* One step back from a slide to the one before it, for a late event:
  * its start, its newest operator (round robin, backwards) and, counted in
- * back, one slide fewer begun. */
-#define STEP_BACK                                            \
+ * back, one slide fewer begun.  SLIDE and N_OPS are the epoch's own. */
+#define STEP_BACK(SLIDE, N_OPS)                              \
     if (x < start) {                                         \
-        start = start - win.slide;                           \
+        start = start - SLIDE;                               \
         back = back + 1;                                     \
         if (newest == 0) {                                   \
-            newest = win.n_ops - 1;                          \
+            newest = N_OPS - 1;                              \
         } else {                                             \
             newest = newest - 1;                             \
         }                                                    \
     }
 
-/* Reads and advances the window state of one stream and fills
- * meta.verdict: a drop code, or (newest_op, active) for the forwarding
- * tables.  The registers are the ones testbed.dataplane.contract.REGISTERS names. */
-control SlideTracker(in event_t event, in window_params_t win, inout verdict_t verdict) {
-    register<bit<1>>(N_STREAMS)  initialized;
-    register<bit<64>>(N_STREAMS) event_count;  /* count windows: arrival index of the next event */
-    register<bit<64>>(N_STREAMS) last_ts;      /* time windows: newest accepted timestamp */
-    register<bit<64>>(N_STREAMS) slide_start;  /* axis coordinate where the newest slide starts */
-    register<bit<32>>(N_STREAMS) newest_op;    /* operator of the newest window (q mod N) */
-    register<bit<32>>(N_STREAMS) begun;        /* windows begun so far, saturating at cap */
-
+/* Reads and advances the window state of one stream and fills the
+ * verdict: a drop code, or (newest_op, active) for the epoch in force and,
+ * during a transition, (old_newest, old_active) for the previous one.  The
+ * registers are in state.p4. */
+control SlideTracker(in event_t event, in window_params_t win, in prev_params_t prev,
+                     in epoch_t sel, inout verdict_t verdict) {
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
     ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= N */
+    ShiftSubtractDivide() old_div;        /* distance past the boundary / old slide */
 
     apply {
         bit<32> idx = (bit<32>)event.stream;
@@ -103,6 +104,8 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
 
         initialized.read(was_initialized, idx);
         verdict.drop_code = DROP_NONE;
+        verdict.old_newest = 0;
+        verdict.old_active = 0;
 
         /* -- the coordinate; time windows also check the order ---------- */
         if (win.kind == WINDOW_COUNT) {
@@ -136,9 +139,15 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
             bit<32> begun_now;
             if (was_initialized == 0) {
                 initialized.write(idx, 1);
+                if (win.kind == WINDOW_COUNT) {
+                    time_axis.write(idx, 0);
+                } else {
+                    time_axis.write(idx, 1);
+                }
                 slide_start.write(idx, origin);
                 newest_op.write(idx, 0);
                 begun.write(idx, 1);
+                next_start.write(idx, origin + win.slide);
                 start = origin;
                 newest = 0;
                 begun_now = 1;
@@ -148,11 +157,126 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
                 begun.read(begun_now, idx);
             }
 
+            /* -- an armed change takes effect: freeze the old epoch's newest
+             *    slide and begin the new one at the boundary -------------- */
+            bit<1> transition_on = sel.in_transition;
+            if (sel.switching == 1) {
+                bit<64> b;
+                bit<32> epoch_now;
+                next_start.read(b, idx);
+                old_start.write(idx, start);
+                old_newest.write(idx, newest);
+                old_begun.write(idx, begun_now);
+                boundary.write(idx, b);
+                transition_end.write(idx, b + prev.tail);
+                epoch.read(epoch_now, idx);
+                epoch.write(idx, epoch_now + 1);
+                armed.write(idx, 0);
+                in_transition.write(idx, 1);
+                slide_start.write(idx, b);
+                newest_op.write(idx, 0);
+                begun.write(idx, 1);
+                next_start.write(idx, b + win.slide);
+                start = b;
+                newest = 0;
+                begun_now = 1;
+                transition_on = 1;
+            }
+
+            /* -- the previous epoch's windows, during a transition -------- */
+            bit<1> old_only = 0;
+            if (transition_on == 1) {
+                bit<64> b;
+                boundary.read(b, idx);
+                if (x < b) {
+                    /* a late event before the boundary: old windows only,
+                     * back from the old epoch's frozen newest slide */
+                    old_only = 1;
+                    bit<64> ostart;
+                    bit<32> onewest;
+                    bit<32> obegun;
+                    old_start.read(ostart, idx);
+                    old_newest.read(onewest, idx);
+                    old_begun.read(obegun, idx);
+                    {
+                        bit<64> start_o = ostart;
+                        bit<32> newest_o = onewest;
+                        bit<32> back = 0;
+                        /* STEP_BACK works on start/newest: shadow them */
+                        bit<64> start_saved = start;
+                        bit<32> newest_saved = newest;
+                        start = start_o;
+                        newest = newest_o;
+                        STEP_BACK(prev.slide, prev.n_ops) STEP_BACK(prev.slide, prev.n_ops)
+                        STEP_BACK(prev.slide, prev.n_ops) STEP_BACK(prev.slide, prev.n_ops)
+                        start_o = start;
+                        newest_o = newest;
+                        start = start_saved;
+                        newest = newest_saved;
+                        if (back >= obegun) {
+                            verdict.drop_code = DROP_BEFORE_ORIGIN;
+                        } else {
+                            bit<32> c = prev.full;
+                            if (x - start_o < prev.extra) {
+                                c = c + 1;
+                            }
+                            if (obegun - back < c) {
+                                c = obegun - back;
+                            }
+                            if (c == 0) {
+                                verdict.drop_code = DROP_NO_WINDOW;
+                            }
+                            verdict.old_newest = newest_o;
+                            verdict.old_active = c;
+                            verdict.newest_op = 0;
+                            verdict.active = 0;
+                        }
+                    }
+                } else {
+                    /* old windows that began before the boundary and have
+                     * not ended: what the old spec counts at x, less the
+                     * k + 1 windows it would have opened at or after it */
+                    bit<64> d = x - b;
+                    bit<64> c = 0;
+                    if (d < prev.size) {
+                        bit<64> k = 0;
+                        bit<64> p = d;
+                        if (d >= prev.slide) {
+                            old_div.apply(d, prev.slide, k, p);
+                        }
+                        bit<64> held = (bit<64>)prev.full;
+                        if (p < prev.extra) {
+                            held = held + 1;
+                        }
+                        if (held > k + 1) {
+                            c = held - (k + 1);
+                        }
+                        bit<32> obegun;
+                        old_begun.read(obegun, idx);
+                        if ((bit<64>)obegun < c) {
+                            c = (bit<64>)obegun;
+                        }
+                    }
+                    old_newest.read(verdict.old_newest, idx);
+                    verdict.old_active = (bit<32>)c;
+                    if (late == 0) {
+                        bit<64> end;
+                        transition_end.read(end, idx);
+                        if (x >= end) {
+                            in_transition.write(idx, 0);
+                        }
+                    }
+                }
+            }
+
             bit<64> offset = 0;
-            if (late == 1) {
+            if (old_only == 1) {
+                /* decided above */
+            } else if (late == 1) {
                 /* -- back to the late event's own slide; nothing advances - */
                 bit<32> back = 0;
-                STEP_BACK STEP_BACK STEP_BACK STEP_BACK   /* LATE_STEPS times */
+                STEP_BACK(win.slide, win.n_ops) STEP_BACK(win.slide, win.n_ops)
+                STEP_BACK(win.slide, win.n_ops) STEP_BACK(win.slide, win.n_ops)   /* LATE_STEPS times */
                 if (back >= begun_now) {
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
@@ -175,6 +299,7 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
                         offset = rest;
                     }
                     slide_start.write(idx, x - offset);
+                    next_start.write(idx, x - offset + win.slide);
 
                     bit<64> n_ops = (bit<64>)win.n_ops;
                     bit<64> step;
@@ -203,8 +328,8 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
                 }
             }
 
-            /* -- how many windows hold the event -------------------------- */
-            if (verdict.drop_code == DROP_NONE) {
+            /* -- how many windows of the epoch in force hold the event ---- */
+            if (verdict.drop_code == DROP_NONE && old_only == 0) {
                 bit<32> active = win.full;
                 if (offset < win.extra) {
                     active = active + 1;
@@ -212,7 +337,7 @@ control SlideTracker(in event_t event, in window_params_t win, inout verdict_t v
                 if (begun_now < active) {
                     active = begun_now;
                 }
-                if (active == 0) {
+                if (active == 0 && verdict.old_active == 0) {
                     verdict.drop_code = DROP_NO_WINDOW;
                 }
                 verdict.newest_op = newest;

@@ -10,8 +10,11 @@
  *   constants.p4   named constants shared with testbed/dataplane/contract.py
  *   headers.p4     Ethernet / IPv4 / UDP / event header, metadata
  *   parser.p4      parser, deparser, checksum controls
- *   slides.p4      window state registers and the (w, c) decision
- *   forwarding.p4  ingress: window_spec, operator_count, unicast, multicast
+ *   state.p4       per-stream registers (window state, reconfiguration)
+ *   epochs.p4      BoundaryCheck: which bank of configuration serves an event
+ *   slides.p4      the slide tracker: the (w, c) decision, per epoch
+ *   forwarding.p4  ingress: window_spec, operator_count, previous_spec,
+ *                  unicast, multicast, handover
  *   egress.p4      egress_rewrite and the per-copy counters
  */
 #include <core.p4>
@@ -20,6 +23,8 @@
 #include "constants.p4"
 #include "headers.p4"
 #include "parser.p4"
+#include "state.p4"
+#include "epochs.p4"
 #include "slides.p4"
 #include "forwarding.p4"
 #include "egress.p4"

@@ -145,7 +145,7 @@ SCHEMA: dict[str, TableSpec] = {
     }),
     "unicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY), {"to_operator": TO_OPERATOR}),
     "multicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY, ACTIVE_KEY), {"to_group": TO_GROUP}),
-    "transition": TableSpec(INGRESS, (STREAM_KEY, Key("old_op", 32), Key("old_active", 32), OP_KEY, ACTIVE_KEY),
+    "handover": TableSpec(INGRESS, (STREAM_KEY, Key("old_op", 32), Key("old_active", 32), OP_KEY, ACTIVE_KEY),
                             {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
     "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS),),
                                 {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),

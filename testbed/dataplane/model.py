@@ -290,7 +290,7 @@ class SplitterPipeline:
         else:
             # Old windows, and new ones unless active is 0: their union.
             newest = verdict.newest if active else 0
-            hit = self.tables["transition"].get((stream, verdict.old_newest, old_active, newest, active))
+            hit = self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
         if hit is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         action, (value,) = hit

@@ -26,7 +26,7 @@ OPERATOR_COUNT = "operator_count"
 PREVIOUS_SPEC = "previous_spec"
 UNICAST = "unicast"
 MULTICAST = "multicast"
-TRANSITION = "transition"
+HANDOVER = "handover"
 EGRESS_REWRITE = "egress_rewrite"
 #: Tables whose entries belong to one bank of one stream (their second key is the bank).
 BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST)
@@ -106,7 +106,7 @@ class StreamPlan:
 class StreamChange:
     """What reconfiguring one stream installs before the change is armed: the
     new configuration in the bank not in force, the previous spec, and the
-    transition table for events in old and new windows at once."""
+    handover table for events in old and new windows at once."""
 
     old: Stream
     new: Stream
@@ -218,11 +218,11 @@ class SplitterPlan:
                     hosts = list(dict.fromkeys(old_set + new_set))
                     match = (old.id, old_newest, old_active, newest, active)
                     if len(hosts) == 1:
-                        change.entries.append(TableEntry(TRANSITION, "to_operator", match, (self.ports[hosts[0]],)))
+                        change.entries.append(TableEntry(HANDOVER, "to_operator", match, (self.ports[hosts[0]],)))
                         continue
                     group = self._group_for(hosts)
                     change.groups[group.mgid] = group
-                    change.entries.append(TableEntry(TRANSITION, "to_group", match, (group.mgid,)))
+                    change.entries.append(TableEntry(HANDOVER, "to_group", match, (group.mgid,)))
         return change
 
     # -- views ---------------------------------------------------------

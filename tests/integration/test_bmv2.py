@@ -366,7 +366,7 @@ def test_control_plane_state_reads_back_as_planned(switch):
     api.table_clear("unicast")
     assert api.table_entries("unicast") == []
     with pytest.raises(Exception, match="does not fit"):
-        api.table_add("operator_count", "set_operator_count", ["70000"], ["1"])   # stream id > 16 bits
+        api.table_add("operator_count", "set_operator_count", ["70000", "0"], ["1"])   # stream id > 16 bits
 
 
 @needs_root
@@ -397,3 +397,108 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, switch):
     assert api.counter_read("stream_drops", drop_counter_index(9, UNKNOWN_STREAM))[1] == 2
     assert api.counter_read("stream_in", 1)[1] == 4
     assert api.counter_read("stream_out", 1)[1] == 2
+
+
+# ----------------------------------------------------------------------
+# reconfiguration at run time
+# ----------------------------------------------------------------------
+class HitCounter(dict):
+    """The model's handover table, counting the lookups that hit it."""
+
+    def __init__(self):
+        super().__init__()
+        self.hits = Counter()
+
+    def get(self, key, default=None):
+        value = super().get(key, default)
+        if value is not None:
+            self.hits["old only" if key[-1] == 0 else "union"] += 1
+        return value
+
+
+def changed(rng: random.Random, s, hosts: list[str]):
+    """A new operator list and, for count streams or keeping the lateness, a new spec."""
+    w = s.window.model_dump(exclude_none=True)
+    if rng.random() < 0.6:
+        w["size"], w["slide"] = rng.randint(1, 12), rng.randint(1, 8)
+        if w["kind"] == "time":
+            w["lateness"] = rng.randint(0, min(s.window.lateness, MAX_LATE_SLIDES * w["slide"]))
+    ops = rng.sample(hosts, rng.randint(1, len(hosts)))
+    return s.model_copy(update={"window": type(s.window).model_validate(w), "operators": ops})
+
+
+@needs_root
+@pytest.mark.parametrize("seed", [3, 4])
+def test_differential_changes_while_events_flow(seed, rig, switch):
+    """The same changes, armed between the same events, on bmv2 and on the
+    model: the same frames, drop counters and registers, and the same
+    boundaries.  Frames go in phases; a change is armed between two."""
+    _proc, api = switch
+    rng = random.Random(seed)
+    hosts = [f"h{i}" for i in range(2, VETH_PORTS + 1)]
+    topo = topology([stream(1, {"kind": "count", "size": 4, "slide": 1}, ["h2", "h3", "h4", "h5"]),
+                     stream(2, {"kind": "time", "size": 10, "slide": 4, "origin": 0, "lateness": 12},
+                            ["h6", "h7", "h8"]),
+                     stream(3, {"kind": "count", "size": 2, "slide": 3}, ["h2", "h8"])])
+    plan = SplitterPlan(topo)
+    model = SplitterPipeline()
+    model.tables["handover"] = handover = HitCounter()
+    controllers = (Controller(model), Controller(api))
+    for ctl in controllers:
+        ctl.install(plan)
+    current = {s.id: s for s in topo.streams}
+    ip, mac = plan.addresses["h1"]
+    operator_ports = sorted({plan.ports[h] for h in hosts})
+    seq, newest, applied = Counter(), {2: 0}, Counter()
+    want, got = [], []
+    cap = Capture(rig, operator_ports)
+    try:
+        for phase in range(12):
+            if phase:
+                for sid, s in list(current.items()):
+                    settled = [ctl.settled(sid) for ctl in controllers]
+                    assert settled[0] == settled[1], f"stream {sid}: model and bmv2 disagree on settled"
+                    if settled[0] and rng.random() < 0.8:
+                        current[sid] = changed(rng, s, hosts)
+                        for ctl in controllers:
+                            ctl.change(plan, current[sid], timeout=0)
+                        applied[sid] += 1
+            frames = []
+            for _ in range(120):
+                sid = rng.choice([1, 2, 3])
+                ts = 0
+                if sid == 2:
+                    if rng.random() < 0.2:
+                        ts = max(0, newest[2] - rng.randint(0, current[2].window.lateness + 3))
+                    else:
+                        newest[2] += rng.choice([0, 1, 2, 3, 9])
+                        ts = newest[2]
+                frames.append(event_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, sid, seq[sid], ts,
+                                          key=seq[sid], value=phase))
+                seq[sid] += 1
+            phase_out = []
+            for frame in frames:
+                phase_out.extend(model.process(frame))
+            want.extend(phase_out)
+            send_frames(rig.host_ends[plan.ports["h1"]], frames)
+            got = cap.drain(expect=len(want))      # every frame so far
+        assert cap.kernel_drops == 0
+    finally:
+        cap.close()
+    assert sum(applied.values()) >= 8
+    # Events in old and new windows at once (the union) and, before a
+    # boundary or in a gap of the new spec, in old windows alone.
+    assert handover.hits["union"] >= 20 and handover.hits["old only"] >= 1, handover.hits
+    got_by, want_by = by_event(got), by_event(want)
+    mismatched = sorted(k for k in set(got_by) | set(want_by) if got_by.get(k) != want_by.get(k))
+    assert not mismatched, (f"{len(mismatched)} events differ, first: "
+                            + "; ".join(f"{k}: bmv2 {[p for p, _ in got_by.get(k, [])]} "
+                                        f"model {[p for p, _ in want_by.get(k, [])]}" for k in mismatched[:5]))
+    for sid in (1, 2, 3):
+        assert api.register_read("epoch", sid) == model.register_read("epoch", sid) > 0
+        for reason in DROP_CODES:
+            index = drop_counter_index(sid, reason)
+            assert api.counter_read("stream_drops", index) == model.counter_read("stream_drops", index), (sid, reason)
+        assert model.counter_read("stream_drops", drop_counter_index(sid, UNKNOWN_STREAM))[1] == 0
+        for name in REGISTERS:
+            assert api.register_read(name, sid) == model.register_read(name, sid), (name, sid)

@@ -1,0 +1,53 @@
+/*
+ * Which configuration serves an event.
+ *
+ * Each stream has two banks of configuration (window_spec, operator_count,
+ * unicast, multicast are keyed by bank).  The control plane installs a
+ * change in the bank not in force and sets `armed`; the first in-order event
+ * that reaches the slide after the newest one flips the bank, so the change
+ * takes effect exactly at a window boundary whatever the traffic does
+ * (docs/windows.md, "Reconfiguration"; docs/p4.md).  This runs before the
+ * configuration is looked up, so it reads the window kind from the register
+ * the stream's first event set rather than from window_spec.
+ *
+ * testbed/dataplane/model.py (SplitterPipeline._at_boundary) is the same test.
+ */
+#ifndef SPLITTER_EPOCHS_P4
+#define SPLITTER_EPOCHS_P4
+
+control BoundaryCheck(in event_t event, out epoch_t sel) {
+    apply {
+        bit<32> idx = (bit<32>)event.stream;
+        bit<32> epoch_now;
+        bit<1>  is_armed;
+        bit<1>  is_initialized;
+        bit<1>  is_time;
+        epoch.read(epoch_now, idx);
+        armed.read(is_armed, idx);
+        initialized.read(is_initialized, idx);
+        in_transition.read(sel.in_transition, idx);
+        time_axis.read(is_time, idx);
+
+        sel.switching = 0;
+        if (is_armed == 1 && is_initialized == 1 && sel.in_transition == 0) {
+            bit<64> next;
+            next_start.read(next, idx);
+            if (is_time == 0) {
+                bit<64> x;
+                event_count.read(x, idx);
+                if (x >= next) {
+                    sel.switching = 1;
+                }
+            } else {
+                bit<64> newest_ts;
+                last_ts.read(newest_ts, idx);
+                if (event.ts >= newest_ts && event.ts >= next) {
+                    sel.switching = 1;
+                }
+            }
+        }
+        sel.bank = (bit<1>)epoch_now ^ sel.switching;
+    }
+}
+
+#endif
