@@ -14,6 +14,7 @@ const bit<4>  IPV4_VERSION   = 4;
 const bit<4>  IPV4_IHL_NO_OPTIONS = 5;   /* 20-byte header: options are not parsed */
 const bit<8>  IP_PROTO_UDP   = 17;
 const bit<16> EVENT_UDP_PORT = 50000;    /* UDP destination port that marks an event */
+const bit<16> HEARTBEAT_UDP_PORT = 50001; /* an operator host's heartbeat: counted per port, dropped */
 
 /* ---- sizes -------------------------------------------------------------- */
 /* Registers and per-stream counters are indexed by the 16-bit stream id. */

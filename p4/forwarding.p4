@@ -15,8 +15,8 @@
  *      handover        (stream, old w, old c, w, c) -> port or group, when
  *                      the event lies in windows of the previous epoch too
  * Every event that reaches no operator is counted in stream_drops under its
- * reason and marked to drop; frames that are not events are counted in
- * non_event.  Only the control plane fills these tables: a new spec or N
+ * reason and marked to drop; operator hosts' heartbeats are counted per
+ * port in heartbeats, other frames that are not events in non_event.  Only the control plane fills these tables: a new spec or N
  * is a table update, never a recompilation.
  */
 #ifndef SPLITTER_FORWARDING_P4
@@ -28,6 +28,7 @@ control MyIngress(inout headers_t hdr,
     counter(N_STREAMS, CounterType.packets_and_bytes) stream_in;           /* events given >= 1 window */
     counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) stream_drops; /* stream * DROP_SLOTS + code */
     counter(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
+    counter(N_PORTS, CounterType.packets_and_bytes) heartbeats;              /* per ingress port (liveness) */
 
     BoundaryCheck() boundary_check;
     SlideTracker() slides;
@@ -148,7 +149,13 @@ control MyIngress(inout headers_t hdr,
 
     apply {
         if (!hdr.event.isValid()) {
-            non_event.count(0);
+            /* An operator host's heartbeat says it is alive: the controller
+             * watches this counter per port (testbed.dataplane.liveness). */
+            if (hdr.udp.isValid() && hdr.udp.dst_port == HEARTBEAT_UDP_PORT) {
+                heartbeats.count((bit<32>)standard_metadata.ingress_port);
+            } else {
+                non_event.count(0);
+            }
             mark_to_drop(standard_metadata);
         } else {
             bit<32> stream_idx = (bit<32>)hdr.event.stream;

@@ -75,7 +75,8 @@ COUNTERS = {
     "stream_out": N_STREAMS,                # copies sent to operators, per stream
     "operator_out": N_PORTS,                # copies sent, per egress port (= operator host)
     "stream_drops": N_STREAMS * DROP_SLOTS, # per stream and drop code
-    "non_event": 1,                         # frames that are not events
+    "non_event": 1,                         # frames that are not events (nor heartbeats)
+    "heartbeats": N_PORTS,                  # operator hosts' heartbeats, per ingress port
 }
 
 

@@ -29,7 +29,14 @@ from testbed.dataplane.contract import (
     drop_counter_index,
     to_int,
 )
-from testbed.dataplane.wire import ETH_LEN, EVENT_OFFSET, EVENT_STRUCT, ipv4_checksum, is_event_frame
+from testbed.dataplane.wire import (
+    ETH_LEN,
+    EVENT_OFFSET,
+    EVENT_STRUCT,
+    ipv4_checksum,
+    is_event_frame,
+    is_heartbeat_frame,
+)
 from testbed.semantics.windows import BEFORE_ORIGIN, NO_WINDOW, TOO_LATE
 
 
@@ -449,10 +456,13 @@ class SplitterPipeline:
     # ------------------------------------------------------------------
     # the whole switch on one frame
     # ------------------------------------------------------------------
-    def process(self, frame: bytes) -> list[tuple[int, bytes]]:
-        """Frames to send, as ``(egress port, bytes)``, for one received frame."""
+    def process(self, frame: bytes, in_port: int = 0) -> list[tuple[int, bytes]]:
+        """Frames to send, as ``(egress port, bytes)``, for one frame received on ``in_port``."""
         if not is_event_frame(frame):
-            self._count("non_event", 0, len(frame))
+            if is_heartbeat_frame(frame):
+                self._count("heartbeats", in_port, len(frame))
+            else:
+                self._count("non_event", 0, len(frame))
             return []
         stream, _f, _seq, ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
         decision = self.ingress(stream, ts, len(frame))

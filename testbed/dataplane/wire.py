@@ -16,6 +16,11 @@ from scapy.packet import Packet, bind_layers
 
 #: UDP destination port that marks an event; the P4 parser keys on it too.
 EVENT_UDP_PORT = 50000
+#: UDP destination port of an operator host's heartbeat: the switch counts
+#: them per ingress port (counter ``heartbeats``) and drops them.
+HEARTBEAT_UDP_PORT = 50001
+#: A heartbeat's payload: the sender's sequence number.
+HEARTBEAT_STRUCT = struct.Struct("!Q")
 #: stream(16) flags(16) seq(32) ts(64) key(64) value(signed 64), network order.
 EVENT_STRUCT = struct.Struct("!HHIQQq")
 EVENT_LEN = EVENT_STRUCT.size  # 32 bytes
@@ -77,6 +82,25 @@ def is_event_frame(frame: bytes) -> bool:
             and frame[ETH_LEN] == 0x45                 # version 4, no options
             and frame[ETH_LEN + 9] == 17               # UDP
             and struct.unpack_from("!H", frame, ETH_LEN + 22)[0] == EVENT_UDP_PORT)
+
+
+def heartbeat_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, seq: int) -> bytes:
+    """An operator host's heartbeat to the splitter (docs/wire.md, "Heartbeats")."""
+    pkt = (Ether(src=src_mac, dst=dst_mac)
+           / IP(src=src_ip, dst=dst_ip, ttl=64, id=0, flags="DF")
+           / UDP(sport=HEARTBEAT_UDP_PORT, dport=HEARTBEAT_UDP_PORT, chksum=0)
+           / HEARTBEAT_STRUCT.pack(seq))
+    return bytes(pkt)
+
+
+def is_heartbeat_frame(frame: bytes) -> bool:
+    """IPv4 without options, UDP to ``HEARTBEAT_UDP_PORT``: what the P4 parser
+    and ingress test (the payload is not looked at)."""
+    return (len(frame) >= EVENT_OFFSET
+            and frame[12:14] == b"\x08\x00"
+            and frame[ETH_LEN] == 0x45
+            and frame[ETH_LEN + 9] == 17
+            and struct.unpack_from("!H", frame, ETH_LEN + 22)[0] == HEARTBEAT_UDP_PORT)
 
 
 class FrameTemplate:

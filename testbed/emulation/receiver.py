@@ -19,7 +19,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
 from testbed.dataplane.wire import EVENT_STRUCT, EVENT_UDP_PORT
+from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
 
@@ -156,9 +158,20 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--spark-dir", type=Path, default=None,
                     help="Hand received events to the run's Spark application through this folder.")
+    ap.add_argument("--heartbeat", nargs=5, metavar=("INTF", "MAC", "IP", "SWITCH_MAC", "SWITCH_IP"),
+                    help="Send heartbeats to the splitter on INTF (docs/wire.md, 'Heartbeats').")
+    ap.add_argument("--heartbeat-interval", type=float, default=HEARTBEAT_INTERVAL_S)
     args = ap.parse_args(argv)
     receiver = Receiver(args.host, RunDir(args.out), args.spark_dir)
-    run_until_signalled(receiver)
+    heartbeat = None
+    if args.heartbeat:
+        intf, mac, ip, switch_mac, switch_ip = args.heartbeat
+        heartbeat = HeartbeatSender(intf, (mac, ip), (switch_mac, switch_ip), args.heartbeat_interval).start()
+    try:
+        run_until_signalled(receiver)
+    finally:
+        if heartbeat is not None:
+            heartbeat.stop()
 
 
 if __name__ == "__main__":

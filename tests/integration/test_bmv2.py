@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Optional
@@ -39,7 +40,7 @@ from testbed.dataplane.contract import (
 )
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
-from testbed.dataplane.wire import event_frame
+from testbed.dataplane.wire import event_frame, heartbeat_frame
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP
 from testbed.semantics.windows import MAX_LATE_SLIDES
@@ -476,9 +477,10 @@ def test_differential_changes_while_events_flow(seed, rig, switch):
                 frames.append(event_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, sid, seq[sid], ts,
                                           key=seq[sid], value=phase))
                 seq[sid] += 1
+            frames.append(heartbeat_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, phase))
             phase_out = []
             for frame in frames:
-                phase_out.extend(model.process(frame))
+                phase_out.extend(model.process(frame, plan.ports["h1"]))
             want.extend(phase_out)
             send_frames(rig.host_ends[plan.ports["h1"]], frames)
             got = cap.drain(expect=len(want))      # every frame so far
@@ -494,6 +496,9 @@ def test_differential_changes_while_events_flow(seed, rig, switch):
     assert not mismatched, (f"{len(mismatched)} events differ, first: "
                             + "; ".join(f"{k}: bmv2 {[p for p, _ in got_by.get(k, [])]} "
                                         f"model {[p for p, _ in want_by.get(k, [])]}" for k in mismatched[:5]))
+    assert api.counter_read("heartbeats", plan.ports["h1"]) == model.counter_read("heartbeats", plan.ports["h1"])
+    assert api.counter_read("heartbeats", plan.ports["h1"])[1] == 12
+    assert api.counter_read("non_event", 0) == model.counter_read("non_event", 0) == (0, 0)
     for sid in (1, 2, 3):
         assert api.register_read("epoch", sid) == model.register_read("epoch", sid) > 0
         for reason in DROP_CODES:
@@ -502,3 +507,43 @@ def test_differential_changes_while_events_flow(seed, rig, switch):
         assert model.counter_read("stream_drops", drop_counter_index(sid, UNKNOWN_STREAM))[1] == 0
         for name in REGISTERS:
             assert api.register_read(name, sid) == model.register_read(name, sid), (name, sid)
+
+
+# ----------------------------------------------------------------------
+# failure detection
+# ----------------------------------------------------------------------
+@needs_root
+def test_a_silent_operator_is_detected_from_bmv2s_heartbeat_counters(rig, switch):
+    """Operator hosts beat through bmv2; one stops; the monitor, reading only
+    the switch's counters, declares that one failed and no other."""
+    from testbed.dataplane.liveness import HeartbeatMonitor, detection_bound
+    from testbed.emulation.heartbeat import HeartbeatSender
+    _proc, api = switch
+    senders = {port: HeartbeatSender(rig.host_ends[port], (f"02:00:00:00:00:{port:02x}", f"10.0.0.{port}"),
+                                     ("02:00:00:00:00:fe", SPLITTER_IP)).start()
+               for port in (2, 3, 4)}
+    failures = []
+    monitor = HeartbeatMonitor(api, senders, on_failure=failures.append).start()
+    try:
+        wait_until(lambda: all(s.count > 0 for s in monitor.ports.values()), 5, "heartbeats through bmv2")
+        senders[3].stop()
+        stopped = time.monotonic()
+        wait_until(lambda: failures, 5 + detection_bound(), "the failure to be detected")
+        time.sleep(detection_bound())           # long enough for a wrong second detection to show
+    finally:
+        monitor.stop()
+        for port, sender in senders.items():
+            if port != 3:
+                sender.stop()
+    assert [d.port for d in failures] == [3] and monitor.failed() == [3]
+    assert failures[0].detected > stopped
+    for port in (2, 4):
+        assert api.counter_read("heartbeats", port)[1] >= senders[port].sent - 1 > 0
+    assert api.counter_read("non_event", 0)[1] == 0
+
+
+def wait_until(done, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)

@@ -68,7 +68,7 @@ class EmbeddedDataPlane:
         else:
             process = self.pipeline.process
             with self.lock:
-                out = [copy for frame in frames for copy in process(frame)]
+                out = [copy for frame in frames for copy in process(frame, port)]
         for egress, data in out:
             try:
                 self.sockets[egress].send(data)

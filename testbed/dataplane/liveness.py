@@ -1,0 +1,135 @@
+"""Failure detection from the switch's heartbeat counters.
+
+Every operator host sends a small heartbeat frame to the splitter at a fixed
+interval (``testbed.emulation.receiver``, docs/wire.md "Heartbeats"); the
+data plane counts them per ingress port (counter ``heartbeats``) and drops
+them.  ``HeartbeatMonitor`` polls those counters through the control API, as
+a controller of a real deployment would, and declares an operator failed
+when its count has not grown for ``timeout`` seconds.  No process id, file
+or other emulation shortcut is involved: a receiver that dies, a host whose
+link goes down and a switch port that stops receiving look the same.
+
+The worst-case detection time is ``timeout + interval + poll``: the last
+heartbeat may leave just after the failure's moment would have sent one,
+and the monitor notices at its next poll.  The defaults keep that under
+500 ms.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional
+
+from testbed.dataplane.contract import SwitchAPI
+
+#: How often an operator host sends a heartbeat (seconds).
+HEARTBEAT_INTERVAL_S = 0.05
+#: Silence after which a port's operator counts as failed (seconds).
+FAILURE_TIMEOUT_S = 0.3
+#: How often the monitor reads the counters (seconds).
+POLL_S = 0.025
+
+
+def detection_bound(timeout: float = FAILURE_TIMEOUT_S, interval: float = HEARTBEAT_INTERVAL_S,
+                    poll: float = POLL_S) -> float:
+    """The longest a failure can go unnoticed with these settings."""
+    return timeout + interval + poll
+
+
+@dataclass
+class PortLiveness:
+    """What the monitor knows about one operator port."""
+
+    port: int
+    count: int = 0                          # heartbeats counted so far
+    last_change: Optional[float] = None     # monotonic time the count last grew
+    failed_at: Optional[float] = None       # monotonic time the monitor declared it failed
+
+    @property
+    def alive(self) -> bool:
+        return self.last_change is not None and self.failed_at is None
+
+
+@dataclass
+class Detection:
+    """One declared failure: which port, when its last heartbeat was seen and when it was declared."""
+
+    port: int
+    last_heartbeat: float     # monotonic
+    detected: float           # monotonic
+    wall_clock: float = field(default_factory=time.time)
+
+
+class HeartbeatMonitor:
+    """Polls ``heartbeats[port]`` for a set of operator ports.
+
+    A port is watched from its first heartbeat on, so an operator host that
+    is still starting is not a failure.  ``on_failure`` runs in the monitor's
+    thread once per failure; a port whose heartbeats resume is alive again
+    (``on_recovery``).
+    """
+
+    def __init__(self, api: SwitchAPI, ports: Iterable[int], timeout: float = FAILURE_TIMEOUT_S,
+                 poll: float = POLL_S, on_failure: Optional[Callable[[Detection], None]] = None,
+                 on_recovery: Optional[Callable[[int], None]] = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.api = api
+        self.ports = {p: PortLiveness(p) for p in ports}
+        self.timeout = timeout
+        self.poll_s = poll
+        self.on_failure = on_failure
+        self.on_recovery = on_recovery
+        self.clock = clock
+        self.detections: list[Detection] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.lock = threading.Lock()
+
+    def poll(self) -> list[Detection]:
+        """Read every watched counter once; returns the failures declared by this poll."""
+        now = self.clock()
+        found = []
+        for state in self.ports.values():
+            count = self.api.counter_read("heartbeats", state.port)[1]
+            if count != state.count:
+                state.count = count
+                state.last_change = now
+                if state.failed_at is not None:
+                    state.failed_at = None
+                    if self.on_recovery:
+                        self.on_recovery(state.port)
+            elif state.alive and now - state.last_change > self.timeout:
+                state.failed_at = now
+                found.append(Detection(state.port, state.last_change, now))
+        with self.lock:
+            self.detections.extend(found)
+        for detection in found:
+            if self.on_failure:
+                self.on_failure(detection)
+        return found
+
+    def failed(self) -> list[int]:
+        return sorted(p for p, s in self.ports.items() if s.failed_at is not None)
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self) -> "HeartbeatMonitor":
+        self._thread = threading.Thread(target=self._run, name="heartbeat-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.poll()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> "HeartbeatMonitor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
