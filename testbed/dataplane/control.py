@@ -133,11 +133,12 @@ class Controller:
         made = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
         for entry in prepared.entries:
             self._add(entry)
+        armed_at = time.time()      # the write below arms it somewhere in its round trip
         self.api.register_write("armed", sid, 1)
         install_s = time.perf_counter() - t0
         self.streams[sid] = new
         ops = deleted + self.CALLS_PER_GROUP * made + len(prepared.entries) + 3
-        return Change(sid, new, epoch + 1, time.time(), install_s, ops, timings={"waited_s": waited})
+        return Change(sid, new, epoch + 1, armed_at, install_s, ops, timings={"waited_s": waited})
 
     def wait_applied(self, change: Change, timeout: float = 10.0) -> Change:
         """Wait for the change's boundary: the data plane clears ``armed`` when
