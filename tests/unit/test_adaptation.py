@@ -1,0 +1,111 @@
+"""Failover and elastic policies, driving the pipeline model."""
+import time
+
+from support import topologies
+from testbed.dataplane.adaptation import Adapter, ElasticPolicy, ElasticSettings, FailoverPolicy
+from testbed.dataplane.control import Controller
+from testbed.dataplane.liveness import Detection
+from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import FrameTemplate
+from testbed.semantics.plan import SplitterPlan
+
+HOSTS = ["h1"] + [f"h{i}" for i in range(2, 10)]
+
+
+class Switch:
+    """The model, a controller on it and a lock, since the adapter's thread
+    polls registers while the test feeds frames."""
+
+    def __init__(self, streams):
+        self.topo = topologies.build(streams, HOSTS)
+        self.plan = SplitterPlan(self.topo)
+        self.pipe = SplitterPipeline()
+        self.ctl = Controller(self.pipe)
+        self.ctl.install(self.plan)
+        self.adapter = Adapter(self.ctl, self.plan, timeout=5).start()
+        self.host_of = self.plan.host_of_port()
+        ip, mac = self.plan.addresses["h1"]
+        self.templates = {s.id: FrameTemplate(mac, "02:00:00:00:00:fe", ip, "10.0.0.254", s.id)
+                          for s in self.topo.streams}
+        self.seq = {s.id: 0 for s in self.topo.streams}
+
+    def send(self, sid, n=1):
+        out = []
+        for _ in range(n):
+            seq = self.seq[sid]
+            self.seq[sid] += 1
+            copies = self.pipe.process(self.templates[sid].frame(seq, seq))
+            out.append((seq, sorted(self.host_of[p] for p, _ in copies)))
+        return out
+
+
+def feed_until(switch, sid, done, limit=10_000):
+    rows = []
+    while not done() and len(rows) < limit:
+        rows.extend(switch.send(sid))
+        time.sleep(0.0005)
+    return rows
+
+
+def test_failover_removes_the_failed_operator_at_the_next_boundary():
+    sw = Switch([topologies.stream(1, {"kind": "count", "size": 3, "slide": 1}, ["h2", "h3", "h4", "h5"]),
+                 topologies.stream(2, {"kind": "count", "size": 2, "slide": 2}, ["h3", "h6"]),
+                 topologies.stream(3, {"kind": "count", "size": 1, "slide": 1}, ["h7"])])
+    policy = FailoverPolicy(sw.adapter, sw.host_of)
+    sw.send(1, 20), sw.send(2, 20), sw.send(3, 5)
+    policy.on_failure(Detection(sw.plan.ports["h3"], 0.0, 0.1))
+    decisions = [d for d in sw.adapter.decisions]
+    assert sorted(d.stream for d in decisions) == [1, 2]
+    for sid in (1, 2):
+        feed_until(sw, sid, lambda: all(d.change and d.change.boundary is not None
+                                        for d in decisions if d.stream == sid))
+    sw.adapter.drain()
+    assert all(d.error is None for d in decisions)
+    for sid in (1, 2):
+        feed_until(sw, sid, lambda: sw.ctl.settled(sid))
+        after = sw.send(sid, 30)
+        assert all("h3" not in hosts for _, hosts in after)
+        assert set().union(*(set(h) for _, h in after)) == set(sw.ctl.streams[sid].operators)
+    assert sw.ctl.streams[3].operators == ["h7"]            # untouched
+    sw.adapter.stop()
+
+
+def test_failover_of_a_streams_last_operator_is_reported_not_applied():
+    sw = Switch([topologies.stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2"])])
+    FailoverPolicy(sw.adapter, sw.host_of).on_failure(Detection(sw.plan.ports["h2"], 0.0, 0.1))
+    (d,) = sw.adapter.decisions
+    assert d.error == "stream 1 has no operator left" and d.change is None
+    sw.adapter.stop()
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_elastic_grows_with_load_and_shrinks_when_it_falls():
+    pool = [f"h{i}" for i in range(2, 10)]
+    sw = Switch([topologies.stream(1, {"kind": "count", "size": 4, "slide": 1}, pool[:2])])
+    clock = Clock()
+    policy = ElasticPolicy(sw.adapter, sw.pipe, sw.plan.ports,
+                           {1: ElasticSettings(pool, min_n=2, max_n=8, high=300, low=100, cooldown=1.0)},
+                           clock=clock)
+    history = []
+    # Offered rate per tick of 0.5 s: up to 1,600 events/s and back down.  With
+    # n=4, δ=1 every event reaches min(4, N) operators.
+    for step, rate in enumerate([200] * 4 + [400, 800, 1200, 1600] * 2 + [1600] * 4 + [100] * 10):
+        clock.now = step * 0.5
+        policy.tick()
+        sent = len(feed_until(sw, 1, lambda: sw.adapter.idle()))   # events carry the change to its boundary
+        sw.send(1, max(0, int(rate * 0.5) - sent))
+        history.append(len(sw.ctl.streams[1].operators))
+    assert history[0] == 2 and max(history) == 8 and history[-1] == 2
+    grow = [b - a for a, b in zip(history, history[1:]) if b != a]
+    assert any(d > 0 for d in grow) and any(d < 0 for d in grow)
+    assert all(d.error is None for d in sw.adapter.decisions)
+    # never two changes of the stream within the cool-down
+    times = [t for t, n1, n2 in zip(range(len(history)), history, history[1:]) if n1 != n2]
+    assert all(b - a >= 2 for a, b in zip(times, times[1:]))
+    sw.adapter.stop()
