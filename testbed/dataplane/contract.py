@@ -53,25 +53,38 @@ COUNTERS = {
 @dataclass(frozen=True)
 class ActionSpec:
     params: tuple[tuple[str, str], ...]   # (name, kind) with kind in int/mac/ip
+    bits: tuple[int, ...] = ()            # width of each parameter in p4/, in the same order
 
 
 @dataclass(frozen=True)
 class TableSpec:
     keys: tuple[str, ...]
     actions: dict[str, ActionSpec]
+    key_bits: tuple[int, ...] = ()        # width of each key field in p4/
 
 
 SCHEMA: dict[str, TableSpec] = {
-    "window_spec": TableSpec(("stream",), {
-        "set_count_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int"))),
+    "window_spec": TableSpec(("stream",), key_bits=(16,), actions={
+        "set_count_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int")),
+                                       (64, 32, 64, 32)),
         "set_time_window": ActionSpec((("slide", "int"), ("full", "int"), ("extra", "int"), ("cap", "int"),
-                                       ("fixed_origin", "int"), ("origin", "int"))),
+                                       ("fixed_origin", "int"), ("origin", "int")), (64, 32, 64, 32, 8, 64)),
     }),
-    "operator_count": TableSpec(("stream",), {"set_operator_count": ActionSpec((("n", "int"),))}),
-    "unicast": TableSpec(("stream", "newest_op"), {"to_operator": ActionSpec((("port", "int"),))}),
-    "multicast": TableSpec(("stream", "newest_op", "active"), {"to_group": ActionSpec((("mgid", "int"),))}),
-    "egress_rewrite": TableSpec(("port",), {"rewrite_dst": ActionSpec((("mac", "mac"), ("ip", "ip")))}),
+    "operator_count": TableSpec(("stream",), key_bits=(16,),
+                                actions={"set_operator_count": ActionSpec((("n", "int"),), (32,))}),
+    "unicast": TableSpec(("stream", "newest_op"), key_bits=(16, 32),
+                         actions={"to_operator": ActionSpec((("port", "int"),), (9,))}),
+    "multicast": TableSpec(("stream", "newest_op", "active"), key_bits=(16, 32, 32),
+                           actions={"to_group": ActionSpec((("mgid", "int"),), (16,))}),
+    "egress_rewrite": TableSpec(("port",), key_bits=(9,),
+                                actions={"rewrite_dst": ActionSpec((("mac", "mac"), ("ip", "ip")), (48, 32))}),
 }
+
+#: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
+TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "unicast": 65536,
+               "multicast": 65536, "egress_rewrite": N_PORTS}
+#: v1model drops what is sent to this port; the hosts use ports 1 .. DROP_PORT - 1.
+DROP_PORT = N_PORTS - 1
 
 class SwitchAPI(Protocol):
     """The control API every target serves, with p4-utils' method names.
@@ -105,6 +118,12 @@ CONTROL_METHODS = tuple(name for name in vars(SwitchAPI) if not name.startswith(
 def drop_counter_index(stream: int, reason: str) -> int:
     """Cell of ``stream_drops`` that counts ``reason`` for ``stream``."""
     return stream * DROP_SLOTS + DROP_CODES[reason]
+
+
+def param_bits(table: str, action: str, param: str) -> int:
+    """Width in bits of one action parameter, as ``p4/`` declares it."""
+    spec = SCHEMA[table].actions[action]
+    return dict(zip((name for name, _ in spec.params), spec.bits))[param]
 
 
 def param_kinds(table: str, action: str) -> Optional[list[str]]:

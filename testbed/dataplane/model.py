@@ -26,6 +26,7 @@ from testbed.dataplane.contract import (
     UNKNOWN_STREAM,
     TableSpec,
     drop_counter_index,
+    to_bytes,
     to_int,
 )
 from testbed.dataplane.wire import ETH_LEN, EVENT_OFFSET, EVENT_STRUCT, ipv4_checksum, is_event_frame
@@ -82,10 +83,12 @@ class SplitterPipeline:
         aspec = spec.actions[action]
         if len(action_params) != len(aspec.params):
             raise ValueError(f"action {action} takes {len(aspec.params)} parameters, got {len(action_params)}")
-        key = tuple(to_int(k) for k in match_keys)
+        # Values wider than their P4 field are refused, as bmv2's client does.
+        key = tuple(_fitting(to_int(k), bits, f"{table} key") for k, bits in zip(match_keys, spec.key_bits))
         if key in self.tables[table]:
             raise ValueError(f"duplicate entry in {table} for key {key}")
-        params = tuple(to_int(v, kind) for (_, kind), v in zip(aspec.params, action_params))
+        params = tuple(_fitting(to_int(v, kind), bits, f"{action}({name})")
+                       for (name, kind), bits, v in zip(aspec.params, aspec.bits, action_params))
         self.tables[table][key] = (action, params)
         handle = self._next_handle
         self._next_handle += 1
@@ -276,6 +279,11 @@ class SplitterPipeline:
         struct.pack_into("!H", buf, ETH_LEN + 10, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + 20])))
         buf[ETH_LEN + 26:ETH_LEN + 28] = b"\0\0"   # UDP checksum: none
         return bytes(buf)
+
+
+def _fitting(value: int, bits: int, what: str) -> int:
+    to_bytes(value, bits, what)    # raises ValueError naming ``what`` when it does not fit
+    return value
 
 
 class _SparseCounter(dict):

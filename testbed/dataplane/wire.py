@@ -16,6 +16,8 @@ from scapy.packet import Packet, bind_layers
 
 #: UDP destination port that marks an event; the P4 parser keys on it too.
 EVENT_UDP_PORT = 50000
+#: Width in bits of each event header field, in wire order (``p4/headers.p4``).
+EVENT_FIELD_BITS = {"stream": 16, "flags": 16, "seq": 32, "ts": 64, "key": 64, "value": 64}
 #: stream(16) flags(16) seq(32) ts(64) key(64) value(signed 64), network order.
 EVENT_STRUCT = struct.Struct("!HHIQQq")
 EVENT_LEN = EVENT_STRUCT.size  # 32 bytes

@@ -33,6 +33,7 @@ from testbed.dataplane.contract import (
     N_STREAMS,
     REGISTERS,
     SCHEMA,
+    TABLE_SIZES,
     UNKNOWN_STREAM,
     drop_counter_index,
     to_int,
@@ -162,10 +163,13 @@ def test_program_compiles_with_the_pipeline_schema(program):
     for table, spec in SCHEMA.items():
         t = info.table(table)
         assert list(t.key_names) == list(spec.keys), table
+        assert list(t.key_widths) == list(spec.key_bits), table
+        assert t.max_size == TABLE_SIZES[table], table
         assert set(t.match_types) == {"exact"}
         for action, aspec in spec.actions.items():
             a = info.action(t, action)
             assert list(a.param_names) == [n for n, _ in aspec.params], action
+            assert list(a.param_widths) == list(aspec.bits), action
         assert {short_name(a) for a in t.actions} - {"NoAction"} == set(spec.actions)
     for name, width in REGISTERS.items():
         r = info.register(name)
