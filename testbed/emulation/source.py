@@ -22,12 +22,11 @@ import pyarrow.parquet as pq
 from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
-from testbed.semantics.topology import SPLITTER_IP, load_topology
+from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, load_topology
 from testbed.semantics.workload import stream_events
 
 ETH_P_ALL = 0x0003
 SO_SNDBUFFORCE = 32
-SPLITTER_MAC = "02:00:00:00:00:fe"
 STATUS_EVERY_S = 0.2
 #: A source that was kept off the CPU catches up at no more than this many
 #: times its rate, in batches of ``BURST_S`` worth of events: blasting the

@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from testbed import ROOT
 from testbed.analysis.plots import plot_experiment
 from testbed.runs.rundir import ExperimentDir
-from testbed.semantics.topology import NAME_PATTERN, TopologyError, load_topology, resolve_topology
+from testbed.semantics.topology import NAME_PATTERN, TopologyError, describe, load_topology, read_yaml, resolve_topology
 
 
 class Experiment(BaseModel):
@@ -28,6 +27,15 @@ class Experiment(BaseModel):
     description: str = ""
     figure: Literal["load", "amplification"] = "load"
     runs: list[str] = Field(min_length=1)
+
+    @field_validator("runs")
+    @classmethod
+    def _distinct(cls, runs: list[str]) -> list[str]:
+        # Each run gets the folder runs/<scenario>/: a scenario listed twice would overwrite itself.
+        twice = sorted({r for r in runs if runs.count(r) > 1})
+        if twice:
+            raise ValueError(f"scenarios listed twice: {', '.join(twice)}")
+        return runs
 
 
 def experiment_path(name: str) -> Path | None:
@@ -39,12 +47,14 @@ def experiment_path(name: str) -> Path | None:
 
 
 def load_experiment(path: Path) -> Experiment:
+    """Read and validate an experiment file and every scenario it names; failures are one-line ``TopologyError``s."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise TopologyError(f"{path}: (top level): expected a mapping, got {type(data).__name__}")
     try:
-        exp = Experiment.model_validate(yaml.safe_load(path.read_text()))
+        exp = Experiment.model_validate(data)
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise TopologyError(f"{path}: {loc}: {first['msg']}") from None
+        raise TopologyError(f"{path}: {describe(err)}") from None
     for i, name in enumerate(exp.runs):
         try:
             load_topology(resolve_topology(name))

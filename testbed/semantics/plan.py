@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from testbed.semantics.topology import Stream, Topology
+from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
+from testbed.semantics.topology import Stream, Topology, TopologyError
 from testbed.semantics.windows import max_windows, windows_per_position
 
 WINDOW_SPEC = "window_spec"
@@ -26,6 +27,10 @@ OPERATOR_COUNT = "operator_count"
 UNICAST = "unicast"
 MULTICAST = "multicast"
 EGRESS_REWRITE = "egress_rewrite"
+
+
+class PlanError(TopologyError):
+    """A topology whose plan does not fit the switch's tables or group ids."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,9 @@ def destination_pairs(size: int, slide: int, n_ops: int) -> list[tuple[int, int]
     counts = {full} | ({full + 1} if extra else set())
     cap = max_windows(size, slide)
     pairs: set[tuple[int, int]] = set()
-    for q in range(cap + n_ops):
+    # c stops changing once q + 1 >= min(cap, N), so the slides up to there
+    # plus one cycle of N cover every pair, however large cap is.
+    for q in range(min(cap, n_ops) + n_ops):
         for per_pos in counts:
             c = min(q + 1, per_pos, n_ops)
             if c >= 1:
@@ -110,6 +117,18 @@ class SplitterPlan:
         self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (self.ports[h],),
                                   (self.addresses[h][1], self.addresses[h][0]))
                        for h in topology.operator_hosts()]
+        self._check_capacity()
+
+    def _check_capacity(self) -> None:
+        """Refuse a plan the P4 program could not hold (its tables' sizes, 16-bit group ids)."""
+        cost = self.cost()
+        for table, size in TABLE_CAPACITY.items():
+            if cost.get(table, 0) > size:
+                raise PlanError(f"streams: the plan needs {cost[table]} entries in table {table}, "
+                                f"which holds {size}")
+        if cost["multicast_groups"] > MAX_GROUPS:
+            raise PlanError(f"streams: the plan needs {cost['multicast_groups']} multicast groups; "
+                            f"group ids are 16 bits ({MAX_GROUPS} groups)")
 
     # -- derivation ----------------------------------------------------
     def _group_for(self, hosts: list[str]) -> MulticastGroup:
