@@ -1,14 +1,14 @@
 """``testbed clean``: remove what a crashed or killed run left behind.
 
 Only what the run recorded is touched: its processes, by PID and start time
-(never by name), the switch-side interfaces of its network, and its
-temporary files.  Killing a Mininet host's shell removes its network
-namespace and with it the host end of each veth pair.
+(never by name), and its temporary files.  Every node of a run's network,
+the switch included, lives in a network namespace of its own, held by the
+node's shell and the processes started in it; ending them removes the
+namespace and with it every interface of the run.
 """
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 from testbed.emulation import procs
@@ -21,10 +21,6 @@ def clean_stale() -> list[str]:
         for pid_text, info in state.get("pids", {}).items():
             if procs.terminate(int(pid_text), info.get("start")):
                 lines.append(f"{run_id}: ended pid {pid_text} ({info.get('what')})")
-        for intf in state.get("interfaces", []):
-            if Path(f"/sys/class/net/{intf}").exists():
-                subprocess.run(["ip", "link", "del", intf], capture_output=True)
-                lines.append(f"{run_id}: removed interface {intf}")
         for path in state.get("paths", []):
             p = Path(path)
             if p.is_dir():

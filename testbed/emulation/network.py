@@ -3,8 +3,11 @@
 ``SplitterNetwork`` has Mininet's lifecycle (build, start, stop).  Every host
 gets one link to the splitter switch, on the port the plan expects
 (``Topology.switch_ports``), shaped with TCLink when the topology asks.
-Hosts and interfaces are recorded in the run's state so ``testbed clean``
-can remove them after a crash.
+Every node, the switch included, lives in a network namespace of its own,
+so nothing of a run is in the root namespace and two runs never share an
+interface name.  Each node's shell is recorded in the run's state as soon
+as it starts, so ``testbed clean`` can end it (and with it the namespace)
+after a crash at any moment of the build.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import shutil
 import subprocess
 from typing import Optional
 
-from testbed.emulation.procs import register_interfaces, register_pid
+from testbed.emulation.procs import register_pid
 from testbed.runs.rundir import RunDir
 from testbed.semantics.topology import Topology
 from testbed.targets import switch_class
@@ -53,6 +56,18 @@ def netem_missing() -> Optional[str]:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
+def _host_class():
+    """Mininet's Host, recording its shell as soon as it starts (Mininet imported on demand)."""
+    from mininet.node import Host
+
+    class RunHost(Host):
+        def startShell(self, mnopts=None) -> None:
+            super().startShell(mnopts)
+            register_pid(self.pid, f"mininet host {self.name}")
+
+    return RunHost
+
+
 class SplitterNetwork:
     """The emulated network of one run."""
 
@@ -69,24 +84,21 @@ class SplitterNetwork:
 
         topo = self.topo
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
-                      autoStaticArp=False, waitConnected=False)
+                      autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
         self.switch = net.addSwitch(topo.switch.name, cls=switch_class(self.target),
                                     run_dir=str(self.rundir.root))
         addresses = topo.addresses()
+        prefix = topo.subnet().prefixlen
         ports = topo.switch_ports()
         for name in topo.hosts:
             ip, mac = addresses[name]
-            host = net.addHost(name, ip=f"{ip}/24", mac=mac)
+            host = net.addHost(name, ip=f"{ip}/{prefix}", mac=mac)
             link = topo.link_for(name)
             shaping = {k: v for k, v in (("bw", link.bw), ("delay", link.delay), ("loss", link.loss))
                        if v is not None}
             net.addLink(host, self.switch, port2=ports[name], cls=TCLink if shaping else Link, **shaping)
         net.build()
-        register_interfaces([i.name for i in self.switch.intfList() if i.name != "lo"])
-        nodes = list(net.hosts) + ([self.switch] if self.switch.inNamespace else [])
-        for node in nodes:
-            register_pid(node.pid, f"mininet node {node.name}")
         for host in net.hosts:
             # IPv6 neighbour discovery and router solicitations would only add
             # noise to the switch's non-event counter.

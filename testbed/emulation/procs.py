@@ -8,12 +8,14 @@ recycled PID is never hit.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 #: Where runs record what they started; ``TESTBED_STATE_DIR`` overrides it.
 DEFAULT_STATE_DIR = "/run/testbed"
@@ -25,27 +27,71 @@ _state_file: Optional[Path] = None
 
 
 def _start_time(pid: int) -> Optional[str]:
+    """When ``pid`` started (clock ticks since boot), or ``None`` if it is gone or a zombie."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
-def begin_run(run_id: str) -> Path:
-    """Start recording this process's children under ``run_id``."""
-    global _state_file
+class RunDirBusy(RuntimeError):
+    """Another live run writes the same run directory; ``str()`` names it."""
+
+
+@contextmanager
+def _state_lock() -> Iterator[None]:
+    """Serialises claims, so two runs started at once cannot both take a directory."""
     state_dir().mkdir(parents=True, exist_ok=True)
-    _state_file = state_dir() / f"{run_id}.json"
-    _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
-            "pids": {}, "paths": [], "interfaces": []})
+    with open(state_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def begin_run(run_id: str, run_dir: Optional[Path] = None) -> Path:
+    """Start recording this process's children under ``run_id``, claiming ``run_dir``.
+
+    Raises ``RunDirBusy`` (before anything is written) when a live run
+    already writes ``run_dir``; a crashed run's claim only asks for
+    ``testbed clean``.
+    """
+    global _state_file
+    with _state_lock():
+        for other in live_runs():
+            if run_dir is not None and other.get("run_dir") == str(run_dir):
+                raise RunDirBusy(f"{run_dir} is the directory of run {other['run_id']} (pid {other['owner']}, "
+                                 f"phase {other.get('phase', '?')}); wait for it or choose another --out")
+        _state_file = state_dir() / f"{run_id}.json"
+        _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+                "run_dir": None if run_dir is None else str(run_dir), "phase": "starting",
+                "pids": {}, "paths": []})
     return _state_file
 
 
-def end_run() -> None:
+def set_phase(phase: str) -> None:
+    """Say which phase the run is in, for ``testbed clean``, the soak and a second run's refusal."""
+    if _state_file is None:
+        return
+    state = _read()
+    state["phase"] = phase
+    _write(state)
+
+
+def end_run() -> list[str]:
+    """Stop recording; return what is still alive of what was recorded.
+
+    The state file is removed only when nothing recorded survives, so
+    whatever a failed stop left stays findable for ``testbed clean``.
+    """
     global _state_file
-    if _state_file is not None:
+    if _state_file is None:
+        return []
+    alive = [f"pid {pid} ({info.get('what')})" for pid, info in _read()["pids"].items()
+             if info.get("start") is not None and _start_time(int(pid)) == info.get("start")]
+    if not alive:
         _state_file.unlink(missing_ok=True)
     _state_file = None
+    return alive
 
 
 def _read() -> dict:
@@ -73,15 +119,6 @@ def unregister_pid(pid: int) -> None:
         return
     state = _read()
     state["pids"].pop(str(pid), None)
-    _write(state)
-
-
-def register_interfaces(names: list[str]) -> None:
-    """Root-namespace interfaces (the switch's ends) to delete after a crash."""
-    if _state_file is None:
-        return
-    state = _read()
-    state.setdefault("interfaces", []).extend(names)
     _write(state)
 
 
@@ -196,17 +233,25 @@ def stop_group(proc, grace: float = 5.0) -> None:
     unregister_pid(proc.pid)
 
 
-def stale_runs() -> list[dict]:
-    """State of runs whose owning ``testbed run`` process is gone."""
-    out = []
+def _runs() -> Iterator[dict]:
+    """Every recorded run's state, with ``_file`` (its state file) and ``_live`` (its owner runs)."""
     if not state_dir().exists():
-        return out
+        return
     for f in sorted(state_dir().glob("*.json")):
         try:
             state = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
         state["_file"] = str(f)
-        if _start_time(state.get("owner", -1)) != state.get("owner_start"):
-            out.append(state)
-    return out
+        state["_live"] = _start_time(state.get("owner", -1)) == state.get("owner_start")
+        yield state
+
+
+def live_runs() -> list[dict]:
+    """State of runs whose owning ``testbed run`` process still runs."""
+    return [state for state in _runs() if state["_live"]]
+
+
+def stale_runs() -> list[dict]:
+    """State of runs whose owning ``testbed run`` process is gone."""
+    return [state for state in _runs() if not state["_live"]]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import Any, Optional
 
+from testbed.emulation import netns
 from testbed.targets.embedded.server import SERVED
 
 
@@ -20,8 +21,13 @@ class ControlError(RuntimeError):
 class EmbeddedAPI:
     """Control client for the embedded switch, with p4-utils' method names."""
 
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0,
+                 netns_path: Optional[str] = None):
+        """``netns_path``: the switch's network namespace, where its loopback control port is."""
+        if netns_path is not None:
+            self.sock = netns.connect(netns_path, port, timeout)
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
         self.file = self.sock.makefile("rwb")
 
     def _call(self, method: str, *args: Any) -> Any:

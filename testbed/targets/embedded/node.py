@@ -19,7 +19,7 @@ class EmbeddedSwitch(SplitterSwitch):
         return cmd
 
     def control_api(self) -> EmbeddedAPI:
-        return EmbeddedAPI(self.control_port)
+        return EmbeddedAPI(self.control_port, netns_path=self.netns_path)
 
     def versions(self) -> dict[str, str]:
         return {"embedded": "testbed pipeline model (testbed/pipeline.py)"}
