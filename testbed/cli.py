@@ -9,13 +9,15 @@ from typing import Optional
 
 import click
 
+from testbed.semantics.limits import MAX_INT64
 from testbed.semantics.topology import TopologyError, load_topology, resolve_topology
 
 
 @contextmanager
 def _run_errors():
     """One line and the right exit code for whatever stops a run or experiment."""
-    from testbed.runs.orchestrator import PreflightError, RunError, RunInterrupted
+    from testbed.runs.orchestrator import PreflightError, RunError
+    from testbed.runs.signals import RunInterrupted
 
     try:
         yield
@@ -34,12 +36,37 @@ def _run_errors():
 
 
 def _load(topology: str):
+    """The topology file and its validated contents, plan included; else one line and exit 2."""
+    from testbed.semantics.plan import PlanError, SplitterPlan
+
     try:
         path = resolve_topology(topology)
-        return path, load_topology(path)
+        topo = load_topology(path)
+        try:
+            SplitterPlan(topo)
+        except PlanError as err:
+            raise TopologyError(f"{path}: {err}") from None
+        return path, topo
     except TopologyError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _refuse(err)
+
+
+def _refuse(err: Exception) -> None:
+    click.echo(f"error: {err}", err=True)
+    sys.exit(2)
+
+
+@contextmanager
+def _run_dir_errors(run_dir: Path):
+    """A run directory that cannot be read: one line naming it, exit 2."""
+    from testbed.runs.rundir import RunDirError
+
+    try:
+        yield
+    except RunDirError as err:
+        _refuse(err)
+    except (OSError, KeyError, ValueError, TypeError) as err:    # pyarrow's errors are among these
+        _refuse(f"{run_dir}: cannot read the run's data: {type(err).__name__}: {' '.join(str(err).split())}")
 
 
 @click.group()
@@ -50,7 +77,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("topology")
-@click.option("--events", "-k", "n_events", default=12, show_default=True,
+@click.option("--events", "-k", "n_events", default=12, show_default=True, type=click.IntRange(min=0),
               help="Show the operator set of the first K events of each stream.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def plan(topology: str, n_events: int, as_json: bool) -> None:
@@ -78,8 +105,9 @@ def validate(topology: str) -> None:
               help="Splitter target (default: the topology's switch.target).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run directory (default: results/<name>/<run id>/).")
-@click.option("--seed", type=int, default=None, help="Override the topology's seed.")
-@click.option("--timeout", type=float, default=None, help="Give up streaming after this many seconds.")
+@click.option("--seed", type=click.IntRange(0, MAX_INT64), default=None, help="Override the topology's seed.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=1e9), default=None,
+              help="Give up streaming after this many seconds.")
 @click.option("--spark-master", default="local[*]", show_default=True,
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
 @click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
@@ -116,8 +144,7 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], spark_maste
     try:
         exp = load_experiment(path)
     except TopologyError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        _refuse(err)
 
     def make_run(topo, topo_path, run_dir):
         opts = RunOptions(target=target or topo.switch.target, out=run_dir, spark=not no_spark,
@@ -132,33 +159,40 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], spark_maste
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", type=click.Path(path_type=Path))
 def check(run_dir: Path) -> None:
     """Compare a run's deliveries with the oracle; exit 1 on any violation."""
     from testbed.analysis.check import check_run, check_windows, summary_lines, window_summary_lines
     from testbed.runs.rundir import RunDir
 
     rundir = RunDir(run_dir)
-    try:
+    with _run_dir_errors(run_dir):
+        with_windows = rundir.windows.exists()
+        record = rundir.require(("sources", "deliveries") + (("windows", "windows_reference") if with_windows else ()))
         results = check_run(rundir)
-        windows = check_windows(rundir) if rundir.windows.exists() else {}
-    except (OSError, KeyError, ValueError) as err:
-        click.echo(f"error: {run_dir}: not a complete run directory ({err})", err=True)
-        sys.exit(2)
-    for line in summary_lines(results) + window_summary_lines(windows):
+        windows = check_windows(rundir) if with_windows else {}
+    lines = summary_lines(results) + window_summary_lines(windows)
+    spark = record.get("spark")
+    if not with_windows and isinstance(spark, dict) and spark.get("error"):
+        lines.append(f"windows: not computed (the Spark application failed: {spark['error'].splitlines()[0]})")
+    for line in lines:
         click.echo(line)
     ok = all(r.ok for r in results.values()) and all(w.ok for w in windows.values())
     sys.exit(0 if ok else 1)
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", type=click.Path(path_type=Path))
 def plot(run_dir: Path) -> None:
     """Redraw a run's figures from its raw data."""
     from testbed.analysis.plots import plot_run
     from testbed.runs.rundir import RunDir
 
-    for p in plot_run(RunDir(run_dir)):
+    rundir = RunDir(run_dir)
+    with _run_dir_errors(run_dir):
+        rundir.require(("sources", "deliveries"), analysis=rundir.spark_analysis.exists())
+        figures = plot_run(rundir)
+    for p in figures:
         click.echo(str(p))
 
 

@@ -26,6 +26,7 @@ class StreamCheck:
     extra: int = 0
     duplicates: int = 0
     by_design: dict[str, int] = field(default_factory=dict)   # events sent to nobody, per reason
+    missing_by_operator: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -34,7 +35,8 @@ class StreamCheck:
 
     def as_json(self) -> dict[str, Any]:
         return {"sent": self.sent, "expected_deliveries": self.expected, "delivered": self.delivered,
-                "missing": self.missing, "extra": self.extra, "duplicates": self.duplicates,
+                "missing": self.missing, "missing_by_operator": self.missing_by_operator,
+                "extra": self.extra, "duplicates": self.duplicates,
                 "undelivered_by_design": self.by_design, "ok": self.ok, "examples": self.examples[:10]}
 
 
@@ -72,6 +74,7 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame,
         extra = [p for p in counts if p not in expected]
         missing = [p for p in expected if p not in counts]
         res.extra, res.missing = len(extra), len(missing)
+        res.missing_by_operator = dict(sorted(Counter(op for _, op in missing).items()))
         for seq, op in sorted(missing)[:5]:
             res.examples.append(f"missing: seq {seq} at {op}")
         for seq, op in sorted(extra)[:5]:

@@ -120,7 +120,14 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
             "lost_before_switch": None if seen is None else sent - seen,
             "lost_after_switch": None if not counters else counters.get("out", 0) - sum(per_operator.values()),
             "lost": r.missing,
+            "lost_per_operator": r.missing_by_operator,
         }
+    dead = {f["what"].rsplit(" ", 1)[-1] for f in record.get("faults", []) if f["what"].startswith("receiver")}
+    if dead:
+        # A receiver that died recorded nothing after its death: what its operator
+        # misses is lost there, not in the network.
+        out["lost_at_dead_receivers"] = {host: sum(s["lost_per_operator"].get(host, 0)
+                                                   for s in out["streams"].values()) for host in sorted(dead)}
     return out
 
 
