@@ -10,7 +10,7 @@ from typing import Optional
 import click
 
 from testbed.semantics.limits import MAX_INT64
-from testbed.semantics.topology import TopologyError, load_topology, resolve_topology
+from testbed.semantics.topology import TopologyError, resolve_topology
 
 
 @contextmanager
@@ -37,16 +37,11 @@ def _run_errors():
 
 def _load(topology: str):
     """The topology file and its validated contents, plan included; else one line and exit 2."""
-    from testbed.semantics.plan import PlanError, SplitterPlan
+    from testbed.semantics.plan import load_planned
 
     try:
         path = resolve_topology(topology)
-        topo = load_topology(path)
-        try:
-            SplitterPlan(topo)
-        except PlanError as err:
-            raise TopologyError(f"{path}: {err}") from None
-        return path, topo
+        return path, load_planned(path)[0]
     except TopologyError as err:
         _refuse(err)
 

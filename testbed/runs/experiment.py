@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from testbed import ROOT
 from testbed.analysis.plots import plot_experiment
 from testbed.runs.rundir import ExperimentDir
+from testbed.semantics.plan import load_planned
 from testbed.semantics.topology import NAME_PATTERN, TopologyError, describe, load_topology, read_yaml, resolve_topology
 
 
@@ -57,7 +58,7 @@ def load_experiment(path: Path) -> Experiment:
         raise TopologyError(f"{path}: {describe(err)}") from None
     for i, name in enumerate(exp.runs):
         try:
-            load_topology(resolve_topology(name))
+            load_planned(resolve_topology(name))
         except TopologyError as err:
             raise TopologyError(f"{path}: runs[{i}]: {err}") from None
     return exp

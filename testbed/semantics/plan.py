@@ -16,10 +16,11 @@ the destination set, and the plan maps every reachable pair to a port
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
-from testbed.semantics.topology import Stream, Topology, TopologyError
+from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import max_windows, windows_per_position
 
 WINDOW_SPEC = "window_spec"
@@ -188,6 +189,16 @@ class SplitterPlan:
         counts["multicast_groups"] = len(self._group_ids)
         counts["multicast_ports"] = sum(len(g.ports) for g in self._group_ids.values())
         return counts
+
+
+def load_planned(path: Path) -> tuple[Topology, SplitterPlan]:
+    """A topology file, validated, and its plan: everything ``testbed`` checks before it
+    starts anything.  Every failure is a one-line ``TopologyError`` naming the file."""
+    topo = load_topology(path)
+    try:
+        return topo, SplitterPlan(topo)
+    except PlanError as err:
+        raise TopologyError(f"{path}: {err}") from None
 
 
 def stream_plan_json(plan: SplitterPlan, stream_id: int,

@@ -47,8 +47,9 @@ def read_replay(file: Path, ts: str, value: str, key: Optional[str], n: int) -> 
         if file.suffix == ".parquet":
             frame = pd.read_parquet(file, columns=list(dict.fromkeys(wanted.values())))
         else:
-            frame = pd.read_csv(file, usecols=list(dict.fromkeys(wanted.values())), nrows=n, encoding="utf-8",
-                                dtype=str, keep_default_na=False)
+            # All columns are read, not just the wanted ones: only then does pandas
+            # refuse a row with more fields than the header.
+            frame = pd.read_csv(file, nrows=n, encoding="utf-8", dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError) as err:   # pandas' and pyarrow's parse errors are ValueErrors
         raise ReplayError("path", f"cannot read {file.name}: {_reason(err)}") from None
     if len(frame) < n:

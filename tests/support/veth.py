@@ -34,11 +34,13 @@ def _ip(*args: str) -> None:
 
 
 class VethRig:
-    """``k`` veth pairs: the switch end ``tbv<id>s<i>`` is port ``i``, the host
-    end ``tbv<id>h<i>`` is where the test sends or captures."""
+    """``k`` veth pairs: the switch end ``<prefix><id>s<i>`` is port ``i``, the host
+    end ``<prefix><id>h<i>`` is where the test sends or captures.  ``mtu``, when
+    given, is set on both ends (jumbo frames need more than the default 1500)."""
 
-    def __init__(self, k: int):
-        tag = f"tbv{os.getpid() % 1000}"
+    def __init__(self, k: int, prefix: str = "tbv", mtu: Optional[int] = None):
+        tag = f"{prefix}{os.getpid() % 1000}"
+        self.mtu = mtu
         self.switch_ends = {i: f"{tag}s{i}" for i in range(1, k + 1)}
         self.host_ends = {i: f"{tag}h{i}" for i in range(1, k + 1)}
         # The switch ends live in the switch's own namespace, as in a run, so
@@ -53,6 +55,9 @@ class VethRig:
             subprocess.run(["ip", "link", "del", host], capture_output=True)  # left over by a crash
             _ip("link", "add", sw, "type", "veth", "peer", "name", host)
             self.created.append(host)
+            if self.mtu is not None:
+                _ip("link", "set", sw, "mtu", str(self.mtu))
+                _ip("link", "set", host, "mtu", str(self.mtu))
             # No IPv6: the kernel would otherwise send ND/MLD frames into the switch.
             subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{host}.disable_ipv6=1"], capture_output=True)
             _ip("link", "set", host, "up")
@@ -67,9 +72,11 @@ class VethRig:
 
 
 class Capture:
-    """Raw sockets on the host ends of the operator ports; event frames only."""
+    """Raw sockets on the host ends of the operator ports; event frames only,
+    unless ``events_only`` is false."""
 
-    def __init__(self, rig: VethRig, ports: Iterable[int]):
+    def __init__(self, rig: VethRig, ports: Iterable[int], events_only: bool = True):
+        self.events_only = events_only
         self.socks: dict[socket.socket, int] = {}
         for port in ports:
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -91,7 +98,7 @@ class Capture:
                         frame, addr = s.recvfrom(65535)
                     except BlockingIOError:
                         break
-                    if addr[2] == PACKET_OUTGOING or not is_event_frame(frame):
+                    if addr[2] == PACKET_OUTGOING or (self.events_only and not is_event_frame(frame)):
                         continue
                     self.frames.append((self.socks[s], frame))
                     last = time.monotonic()

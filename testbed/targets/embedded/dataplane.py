@@ -4,6 +4,11 @@ One AF_PACKET socket per switch port; every frame that arrives goes through
 ``SplitterPipeline`` and its copies leave on their egress ports.  The
 control server shares ``lock`` with it, so a control operation never sees
 a frame half processed.
+
+Linux strips the 802.1Q tag of a received frame before a packet socket sees
+it and hands it over on the side (``PACKET_AUXDATA``).  The data plane puts
+the tag back, as libpcap does for bmv2, so a VLAN-tagged event is what it
+is on the wire: not an event, counted as such, never forwarded.
 """
 from __future__ import annotations
 
@@ -21,6 +26,26 @@ PACKET_STATISTICS = 6
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 SOCKET_BUFFER = 16 << 20
+PACKET_AUXDATA = 8
+#: struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid.
+AUXDATA = struct.Struct("IIIHHHH")
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+#: Largest frame a port takes in: the IPv4 maximum, so jumbo frames arrive whole.
+MAX_FRAME = 65535
+ANCILLARY = socket.CMSG_SPACE(AUXDATA.size)
+
+
+def with_vlan_tag(frame: bytes, ancillary: list) -> bytes:
+    """The frame as it was on the wire: its 802.1Q tag put back if the kernel took it off."""
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= AUXDATA.size:
+            status, _len, _snap, _mac, _net, tci, tpid = AUXDATA.unpack_from(data)
+            if status & TP_STATUS_VLAN_VALID:
+                tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q
+                return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
 
 
 class EmbeddedDataPlane:
@@ -37,6 +62,7 @@ class EmbeddedDataPlane:
             # overflow silently; PACKET_STATISTICS reports any that still do.
             s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)
             s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SOCKET_BUFFER)
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             s.bind((intf, 0))
             s.setblocking(False)
             self.sockets[port] = s
@@ -57,11 +83,11 @@ class EmbeddedDataPlane:
         frames = []
         for _ in range(256):
             try:
-                frame, addr = sock.recvfrom(65535)
+                frame, ancillary, _flags, addr = sock.recvmsg(MAX_FRAME, ANCILLARY)
             except BlockingIOError:
                 break
             if addr[2] != PACKET_OUTGOING:
-                frames.append(frame)
+                frames.append(with_vlan_tag(frame, ancillary) if ancillary else frame)
         if not frames:
             return
         process = self.pipeline.process

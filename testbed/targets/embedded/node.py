@@ -1,10 +1,9 @@
 """The Mininet node that starts the embedded switch process."""
 from __future__ import annotations
 
-import sys
-
 from testbed.targets.base import SplitterSwitch
 from testbed.targets.embedded.client import EmbeddedAPI
+from testbed.targets.embedded.process import embedded_command
 
 
 class EmbeddedSwitch(SplitterSwitch):
@@ -13,10 +12,7 @@ class EmbeddedSwitch(SplitterSwitch):
     target = "model"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "testbed.targets.embedded", "--control-port", str(self.control_port)]
-        for port, intf in sorted(self.port_map().items()):
-            cmd += ["-i", f"{port}@{intf}"]
-        return cmd
+        return embedded_command(self.port_map(), self.control_port)
 
     def control_api(self) -> EmbeddedAPI:
         return EmbeddedAPI(self.control_port, netns_path=self.netns_path)
