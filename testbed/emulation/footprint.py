@@ -74,9 +74,10 @@ class Footprint:
         return cls(_names("/sys/class/net"), _names("/run/netns"), mounts, _files(folders))
 
 
-def leaks(before: Footprint, after: Footprint, tag: str) -> dict[str, list]:
-    """What ``after`` has that ``before`` had not, plus the tagged processes still alive."""
-    out: dict[str, list] = {"processes": [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in tagged_processes(tag)]}
+def leaks(before: Footprint, after: Footprint, tags: Iterable[str]) -> dict[str, list]:
+    """What ``after`` has that ``before`` had not, plus the processes of ``tags`` still alive."""
+    out: dict[str, list] = {"processes": [f"{p.pid} {' '.join(p.cmdline())[:120]}"
+                                          for tag in tags for p in tagged_processes(tag)]}
     for name in ("interfaces", "namespaces", "mounts", "files"):
         out[name] = sorted(getattr(after, name) - getattr(before, name))
     return out

@@ -295,3 +295,34 @@ class ExperimentDir:
 
     def read_record(self) -> dict:
         return json.loads(self.record.read_text())
+
+
+@dataclass(frozen=True)
+class SoakDir:
+    """``results/soak/<id>/``: the soak's record, the topology it aborts, and one run directory per cycle.
+
+    ``tmp`` is the temporary folder the soak's runs are given (TMPDIR, Spark's
+    and Java's), so every temporary file they leave is counted there.
+    """
+
+    root: Path
+
+    record = At("soak.json")
+    topology = At("topology.yaml")
+    runs_folder = At("runs")
+    tmp = At("tmp")
+    state = At("state")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    def create(self) -> "SoakDir":
+        for folder in (self.root, self.runs_folder, self.tmp, self.state):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def run(self, cycle: int) -> RunDir:
+        return RunDir(self.runs_folder / f"cycle-{cycle:02d}")
+
+    def write_record(self, record: dict) -> None:
+        write_json_atomic(self.record, record)
