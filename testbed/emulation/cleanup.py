@@ -18,9 +18,9 @@ def clean_stale() -> list[str]:
     lines = []
     for state in procs.stale_runs():
         run_id = state.get("run_id", "?")
-        for pid_text, info in state.get("pids", {}).items():
-            if procs.terminate(int(pid_text), info.get("start")):
-                lines.append(f"{run_id}: ended pid {pid_text} ({info.get('what')})")
+        pids = state.get("pids", {})
+        for pid in procs.terminate({int(pid): info.get("start") for pid, info in pids.items()}):
+            lines.append(f"{run_id}: ended pid {pid} ({pids[str(pid)].get('what')})")
         for path in state.get("paths", []):
             p = Path(path)
             if p.is_dir():

@@ -131,24 +131,24 @@ def register_path(path: str) -> None:
     _write(state)
 
 
-def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
-    """SIGTERM then SIGKILL ``pid`` if it is still the process recorded."""
-    if start is not None and _start_time(pid) != start:
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if _start_time(pid) != start:
-            return True
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return True
+def terminate(recorded: dict[int, Optional[str]], grace: float = 3.0) -> list[int]:
+    """End every recorded ``pid -> start time`` that is still the same process.
+
+    All get SIGTERM at once and SIGKILL together after ``grace`` (a node's
+    interactive shell ignores SIGTERM), so ending a big network takes
+    seconds, not seconds per node.  Returns the PIDs that were ended.
+    """
+    alive = {pid: start for pid, start in recorded.items() if start is not None and _start_time(pid) == start}
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        for pid in [pid for pid, start in alive.items() if _start_time(pid) == start]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(_start_time(p) == s for p, s in alive.items()):
+            time.sleep(0.05)
+    return sorted(alive)
 
 
 def spawn(cmd: list[str], log_path: Path, what: str, host=None, **popen_args):
