@@ -90,6 +90,7 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
             results: dict[int, StreamCheck]) -> dict[str, Any]:
     """Every event: sent, received by each operator, dropped and why, lost and where."""
     received = deliveries.groupby(["stream", "operator"]).size()
+    sent_per_stream = sources["stream"].value_counts()
     switch = record.get("switch", {})
     receivers = {host: read_json(rundir.raw_receiver_status(host)).get("kernel_drops", {})
                  for host in record["operator_hosts"]}
@@ -100,7 +101,7 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
         sid = int(sid_text)
         r = results[sid]
         counters = switch.get("streams", {}).get(sid) or switch.get("streams", {}).get(sid_text, {})
-        sent = int((sources["stream"] == sid).sum())
+        sent = int(sent_per_stream.get(sid, 0))
         per_operator = {op: int(received.get((sid, op), 0)) for op in stream["operators"]}
         seen: Optional[int] = None
         if counters:

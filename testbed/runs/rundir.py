@@ -326,3 +326,26 @@ class SoakDir:
 
     def write_record(self, record: dict) -> None:
         write_json_atomic(self.record, record)
+
+
+@dataclass(frozen=True)
+class BenchDir:
+    """``results/bench/``: one report per ``make bench`` (``bench-<stamp>.json``), and the
+    scale runs' topologies and run directories under ``scale-<stamp>/``."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    def report(self, stamp: str) -> Path:
+        return self.root / f"bench-{stamp}.json"
+
+    def scale(self, stamp: str) -> Path:
+        return self.root / f"scale-{stamp}"
+
+    def scale_topology(self, stamp: str, name: str) -> Path:
+        return self.scale(stamp) / f"{name}.yaml"
+
+    def scale_run(self, stamp: str, name: str) -> RunDir:
+        return RunDir(self.scale(stamp) / name)
