@@ -167,7 +167,7 @@ def sending_rate(rundir: RunDir) -> Optional[float]:
 class MemoryPeak:
     """Samples the resident memory of every process of a tagged run, in a thread, and keeps the peak."""
 
-    def __init__(self, tag: str, every_s: float = 0.5):
+    def __init__(self, tag: str, every_s: float = 1.0):
         self.tag, self.every_s, self.peak = tag, every_s, 0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
@@ -208,7 +208,7 @@ def bench_scale(bench: BenchDir, stamp: str, names: Optional[list[str]] = None) 
             res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, **{TAG_ENV: tag}))
         wall = time.perf_counter() - t0
         row = {"name": name, "spark": spark, "exit": res.returncode, "wall_s": round(wall, 1),
-               "peak_memory_mib": round(memory.peak / 2**20), "streams": len(topology["streams"]),
+               "peak_memory_mib_pss": round(memory.peak / 2**20), "streams": len(topology["streams"]),
                "hosts": len(topology["hosts"]), "events": sum(s["events"] for s in topology["streams"])}
         if not rundir.is_run():
             rows.append(dict(row, error=res.stderr.strip().splitlines()[-1:]))
