@@ -23,6 +23,7 @@ from support.runs import new_tag, nothing_left, recorded_pid, run_cli, small_top
 from testbed.analysis.spark import spark_missing
 from testbed.emulation.network import mininet_missing
 from testbed.runs.rundir import RunDir, read_json
+from testbed.targets.bmv2.toolchain import toolchain_missing
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation skipped: {mininet_missing()}")]
@@ -52,8 +53,11 @@ def error_line(stderr: str) -> str:
     return lines[0]
 
 
-def test_switch_dying_ends_the_run_with_its_name(tmp_path):
-    code, _, stderr, rundir, tag = strike(tmp_path, "r1", "model switch", "--no-spark")
+@pytest.mark.parametrize("target", ["model", "bmv2"])
+def test_switch_dying_ends_the_run_with_its_name(tmp_path, target):
+    if target == "bmv2" and toolchain_missing():
+        pytest.skip(f"bmv2 toolchain: {toolchain_missing()}")
+    code, _, stderr, rundir, tag = strike(tmp_path, "r1", f"{target} switch", "--no-spark", "--target", target)
     assert code == 1
     line = error_line(stderr)
     assert "switch r1 was killed by SIGKILL during the stream" in line and str(rundir.switch_log("r1")) in line
