@@ -18,7 +18,15 @@ from testbed import ROOT
 from testbed.analysis.plots import plot_experiment
 from testbed.runs.rundir import ExperimentDir
 from testbed.semantics.plan import load_planned
-from testbed.semantics.topology import NAME_PATTERN, TopologyError, describe, load_topology, read_yaml, resolve_topology
+from testbed.semantics.topology import (
+    NAME_PATTERN,
+    TopologyError,
+    describe,
+    distinct,
+    load_topology,
+    read_yaml,
+    resolve_topology,
+)
 
 
 class Experiment(BaseModel):
@@ -33,10 +41,7 @@ class Experiment(BaseModel):
     @classmethod
     def _distinct(cls, runs: list[str]) -> list[str]:
         # Each run gets the folder runs/<scenario>/: a scenario listed twice would overwrite itself.
-        twice = sorted({r for r in runs if runs.count(r) > 1})
-        if twice:
-            raise ValueError(f"scenarios listed twice: {', '.join(twice)}")
-        return runs
+        return distinct(runs, "scenarios")
 
 
 def experiment_path(name: str) -> Path | None:

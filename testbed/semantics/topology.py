@@ -42,6 +42,14 @@ def at_most(limit: float, why: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def distinct(items: list[str], what: str) -> list[str]:
+    """``items``, or ``ValueError`` naming those listed more than once."""
+    twice = sorted({i for i in items if items.count(i) > 1})
+    if twice:
+        raise ValueError(f"{what} listed twice: {', '.join(twice)}")
+    return items
+
+
 INT64 = "the raw data and Spark hold it as a 64-bit signed integer"
 Int64 = Annotated[int, at_most(MAX_INT64, INT64)]
 
@@ -130,10 +138,7 @@ class Stream(StrictModel):
     @field_validator("operators")
     @classmethod
     def _distinct(cls, ops: list[str]) -> list[str]:
-        dupes = sorted({o for o in ops if ops.count(o) > 1})
-        if dupes:
-            raise ValueError(f"operator hosts listed twice: {', '.join(dupes)}")
-        return ops
+        return distinct(ops, "operator hosts")
 
     @model_validator(mode="after")
     def _timestamps_fit(self):

@@ -24,7 +24,7 @@ import pytest
 
 from support.topologies import build
 from support.topologies import stream as stream_data
-from support.veth import Capture, VethRig, by_event, send_frames
+from support.veth import Capture, VethRig, by_event, running, send_frames
 from testbed import ROOT
 from testbed.dataplane.contract import (
     COUNTERS,
@@ -68,15 +68,8 @@ def switch(rig, program, tmp_path):
     """A fresh simple_switch on the rig's switch ends (empty tables and registers)."""
     from testbed.targets.bmv2.process import Bmv2Process
     proc = Bmv2Process(rig.switch_ends, tmp_path, json_path=program, namespace=rig.namespace)
-    try:
-        proc.start()
-        api = proc.api()
-        try:
-            yield proc, api
-        finally:
-            api.close()
-    finally:
-        proc.stop()
+    with running(proc) as api:
+        yield proc, api
 
 
 def topology(streams: list[dict]):

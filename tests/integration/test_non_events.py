@@ -16,7 +16,7 @@ import pytest
 
 from support import topologies
 from support.frames import MTU, event, jumbo_event, not_events
-from support.veth import Capture, VethRig, by_event, send_frames
+from support.veth import Capture, VethRig, by_event, running, send_frames
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
@@ -48,16 +48,10 @@ def switch(request, rig, tmp_path):
         from testbed.targets.bmv2.process import Bmv2Process as Process
     else:
         from testbed.targets.embedded.process import EmbeddedProcess as Process
-    proc = Process(rig.switch_ends, tmp_path, "r12sw", namespace=rig.namespace).start()
-    try:
-        api = proc.api()
+    proc = Process(rig.switch_ends, tmp_path, "r12sw", namespace=rig.namespace)
+    with running(proc) as api:
         Controller(api).install(SplitterPlan(TOPO))
-        try:
-            yield proc, api
-        finally:
-            api.close()
-    finally:
-        proc.stop()
+        yield proc, api
 
 
 def test_non_events_are_counted_and_never_forwarded(rig, switch):

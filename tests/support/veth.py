@@ -14,7 +14,8 @@ import struct
 import subprocess
 import time
 from collections import defaultdict
-from typing import Iterable, Optional
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Optional
 
 from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame
 from testbed.emulation.netns import NamedNamespace
@@ -134,3 +135,17 @@ def by_event(out: Iterable[tuple[int, bytes]]) -> dict[tuple[int, int], list[tup
     for port, frame in out:
         res[event_key(frame)].append((port, frame))
     return {k: sorted(v) for k, v in res.items()}
+
+
+@contextmanager
+def running(process) -> Iterator:
+    """A switch process (``SwitchProcess``) started, with its control client; both closed after."""
+    process.start()
+    try:
+        api = process.api()
+        try:
+            yield api
+        finally:
+            api.close()
+    finally:
+        process.stop()

@@ -43,15 +43,7 @@ def assert_refused(result, file, field: str) -> None:
 
 def with_(path: tuple, value):
     """GOOD with the value at ``path`` replaced (``KeyError`` deletes it)."""
-    data = copy.deepcopy(GOOD)
-    node = data
-    for p in path[:-1]:
-        node = node[p]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return data
+    return topologies.edited(GOOD, path, value)
 
 
 def stream_with(**fields):
