@@ -2,8 +2,7 @@
 
 Topology files, replay files, experiment files and run directories, each
 fed through the real command (click's test runner, in process).  Each case
-names what must appear after the file name; ``BAD_INPUTS`` counts them for
-the record (issue 12 quotes it).
+names what must appear after the file name.
 """
 from __future__ import annotations
 
@@ -358,7 +357,3 @@ def test_run_directory_that_is_not_one(tmp_path):
         assert_refused(cli(command, str(tmp_path / "nowhere")), tmp_path / "nowhere", "no such run directory")
         assert_refused(cli(command, str(tmp_path)), tmp_path, "run.json: missing")
 
-
-#: Bad inputs tried by this module, for the record.
-BAD_INPUTS = (len(RAW) + len(SEMANTIC) + 3 + len(REPLAY) + 1 + len(EXPERIMENTS)
-              + 2 * len(RUN_DAMAGE) - 1 + 4)
