@@ -68,9 +68,17 @@ def reached(phase: Optional[str], target: str) -> bool:
     return phase in PHASES and PHASES.index(phase) >= PHASES.index(target)
 
 
-def cycle(soak: SoakDir, index: int, rng: random.Random, soak_id: str) -> dict:
+def plan_cycles(cycles: int, rng: random.Random) -> list[tuple[str, str]]:
+    """(phase, signal) per cycle: every phase and every signal as often as the cycles allow, in random order."""
+    phases = (PHASES * cycles)[:cycles]
+    signals = (SIGNALS * cycles)[:cycles]
+    rng.shuffle(phases)
+    rng.shuffle(signals)
+    return list(zip(phases, signals))
+
+
+def cycle(soak: SoakDir, index: int, target: str, signame: str, rng: random.Random, soak_id: str) -> dict:
     """One start/abort cycle; what was aimed at, what was hit, and what was left right after."""
-    target, signame = rng.choice(PHASES), rng.choice(SIGNALS)
     spark = target in SPARK_PHASES
     tag = f"soak-{soak_id}-{index}"
     env = run_env(soak, tag)
@@ -119,8 +127,8 @@ def main(argv=None) -> int:
     watched = [soak.tmp, soak.state]
     before = Footprint.take(watched)
     record = {"seed": seed, "started": time.time(), "cycles": []}
-    for i in range(1, args.cycles + 1):
-        row = cycle(soak, i, rng, soak_id)
+    for i, (target, signame) in enumerate(plan_cycles(args.cycles, rng), start=1):
+        row = cycle(soak, i, target, signame, rng, soak_id)
         record["cycles"].append(row)
         print(f"cycle {i:2d}: aimed at {row['target']!r}, {row['signal']} hit {row['hit']!r}: exit {row['exit']}, "
               f"{row['processes_left']} processes left ({row['seconds']:.1f}s)", flush=True)
