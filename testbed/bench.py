@@ -40,7 +40,6 @@ from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.footprint import TAG_ENV, memory_of
 from testbed.runs.rundir import BenchDir, RunDir
-from testbed.semantics.limits import MEMORY
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import load_topology, parse_topology
 from testbed.semantics.windows import CountWindows, StreamOracle
@@ -209,7 +208,7 @@ def bench_scale(bench: BenchDir, stamp: str, names: Optional[list[str]] = None) 
             res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, **{TAG_ENV: tag}))
         wall = time.perf_counter() - t0
         topo = load_topology(path)
-        estimate = MEMORY.need(*topo.volume(), len(topo.operator_hosts()), spark)
+        estimate = topo.memory_need(spark)
         row = {"name": name, "spark": spark, "exit": res.returncode, "wall_s": round(wall, 1),
                "estimated_memory_mib": round(estimate / 2**20),
                "peak_memory_mib_pss": round(memory.peak / 2**20), "streams": len(topology["streams"]),

@@ -44,24 +44,27 @@ MAX_YAML_NODES = 1_000_000
 
 @dataclass(frozen=True)
 class MemoryModel:
-    """What a run holds in memory, per event and per delivered copy, at its peak.
+    """What a run holds in memory at its peak, from what it sends and where.
 
-    The costs are the largest of the processes that hold them at once: the
-    source keeps every frame it sends and its send times; the run checks
-    deliveries against the oracle with a set of (event, operator) pairs; each
-    receiver keeps its columns; each operator host runs a Python receiver,
-    and Spark's driver takes its configured heap.  ``make bench`` records the
-    measured peaks next to this estimate (``scale`` rows).
+    Every source and receiver host runs a Python process with pyarrow; the
+    run itself and the switch are two more.  Per event, the source keeps
+    its frame and send time and the run its event tables; per delivered
+    copy, the run checks a set of (event, operator) pairs and the receivers
+    hold their columns.  Spark's driver takes its configured heap.  The
+    figures are the proportional set sizes ``make bench`` measured on its
+    scale runs (64 operator hosts: 5.9 GiB), with room to spare; the bench
+    records this estimate beside each measured peak.
     """
 
-    per_event: int = 400          # bytes: source frames and send times, the run's event tables
-    per_copy: int = 300           # bytes: oracle pairs, delivery tables, receiver columns
-    per_operator_host: int = 96 << 20   # a receiver with pyarrow loaded: 64 of them measured 5.9 GiB in all
-    spark: int = 2560 << 20       # the driver's 2 GiB heap and the JVM around it
+    per_event: int = 400             # bytes: source frames and send times, the run's event tables
+    per_copy: int = 300              # bytes: oracle pairs, delivery tables, receiver columns
+    per_host: int = 96 << 20         # a source or receiver process with pyarrow loaded
+    base: int = 384 << 20            # the run's own process and the switch's
+    spark: int = 2560 << 20          # the driver's 2 GiB heap and the JVM around it
 
-    def need(self, events: int, copies: int, operator_hosts: int, spark: bool = True) -> int:
-        return (events * self.per_event + copies * self.per_copy
-                + operator_hosts * self.per_operator_host + (self.spark if spark else 0))
+    def need(self, events: int, copies: int, hosts: int, spark: bool = True) -> int:
+        return (self.base + events * self.per_event + copies * self.per_copy + hosts * self.per_host
+                + (self.spark if spark else 0))
 
 
 MEMORY = MemoryModel()

@@ -281,13 +281,18 @@ class Topology(StrictModel):
     def _fits_in_memory(self) -> None:
         """Refuse a run whose events and deliveries cannot fit in this machine's memory."""
         events, copies = self.volume()
-        need = limits.MEMORY.need(events, copies, len(self.operator_hosts()))
+        need = self.memory_need()
         have = limits.available_memory()
         if need > have:
             i = max(range(len(self.streams)), key=lambda k: self.streams[k].copies())
             raise _FieldError(f"streams[{i}].events", f"the run would need about {need / 2**30:.1f} GiB for "
                                                       f"{events} events and up to {copies} deliveries; this "
                                                       f"machine has {have / 2**30:.1f} GiB available")
+
+    def memory_need(self, spark: bool = True) -> int:
+        """Bytes a run of this topology needs at its peak (``limits.MemoryModel``)."""
+        hosts = set(self.operator_hosts()) | set(self.source_hosts())
+        return limits.MEMORY.need(*self.volume(), len(hosts), spark)
 
     def volume(self) -> tuple[int, int]:
         """Events the sources send, and at most how many copies the operators receive."""
