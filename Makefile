@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
         iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift tshark
 
-.PHONY: deps debs venv experiment figures run stop clean test bench p4 plots distclean
+.PHONY: deps debs venv experiment figures run stop clean test bench soak p4 plots distclean
 
 deps: debs venv
 
@@ -61,3 +61,8 @@ plots: deps
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info
+
+# Not part of `make test`: 20 start/abort cycles at random phases, then the
+# leaks counted (processes, interfaces, namespaces, mounts, temp files).
+soak: deps
+	$(PY) -m testbed.soak --cycles 20 --out results/soak

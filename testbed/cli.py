@@ -10,7 +10,8 @@ from typing import NoReturn, Optional
 
 import click
 
-from testbed.semantics.topology import TopologyError, load_topology, resolve_topology
+from testbed.semantics.limits import MAX_INT64
+from testbed.semantics.topology import TopologyError, resolve_topology
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -23,7 +24,8 @@ def _fail(message: str, code: int) -> NoReturn:
 def _run_errors():
     """One line and the right exit code for whatever stops a run or experiment."""
     from testbed.experiments.base import Interrupted
-    from testbed.runs.orchestrator import PreflightError, RunError, RunInterrupted
+    from testbed.runs.orchestrator import PreflightError, RunError
+    from testbed.runs.signals import RunInterrupted
 
     try:
         yield
@@ -39,11 +41,32 @@ def _run_errors():
 
 
 def _load(topology: str):
+    """The topology file and its validated contents, plan included; else one line and exit 2."""
+    from testbed.semantics.plan import load_planned
+
     try:
         path = resolve_topology(topology)
-        return path, load_topology(path)
+        return path, load_planned(path)[0]
     except TopologyError as err:
-        _fail(str(err), 2)
+        _refuse(err)
+
+
+def _refuse(err: Exception | str) -> NoReturn:
+    """Bad input: one line, exit 2, nothing started."""
+    _fail(str(err), 2)
+
+
+@contextmanager
+def _run_dir_errors(run_dir: Path):
+    """A run directory that cannot be read: one line naming it, exit 2."""
+    from testbed.runs.rundir import RunDirError
+
+    try:
+        yield
+    except RunDirError as err:
+        _refuse(err)
+    except (OSError, KeyError, ValueError, TypeError) as err:    # pyarrow's errors are among these
+        _refuse(f"{run_dir}: cannot read the run's data: {type(err).__name__}: {' '.join(str(err).split())}")
 
 
 @click.group()
@@ -54,7 +77,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("topology")
-@click.option("--events", "-k", "n_events", default=12, show_default=True,
+@click.option("--events", "-k", "n_events", default=12, show_default=True, type=click.IntRange(min=0),
               help="Show the operator set of the first K events of each stream.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def plan(topology: str, n_events: int, as_json: bool) -> None:
@@ -82,8 +105,9 @@ def validate(topology: str) -> None:
               help="Splitter target (default: the topology's switch.target).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run directory (default: results/<name>/<run id>/).")
-@click.option("--seed", type=int, default=None, help="Override the topology's seed.")
-@click.option("--timeout", type=float, default=None, help="Give up streaming after this many seconds.")
+@click.option("--seed", type=click.IntRange(0, MAX_INT64), default=None, help="Override the topology's seed.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=1e9), default=None,
+              help="Give up streaming after this many seconds.")
 @click.option("--spark-master", default="local[*]", show_default=True,
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
 @click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
@@ -166,20 +190,23 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", type=click.Path(path_type=Path))
 def check(run_dir: Path) -> None:
     """Compare a run's deliveries with the oracle; exit 1 on any violation."""
     from testbed.analysis.check import check_run, check_windows, summary_lines, window_summary_lines
     from testbed.runs.rundir import RunDir
 
     rundir = RunDir(run_dir)
-    try:
+    with _run_dir_errors(run_dir):
+        with_windows = rundir.windows.exists()
+        record = rundir.require(("sources", "deliveries") + (("windows", "windows_reference") if with_windows else ()))
         results = check_run(rundir)
-        windows = check_windows(rundir) if rundir.windows.exists() else {}
-    except (OSError, KeyError, ValueError) as err:
-        click.echo(f"error: {run_dir}: not a complete run directory ({err})", err=True)
-        sys.exit(2)
-    for line in summary_lines(results) + window_summary_lines(windows):
+        windows = check_windows(rundir) if with_windows else {}
+    lines = summary_lines(results) + window_summary_lines(windows)
+    spark = record.get("spark")
+    if not with_windows and isinstance(spark, dict) and spark.get("error"):
+        lines.append(f"windows: not computed (the Spark application failed: {spark['error'].splitlines()[0]})")
+    for line in lines:
         click.echo(line)
     ok = all(r.ok for r in results.values()) and all(w.ok for w in windows.values())
     sys.exit(0 if ok else 1)
@@ -220,7 +247,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", type=click.Path(path_type=Path))
 def plot(run_dir: Path) -> None:
     """Redraw the figures of a run or an experiment directory from its raw data."""
     from testbed.analysis.plots import plot_run
@@ -228,7 +255,13 @@ def plot(run_dir: Path) -> None:
     from testbed.runs.rundir import ExperimentDir, RunDir
 
     expdir = ExperimentDir(run_dir)
-    figures = redraw(expdir) if expdir.is_experiment() else plot_run(RunDir(run_dir))
+    if expdir.is_experiment():
+        figures = redraw(expdir)
+    else:
+        rundir = RunDir(run_dir)
+        with _run_dir_errors(run_dir):
+            rundir.require(("sources", "deliveries"), analysis=rundir.spark_analysis.exists())
+            figures = plot_run(rundir)
     for p in figures:
         click.echo(str(p))
 

@@ -36,6 +36,7 @@ class StreamCheck:
     lost_on_link: int = 0      # events a link relay dropped before the switch
     lost_before_switch: int = 0  # other events the switch never counted
     by_design: dict[str, int] = field(default_factory=dict)   # events sent to nobody, per reason
+    missing_by_operator: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -51,7 +52,8 @@ class StreamCheck:
 
     def as_json(self) -> dict[str, Any]:
         return {"sent": self.sent, "expected_deliveries": self.expected, "delivered": self.delivered,
-                "missing": self.missing, "extra": self.extra, "duplicates": self.duplicates,
+                "missing": self.missing, "missing_by_operator": self.missing_by_operator,
+                "extra": self.extra, "duplicates": self.duplicates,
                 "lost_on_link": self.lost_on_link, "lost_before_switch": self.lost_before_switch,
                 "undelivered_by_design": self.by_design, "ok": self.ok, "examples": self.examples[:10]}
 
@@ -143,11 +145,15 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
     which events the switch saw (``expected_deliveries``).
     """
     results: dict[int, StreamCheck] = {}
+    # Split once: filtering the whole table per stream is quadratic in the number of streams.
+    sent_by = dict(tuple(sources.sort_values("send_ns", kind="stable").groupby("stream", sort=False)))
+    got_by = dict(tuple(deliveries.groupby("stream", sort=False)))
+    drops_by = {} if link_drops is None else dict(tuple(link_drops.groupby("stream", sort=False)))
     for sid_text, stream_record in streams.items():
         sid = int(sid_text)
-        sent = sources[sources["stream"] == sid].sort_values("send_ns", kind="stable")
-        got = deliveries[deliveries["stream"] == sid]
-        dropped = [] if link_drops is None else link_drops[link_drops["stream"] == sid]["seq"].tolist()
+        sent = sent_by.get(sid, sources.iloc[:0])
+        got = got_by.get(sid, deliveries.iloc[:0])
+        dropped = drops_by[sid]["seq"].tolist() if sid in drops_by else []
         counts = Counter(zip(got["seq"].tolist(), got["operator"].tolist()))
         unseen = switch_unseen(record or {}, sid, len(sent), len(dropped))
         exp = expected_deliveries(Stream.from_record(stream_record), sent, Counter(got["seq"].tolist()),
@@ -159,6 +165,8 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
         extra = {pair: n for pair, n in surplus.items() if pair not in exp.copies}
         twice = {pair: n for pair, n in surplus.items() if pair in exp.copies}
         res.missing, res.extra, res.duplicates = sum(missing.values()), sum(extra.values()), sum(twice.values())
+        res.missing_by_operator = dict(sorted(Counter(op for (_, op), n in missing.items()
+                                                      for _ in range(n)).items()))
         res.delivered = res.expected - res.missing
         res.examples += [f"missing: seq {seq} at {op}" for seq, op in sorted(missing)[:5]]
         res.examples += [f"extra: seq {seq} at {op}" for seq, op in sorted(extra)[:5]]

@@ -15,9 +15,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from testbed.runs.rundir import RunDir  # noqa: E402
+
+#: Beyond this many streams a figure shows them summed (or pooled), in one
+#: bar or curve: a legend of 1,000 streams is neither readable nor quick to draw.
+MAX_STREAMS_SHOWN = 12
+#: Points of a latency CDF actually drawn; more only cost time.
+CDF_POINTS = 2000
 
 
 def load_table(rundir: RunDir) -> pd.DataFrame:
@@ -27,6 +34,8 @@ def load_table(rundir: RunDir) -> pd.DataFrame:
     counts = deliveries.groupby(["operator", "stream"]).size().unstack(fill_value=0)
     order = [h for h in run["operator_hosts"]]
     counts = counts.reindex(order, fill_value=0)
+    if len(counts.columns) > MAX_STREAMS_SHOWN:
+        return counts.sum(axis=1).to_frame(f"all {len(counts.columns)} streams")
     counts.columns = [run["streams"][str(c)].get("name") or str(c) for c in counts.columns]
     return counts
 
@@ -61,10 +70,13 @@ def plot_latency(rundir: RunDir) -> Path:
     run = rundir.read_record()
     lat = latency_table(rundir)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for sid, part in lat.groupby("stream"):
-        values = part["latency_us"].sort_values().to_numpy()
-        label = run["streams"][str(sid)].get("name") or str(sid)
-        ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=label)
+    streams = lat["stream"].nunique()
+    groups = lat.groupby("stream") if streams <= MAX_STREAMS_SHOWN else [(None, lat)]
+    for sid, part in groups:
+        values = np.sort(part["latency_us"].to_numpy())
+        points = np.unique(np.linspace(0, len(values) - 1, min(len(values), CDF_POINTS)).astype(int))
+        label = f"all {streams} streams" if sid is None else run["streams"][str(sid)].get("name") or str(sid)
+        ax.plot(values[points], (points + 1) / len(values), label=label)
     ax.set_xscale("log")
     ax.set_xlabel("delivery latency (us, source send to operator receive)")
     ax.set_ylabel("fraction of deliveries")

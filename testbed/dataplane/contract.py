@@ -155,6 +155,12 @@ SCHEMA: dict[str, TableSpec] = {
 DEFAULT_ACTION = "NoAction"
 
 
+#: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
+TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
+               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_PORTS}
+#: v1model drops what is sent to this port; the hosts use ports 1 .. DROP_PORT - 1.
+DROP_PORT = N_PORTS - 1
+
 class SwitchAPI(Protocol):
     """The control API every target serves, with p4-utils' method names.
 
@@ -194,6 +200,11 @@ CONTROL_METHODS = tuple(name for name in vars(SwitchAPI) if not name.startswith(
 def drop_counter_index(stream: int, reason: str) -> int:
     """Cell of ``stream_drops`` that counts ``reason`` for ``stream``."""
     return stream * DROP_SLOTS + DROP_CODES[reason]
+
+
+def param_bits(table: str, action: str, param: str) -> int:
+    """Width in bits of one action parameter, as ``p4/`` declares it."""
+    return next(p.width for p in SCHEMA[table].actions[action].params if p.name == param)
 
 
 def param_kinds(table: str, action: str) -> Optional[list[str]]:

@@ -27,6 +27,7 @@ from testbed.dataplane.contract import (
     UNKNOWN_STREAM,
     TableSpec,
     drop_counter_index,
+    to_bytes,
     to_int,
 )
 from testbed.dataplane.wire import (
@@ -163,10 +164,12 @@ class SplitterPipeline:
         aspec = spec.actions[action]
         if len(action_params) != len(aspec.params):
             raise ValueError(f"action {action} takes {len(aspec.params)} parameters, got {len(action_params)}")
-        key = tuple(to_int(k) for k in match_keys)
+        # Values wider than their P4 field are refused, as bmv2's client does.
+        key = tuple(_fitting(to_int(k), field.width, f"{table} key") for k, field in zip(match_keys, spec.keys))
         if key in self.tables[table]:
             raise ValueError(f"duplicate entry in {table} for key {key}")
-        params = tuple(to_int(v, p.kind) for p, v in zip(aspec.params, action_params))
+        params = tuple(_fitting(to_int(v, p.kind), p.width, f"{action}({p.name})")
+                       for p, v in zip(aspec.params, action_params))
         self.tables[table][key] = (action, params)
         handle = self._next_handle[table]
         self._next_handle[table] += 1
@@ -487,6 +490,11 @@ class SplitterPipeline:
         struct.pack_into("!H", buf, ETH_LEN + 10, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + 20])))
         buf[ETH_LEN + 26:ETH_LEN + 28] = b"\0\0"   # UDP checksum: none
         return bytes(buf)
+
+
+def _fitting(value: int, bits: int, what: str) -> int:
+    to_bytes(value, bits, what)    # raises ValueError naming ``what`` when it does not fit
+    return value
 
 
 class _SparseCounter(dict):

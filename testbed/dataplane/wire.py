@@ -21,6 +21,8 @@ EVENT_UDP_PORT = 50000
 HEARTBEAT_UDP_PORT = 50001
 #: A heartbeat's payload: the sender's sequence number.
 HEARTBEAT_STRUCT = struct.Struct("!Q")
+#: Width in bits of each event header field, in wire order (``p4/headers.p4``).
+EVENT_FIELD_BITS = {"stream": 16, "flags": 16, "seq": 32, "ts": 64, "key": 64, "value": 64}
 #: stream(16) flags(16) seq(32) ts(64) key(64) value(signed 64), network order.
 EVENT_STRUCT = struct.Struct("!HHIQQq")
 EVENT_LEN = EVENT_STRUCT.size  # 32 bytes

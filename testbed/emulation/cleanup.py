@@ -1,9 +1,11 @@
 """``testbed clean``: remove what a crashed or killed run left behind.
 
 Only what the run recorded is touched: its processes, by PID and start time
-(never by name), the switch-side interfaces of its network, the namespaces
-of switches started outside Mininet, and its temporary files.  Killing a Mininet host's shell removes its network
-namespace and with it the host end of each veth pair.
+(never by name), the interfaces and namespaces it recorded (veth rigs and
+switches started outside Mininet), and its temporary files.  Every node of
+a run's Mininet network, the switch included, lives in a network namespace
+of its own, held by the node's shell and the processes started in it;
+ending them removes the namespace and with it every interface in it.
 """
 from __future__ import annotations
 
@@ -18,9 +20,9 @@ def clean_stale() -> list[str]:
     lines = []
     for state in procs.stale_runs():
         run_id = state.get("run_id", "?")
-        for pid_text, info in state.get("pids", {}).items():
-            if procs.terminate(int(pid_text), info.get("start")):
-                lines.append(f"{run_id}: ended pid {pid_text} ({info.get('what')})")
+        pids = state.get("pids", {})
+        for pid in procs.terminate({int(pid): info.get("start") for pid, info in pids.items()}):
+            lines.append(f"{run_id}: ended pid {pid} ({pids[str(pid)].get('what')})")
         for intf in state.get("interfaces", []):
             if Path(f"/sys/class/net/{intf}").exists():
                 subprocess.run(["ip", "link", "del", intf], capture_output=True)

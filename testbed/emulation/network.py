@@ -5,8 +5,11 @@ gets one link to the splitter switch, on the port the plan expects
 (``Topology.switch_ports``), shaped when the topology asks: bandwidth with
 HTB; delay, loss and reordering with netem where the kernel has it, and
 otherwise through a relay node running ``testbed.emulation.impairment``, so
-a link is never left unshaped.  Hosts and interfaces are recorded in the
-run's state so ``testbed clean`` can remove them after a crash.
+a link is never left unshaped.  Every node, the switch included, lives in a
+network namespace of its own, so nothing of a run is in the root namespace
+and two runs never share an interface name.  Each node's shell is recorded
+in the run's state as soon as it starts, so ``testbed clean`` can end it
+(and with it the namespace) after a crash at any moment of the build.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Optional
 
 from testbed import ROOT
 from testbed.emulation.impairment import Impairment, parse_duration
-from testbed.emulation.procs import register_interfaces, register_pid, spawn, stop, wait_ready
+from testbed.emulation.procs import register_pid, spawn, stop, wait_ready
 from testbed.runs.rundir import RunDir
 from testbed.semantics.topology import Topology
 from testbed.targets import switch_class
@@ -57,6 +60,18 @@ def netem_missing() -> Optional[str]:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
+def _host_class():
+    """Mininet's Host, recording its shell as soon as it starts (Mininet imported on demand)."""
+    from mininet.node import Host
+
+    class RunHost(Host):
+        def startShell(self, mnopts=None) -> None:
+            super().startShell(mnopts)
+            register_pid(self.pid, f"mininet host {self.name}")
+
+    return RunHost
+
+
 class SplitterNetwork:
     """The emulated network of one run."""
 
@@ -77,16 +92,17 @@ class SplitterNetwork:
 
         topo = self.topo
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
-                      autoStaticArp=False, waitConnected=False)
+                      autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
         self.switch = net.addSwitch(topo.switch.name, cls=switch_class(self.target),
                                     run_dir=str(self.rundir.root))
         addresses = topo.addresses()
+        prefix = topo.subnet().prefixlen
         ports = topo.switch_ports()
         kernel_netem = any(link.impaired and link.shaper != "user" for link in topo.links) and netem_missing() is None
         for name in topo.hosts:
             ip, mac = addresses[name]
-            host = net.addHost(name, ip=f"{ip}/24", mac=mac)
+            host = net.addHost(name, ip=f"{ip}/{prefix}", mac=mac)
             link = topo.link_for(name)
             bw = {"bw": link.bw} if link.bw is not None else {}
             if link.impaired and (link.shaper == "user" or link.reorder or not kernel_netem):
@@ -105,10 +121,6 @@ class SplitterNetwork:
             if shaping:
                 self.link_modes[name] = "netem" if link.impaired else "htb"
         net.build()
-        register_interfaces([i.name for i in self.switch.intfList() if i.name != "lo"])
-        nodes = list(net.hosts) + ([self.switch] if self.switch.inNamespace else [])
-        for node in nodes:
-            register_pid(node.pid, f"mininet node {node.name}")
         for host in net.hosts:
             # IPv6 neighbour discovery and router solicitations would only add
             # noise to the switch's non-event counter.

@@ -8,12 +8,14 @@ recycled PID is never hit.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 #: Where runs record what they started; ``TESTBED_STATE_DIR`` overrides it.
 DEFAULT_STATE_DIR = "/run/testbed"
@@ -25,29 +27,72 @@ _state_file: Optional[Path] = None
 
 
 def _start_time(pid: int) -> Optional[str]:
+    """When ``pid`` started (clock ticks since boot), or ``None`` if it is gone or a zombie."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+class RunDirBusy(RuntimeError):
+    """Another live run writes the same run directory; ``str()`` names it."""
+
+
+@contextmanager
+def _state_lock() -> Iterator[None]:
+    """Serialises claims, so two runs started at once cannot both take a directory."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    with open(state_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def begin_run(run_id: str, run_dir: Optional[Path] = None) -> Path:
-    """Start recording this process's children under ``run_id``.  ``run_dir``
-    lets other commands (``testbed switch-cli``) find a run while it runs."""
+    """Start recording this process's children under ``run_id``, claiming ``run_dir``
+    (which also lets other commands, ``testbed switch-cli``, find the run).
+
+    Raises ``RunDirBusy`` (before anything is written) when a live run
+    already writes ``run_dir``; a crashed run's claim only asks for
+    ``testbed clean``.
+    """
     global _state_file
-    state_dir().mkdir(parents=True, exist_ok=True)
-    _state_file = state_dir() / f"{run_id}.json"
-    _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
-            "started": time.time(), "run_dir": None if run_dir is None else str(run_dir),
-            "pids": {}, "paths": [], "interfaces": []})
+    with _state_lock():
+        for other in live_runs():
+            if run_dir is not None and other.get("run_dir") == str(run_dir):
+                raise RunDirBusy(f"{run_dir} is the directory of run {other['run_id']} (pid {other['owner']}, "
+                                 f"phase {other.get('phase', '?')}); wait for it or choose another --out")
+        _state_file = state_dir() / f"{run_id}.json"
+        _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+                "started": time.time(), "run_dir": None if run_dir is None else str(run_dir),
+                "phase": "starting", "pids": {}, "paths": [], "interfaces": []})
     return _state_file
 
 
-def end_run() -> None:
+def set_phase(phase: str) -> None:
+    """Say which phase the run is in, for ``testbed clean``, the soak and a second run's refusal."""
+    if _state_file is None:
+        return
+    state = _read()
+    state["phase"] = phase
+    _write(state)
+
+
+def end_run() -> list[str]:
+    """Stop recording; return what is still alive of what was recorded.
+
+    The state file is removed only when nothing recorded survives, so
+    whatever a failed stop left stays findable for ``testbed clean``.
+    """
     global _state_file
-    if _state_file is not None:
+    if _state_file is None:
+        return []
+    alive = [f"pid {pid} ({info.get('what')})" for pid, info in _read()["pids"].items()
+             if info.get("start") is not None and _start_time(int(pid)) == info.get("start")]
+    if not alive:
         _state_file.unlink(missing_ok=True)
     _state_file = None
+    return alive
 
 
 def _read() -> dict:
@@ -102,24 +147,24 @@ def register_path(path: str) -> None:
     _remember("paths", [str(path)])
 
 
-def terminate(pid: int, start: Optional[str], grace: float = 3.0) -> bool:
-    """SIGTERM then SIGKILL ``pid`` if it is still the process recorded."""
-    if start is not None and _start_time(pid) != start:
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if _start_time(pid) != start:
-            return True
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return True
+def terminate(recorded: dict[int, Optional[str]], grace: float = 3.0) -> list[int]:
+    """End every recorded ``pid -> start time`` that is still the same process.
+
+    All get SIGTERM at once and SIGKILL together after ``grace`` (a node's
+    interactive shell ignores SIGTERM), so ending a big network takes
+    seconds, not seconds per node.  Returns the PIDs that were ended.
+    """
+    alive = {pid: start for pid, start in recorded.items() if start is not None and _start_time(pid) == start}
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        for pid in [pid for pid, start in alive.items() if _start_time(pid) == start]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(_start_time(p) == s for p, s in alive.items()):
+            time.sleep(0.05)
+    return sorted(alive)
 
 
 def spawn(cmd: list[str], log_path: Path, what: str, host=None, **popen_args):
@@ -204,28 +249,30 @@ def stop_group(proc, grace: float = 5.0) -> None:
     unregister_pid(proc.pid)
 
 
-def _runs() -> list[dict]:
-    """Every recorded run's state, with ``_file`` (its state file) and ``_alive``
-    (whether its owning ``testbed run`` process still runs)."""
-    out = []
+def _runs() -> Iterator[dict]:
+    """Every recorded run's state, with ``_file`` (its state file) and ``_live`` (its owner runs)."""
     if not state_dir().exists():
-        return out
+        return
     for f in sorted(state_dir().glob("*.json")):
         try:
             state = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
         state["_file"] = str(f)
-        state["_alive"] = _start_time(state.get("owner", -1)) == state.get("owner_start")
-        out.append(state)
-    return out
+        state["_live"] = _start_time(state.get("owner", -1)) == state.get("owner_start")
+        yield state
+
+
+def live_runs() -> list[dict]:
+    """State of runs whose owning ``testbed run`` process still runs."""
+    return [state for state in _runs() if state["_live"]]
 
 
 def stale_runs() -> list[dict]:
     """State of runs whose owning ``testbed run`` process is gone."""
-    return [state for state in _runs() if not state["_alive"]]
+    return [state for state in _runs() if not state["_live"]]
 
 
 def running_runs() -> list[dict]:
     """State of runs still going, oldest first."""
-    return sorted((state for state in _runs() if state["_alive"]), key=lambda state: state.get("started", 0))
+    return sorted(live_runs(), key=lambda state: state.get("started", 0))

@@ -3,8 +3,11 @@
 Runs inside a Mininet host.  It binds a plain UDP socket (the splitter
 rewrote the destination to this host), records stream, seq, ts, key, value
 and the receive time of each event, and keeps a small status file up to date
-so the run can see progress.  On SIGTERM it writes its deliveries as Parquet
-together with the kernel's UDP drop counters of this host, then exits.
+so the run can see progress.  Every ``FLUSH_S`` it writes what it received
+since the last flush as the next Parquet part, so a receiver that dies
+loses at most that last fraction of a second, and links the part into the
+Spark application's inbox.  On SIGTERM it writes the last part and its
+final status, with the kernel's UDP drop counters of this host, then exits.
 """
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
 
 STATUS_EVERY_S = 0.2
-#: How often newly received events are handed to Spark as a Parquet file.
-SPARK_BATCH_S = 0.5
+#: How often newly received events are written as a part (and handed to Spark).
+FLUSH_S = 0.5
 SOCKET_BUFFER = 32 << 20
 SO_RCVBUFFORCE = 33
 SO_TIMESTAMPNS = 35            # = SCM_TIMESTAMPNS: kernel receive time as a timespec
@@ -47,15 +50,15 @@ def udp_kernel_drops() -> dict[str, int]:
 class Receiver:
     """Collects events in column arrays; one per operator host."""
 
-    def __init__(self, host: str, rundir: RunDir, spark_dir: Path | None = None):
+    def __init__(self, host: str, rundir: RunDir, spark: bool = False):
         self.host = host
         self.rundir = rundir
         self.cols = {name: array("q") for name in COLUMNS}
-        self.spark_dir = spark_dir
-        self.handed_over = 0      # events already written for Spark
-        self.batches = 0
-        if spark_dir is not None:
-            spark_dir.mkdir(parents=True, exist_ok=True)
+        self.spark = spark
+        self.received = 0         # events recorded, flushed or not
+        self.parts = 0            # parts written
+        if spark:
+            rundir.spark_inbox(host).mkdir(parents=True, exist_ok=True)
         self.stopping = False
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)   # root may exceed rmem_max
@@ -72,7 +75,7 @@ class Receiver:
 
     def status(self, final: bool = False) -> dict:
         drops = udp_kernel_drops()
-        return {"host": self.host, "pid": os.getpid(), "received": len(self.cols["seq"]),
+        return {"host": self.host, "pid": os.getpid(), "received": self.received, "parts": self.parts,
                 "final": final,
                 "kernel_drops": {k: drops.get(k, 0) - self.baseline_drops.get(k, 0) for k in drops}}
 
@@ -80,7 +83,7 @@ class Receiver:
         write_json_atomic(self.status_path, self.status())   # also the readiness signal
         buf = bytearray(2048)
         next_status = time.monotonic() + STATUS_EVERY_S
-        next_batch = time.monotonic() + SPARK_BATCH_S
+        next_flush = time.monotonic() + FLUSH_S
         while not self.stopping:
             try:
                 self._receive(buf)
@@ -88,33 +91,37 @@ class Receiver:
                 pass
             except InterruptedError:
                 pass
+            if time.monotonic() >= next_flush:
+                self.flush()
+                next_flush = time.monotonic() + FLUSH_S
             if time.monotonic() >= next_status:
                 write_json_atomic(self.status_path, self.status())
                 next_status = time.monotonic() + STATUS_EVERY_S
-            if self.spark_dir is not None and time.monotonic() >= next_batch:
-                self.hand_over()
-                next_batch = time.monotonic() + SPARK_BATCH_S
         self.finish()
 
-    def _table(self, start: int = 0) -> pa.Table:
-        table = pa.table({name: pa.array(values[start:], type=pa.int64()) for name, values in self.cols.items()})
+    def _table(self) -> pa.Table:
+        table = pa.table({name: pa.array(values, type=pa.int64()) for name, values in self.cols.items()})
         return table.append_column("operator", pa.array([self.host] * table.num_rows, type=pa.string()))
 
-    def hand_over(self) -> None:
-        """Write the events received since the last hand-over as one Parquet
-        file for the Spark application.  The file appears under its final
-        name only when complete (rename), and Spark skips names starting
-        with a dot, so a half-written file is never read."""
-        n = len(self.cols["seq"])
-        if n == self.handed_over:
+    def flush(self, final: bool = False) -> None:
+        """Write what was received since the last flush as the next part.
+
+        A part appears under its final name only when complete (rename),
+        then is hard-linked into Spark's inbox, where names starting with a
+        dot are skipped: no reader ever sees half a file.  A receiver that
+        got nothing still writes one empty part at the end, which says so.
+        """
+        if not len(self.cols["seq"]) and (self.parts or not final):
             return
-        table = self._table(self.handed_over)
-        name = f"{self.host}-{self.batches:06d}.parquet"
-        tmp = self.spark_dir / f".{name}.tmp"
+        table = self._table()
+        path = self.rundir.receiver_events(self.host, self.parts)
+        tmp = path.with_name(f".{path.name}.tmp")
         pq.write_table(table, tmp)
-        tmp.replace(self.spark_dir / name)
-        self.handed_over = n
-        self.batches += 1
+        tmp.replace(path)
+        if self.spark and table.num_rows:
+            os.link(path, self.rundir.spark_inbox_part(self.host, self.parts))
+        self.parts += 1
+        self.cols = {name: array("q") for name in COLUMNS}
 
     def _receive(self, buf: bytearray) -> None:
         n, ancdata, _flags, _addr = self.sock.recvmsg_into([buf], 64)
@@ -130,6 +137,7 @@ class Receiver:
     def _record(self, buf: bytearray, now: int) -> None:
         stream, _flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf)
         cols = self.cols
+        self.received += 1
         cols["stream"].append(stream)
         cols["seq"].append(seq)
         cols["ts"].append(ts)
@@ -146,9 +154,7 @@ class Receiver:
                 self._receive(buf)
             except (BlockingIOError, InterruptedError):
                 break
-        pq.write_table(self._table(), self.rundir.receiver_events(self.host))
-        if self.spark_dir is not None:
-            self.hand_over()
+        self.flush(final=True)
         write_json_atomic(self.status_path, self.status(final=True))
 
 
@@ -156,13 +162,13 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="operator-host event receiver")
     ap.add_argument("--host", required=True)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--spark-dir", type=Path, default=None,
-                    help="Hand received events to the run's Spark application through this folder.")
+    ap.add_argument("--spark", action="store_true",
+                    help="Hand received events to the run's Spark application (its inbox in the run directory).")
     ap.add_argument("--heartbeat", nargs=5, metavar=("INTF", "MAC", "IP", "SWITCH_MAC", "SWITCH_IP"),
                     help="Send heartbeats to the splitter on INTF (docs/wire.md, 'Heartbeats').")
     ap.add_argument("--heartbeat-interval", type=float, default=HEARTBEAT_INTERVAL_S)
     args = ap.parse_args(argv)
-    receiver = Receiver(args.host, RunDir(args.out), args.spark_dir)
+    receiver = Receiver(args.host, RunDir(args.out), args.spark)
     heartbeat = None
     if args.heartbeat:
         intf, mac, ip, switch_mac, switch_ip = args.heartbeat

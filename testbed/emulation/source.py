@@ -22,10 +22,9 @@ from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.packet_socket import packet_socket
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
-from testbed.semantics.topology import SPLITTER_IP, load_topology
+from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, load_topology
 from testbed.semantics.workload import sent_events
 
-SPLITTER_MAC = "02:00:00:00:00:fe"
 STATUS_EVERY_S = 0.2
 #: A source that was kept off the CPU catches up at no more than this many
 #: times its rate, in batches of ``BURST_S`` worth of events: blasting the

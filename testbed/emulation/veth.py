@@ -48,9 +48,11 @@ def _ip(*args: str) -> None:
 
 class VethRig:
     """``k`` veth pairs: the switch end ``<tag>s<i>`` is port ``i``, the host
-    end ``<tag>h<i>`` is where frames are sent or captured."""
+    end ``<tag>h<i>`` is where frames are sent or captured.  ``mtu``, when
+    given, is set on both ends (jumbo frames need more than the default 1500)."""
 
-    def __init__(self, k: int, prefix: Optional[str] = None):
+    def __init__(self, k: int, prefix: Optional[str] = None, mtu: Optional[int] = None):
+        self.mtu = mtu
         prefix = prefix or os.environ.get(PREFIX_VAR) or DEFAULT_PREFIX
         # pid and a per-process counter: two rigs of one process never share names
         tag = f"{prefix}{os.getpid() % 1000}{next(_rigs) % 10}"
@@ -68,6 +70,9 @@ class VethRig:
             _ip("link", "add", sw, "type", "veth", "peer", "name", host)
             self.created.append(host)
             procs.register_interfaces([host])
+            if self.mtu is not None:
+                _ip("link", "set", sw, "mtu", str(self.mtu))
+                _ip("link", "set", host, "mtu", str(self.mtu))
             # No IPv6: the kernel would otherwise send ND/MLD frames into the switch.
             subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{host}.disable_ipv6=1"], capture_output=True)
             _ip("link", "set", host, "up")
@@ -109,13 +114,16 @@ class Taps:
     ``interfaces`` maps ``(direction, port)`` to an interface name (made
     inside ``netns_path`` when given): direction ``in`` keeps the frames
     arriving on it, ``out`` the frames sent from it.  ``rows`` collects what
-    ``row`` makes of each frame: ``(port, frame)`` here.
+    ``row`` makes of each frame: ``(port, frame)`` here.  Only event frames
+    count, unless ``events_only`` is false.
     """
 
     #: Ask the kernel for each frame's receive time (``SO_TIMESTAMPNS``).
     timestamps = False
 
-    def __init__(self, interfaces: dict[tuple[str, int], str], netns_path: Optional[str] = None):
+    def __init__(self, interfaces: dict[tuple[str, int], str], netns_path: Optional[str] = None,
+                 events_only: bool = True):
+        self.events_only = events_only
         self.socks: dict[socket.socket, tuple[str, int]] = {}
         with netns.entered(netns_path) if netns_path else nullcontext():
             for (direction, port), intf in interfaces.items():
@@ -145,7 +153,8 @@ class Taps:
                         frame, ancdata, _flags, addr = s.recvmsg(65535, space)
                     except BlockingIOError:
                         break
-                    if (addr[2] == PACKET_OUTGOING) != (direction == "out") or not is_event_frame(frame):
+                    if (addr[2] == PACKET_OUTGOING) != (direction == "out") or \
+                            (self.events_only and not is_event_frame(frame)):
                         continue
                     row = self.row(direction, port, frame, ancdata)
                     if row is not None:

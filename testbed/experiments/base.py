@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
 
@@ -140,12 +139,9 @@ class ExperimentKind:
         try:
             return cls.Params.model_validate(data)
         except ValidationError as err:
-            first = err.errors(include_url=False)[0]
-            loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            msg = first["msg"].removeprefix("Value error, ")
-            if first["type"] == "extra_forbidden":
-                msg = "unknown parameter"
-            raise ExperimentError(f"{source}: params.{loc}: {msg}") from None
+            from testbed.semantics.topology import describe
+
+            raise ExperimentError(f"{source}: params.{describe(err)}") from None
 
     def targets(self) -> list[str]:
         """The requested targets that can run here; the others go to ``skipped`` with the reason."""
@@ -199,20 +195,18 @@ def load_experiment(path: Path, settings: Optional[Settings] = None) -> tuple[Ex
     """Read and validate an experiment file and its kind's parameters; every
     failure is an ``ExperimentError`` naming the file and the field."""
     from testbed.experiments import kind_class
+    from testbed.semantics.topology import TopologyError, describe, read_yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ExperimentError(f"{path}: cannot read: {err}") from None
+        data = read_yaml(path)      # not a file, too big, not UTF-8, bad YAML: one line each
+    except TopologyError as err:
+        raise ExperimentError(str(err)) from None
     if not isinstance(data, dict):
-        raise ExperimentError(f"{path}: (top level): expected a mapping")
+        raise ExperimentError(f"{path}: (top level): expected a mapping, got {type(data).__name__}")
     try:
         spec = ExperimentFile.model_validate(data)
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        msg = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-        raise ExperimentError(f"{path}: {loc}: {msg}") from None
+        raise ExperimentError(f"{path}: {describe(err)}") from None
     params = kind_class(spec.kind).parse(spec, settings or Settings(), str(path))
     return spec, params
 

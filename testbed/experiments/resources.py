@@ -117,7 +117,7 @@ def sweep_topology(window: WindowSpec, n_ops: int, streams: int = 1) -> Topology
     hosts = {"src": {}} | {op: {} for op in operators}
     data = [{"id": sid, "source": "src", "window": window.model_dump(exclude_none=True),
              "operators": operators, "events": 1, "rate": 1} for sid in range(streams)]
-    return parse_topology({"name": "sweep", "hosts": hosts, "streams": data})
+    return parse_topology({"name": "sweep", "hosts": hosts, "streams": data}, plan_only=True)
 
 
 def register_bits(kind: str) -> int:
@@ -142,13 +142,14 @@ def semantic_windows(semantics: dict[str, str]) -> dict[str, WindowSpec]:
 
 
 def sweep_n(windows: dict[str, WindowSpec], sizes: Iterable[int]) -> pd.DataFrame:
-    return pd.DataFrame([{"semantic": sem, "N": n, "streams": 1, **plan_row(SplitterPlan(sweep_topology(w, n)))}
+    return pd.DataFrame([{"semantic": sem, "N": n, "streams": 1,
+                          **plan_row(SplitterPlan(sweep_topology(w, n), checked=False))}
                          for sem, w in windows.items() for n in sizes])
 
 
 def sweep_streams(windows: dict[str, WindowSpec], sizes: Iterable[int], n_ops: int) -> pd.DataFrame:
     return pd.DataFrame([{"semantic": sem, "N": n_ops, "streams": k,
-                          **plan_row(SplitterPlan(sweep_topology(w, n_ops, k)))}
+                          **plan_row(SplitterPlan(sweep_topology(w, n_ops, k), checked=False))}
                          for sem, w in windows.items() for k in sizes])
 
 
@@ -160,7 +161,8 @@ def p4ss_growth(topo: Topology, sizes: Iterable[int]) -> pd.DataFrame:
         hosts = {s.source: {} for s in topo.streams} | {op: {} for op in operators}
         streams = [s.model_copy(update={"operators": operators}).model_dump(mode="json", exclude_none=True)
                    for s in topo.streams]
-        plan = SplitterPlan(parse_topology({"name": "p4ssgrowth", "hosts": hosts, "streams": streams}))
+        plan = SplitterPlan(parse_topology({"name": "p4ssgrowth", "hosts": hosts, "streams": streams},
+                                           plan_only=True), checked=False)
         for sp in plan.streams.values():
             groups = sp.groups.values()
             rows.append({"stream": sp.stream.label, "N": n, "entries": len(sp.entries),

@@ -19,12 +19,13 @@ from testbed.analysis.plots import plot_experiment
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, Settings
 from testbed.runs.rundir import ExperimentDir, RunDir
-from testbed.semantics.topology import Topology, TopologyError, load_topology, resolve_topology
+from testbed.semantics.plan import load_planned
+from testbed.semantics.topology import Topology, TopologyError, distinct, resolve_topology
 
 
 def scenario(name: str) -> tuple[Path, Topology]:
     path = resolve_topology(name)
-    return path, load_topology(path)
+    return path, load_planned(path)[0]     # the plan must fit the switch too
 
 
 def check_scenarios(names: Iterable[str]) -> None:
@@ -63,6 +64,8 @@ class ScenarioParams(KindParams):
     @field_validator("runs")
     @classmethod
     def _loadable(cls, runs: list[str]) -> list[str]:
+        # Each run gets the folder runs/<scenario>/: a scenario listed twice would overwrite itself.
+        distinct(runs, "scenarios")
         check_scenarios(runs)
         return runs
 

@@ -12,6 +12,10 @@ streams), with ``--cli=after`` after it (``testbed.runs.interactive``).
 Whatever happens (success, failure, Ctrl-C, SIGTERM) everything started is
 stopped, the raw files written so far are collected, and ``run.json`` says
 how far the run got.  Every path comes from the run's ``RunDir``.
+
+Faults the run can survive, it survives: a receiver that dies leaves its
+events counted lost at its operator, and a Spark application that fails
+leaves the deliveries checked and the windows reported as not computed.
 """
 from __future__ import annotations
 
@@ -33,14 +37,15 @@ from rich.console import Console
 from testbed import ROOT
 from testbed.analysis.check import expected_deliveries, summary_lines, window_summary_lines
 from testbed.analysis.plots import plot_run
-from testbed.analysis.spark import SparkApp, job_description, spark_missing
+from testbed.analysis.spark import SparkApp, SparkError, job_description, spark_missing
 from testbed.dataplane.control import Controller
 from testbed.dataplane.wire import EVENT_UDP_PORT
 from testbed.emulation import procs
 from testbed.emulation.network import SplitterNetwork, mininet_missing, netem_missing
-from testbed.runs.progress import SourceFailed, StreamWatch
+from testbed.runs.progress import ProcessDied, StreamWatch, exit_text
 from testbed.runs.record import base_record, collect, evaluate
 from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.runs.signals import Interrupts
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
 from testbed.semantics.workload import sent_events
@@ -55,10 +60,6 @@ class PreflightError(RunError):
     """The run cannot start here (missing tool, unsupported link); nothing was started; exit code 2."""
 
 
-class RunInterrupted(Exception):
-    """SIGTERM or SIGINT arrived; the run stops and cleans up."""
-
-
 @dataclass
 class RunOptions:
     target: str = "model"
@@ -71,7 +72,12 @@ class RunOptions:
     cli: Optional[str] = None       # "before" or "after" the stream: open Mininet's CLI
 
 
-def preflight(topo: Topology, topology_path: Path, options: RunOptions) -> None:
+#: Bytes of raw data per event sent and per copy delivered (Parquet, logs), with room to spare,
+#: and a fixed part for logs, figures and Spark's files.
+DISK_PER_EVENT, DISK_PER_COPY, DISK_FIXED = 64, 96, 64 << 20
+
+
+def preflight(topo: Topology, topology_path: Path, options: RunOptions, rundir: RunDir) -> None:
     """Raise ``PreflightError`` with the reason if the run cannot work here; starts nothing."""
     reason = mininet_missing()
     if reason:
@@ -89,6 +95,10 @@ def preflight(topo: Topology, topology_path: Path, options: RunOptions) -> None:
         reason = spark_missing()
         if reason:
             raise PreflightError(f"cannot run the operators' Spark application: {reason} (or pass --no-spark)")
+    events, copies = topo.volume()
+    reason = rundir.unwritable(DISK_FIXED + events * DISK_PER_EVENT + copies * DISK_PER_COPY)
+    if reason:
+        raise PreflightError(f"cannot write the run directory {rundir.root}: {reason}")
 
 
 class Run:
@@ -112,15 +122,17 @@ class Run:
         self.sources: dict[str, subprocess.Popen] = {}
         self.captures: list[subprocess.Popen] = []
         self.record: dict[str, Any] = {}
+        self.interrupts = Interrupts()
 
     # -- the run, phase by phase -------------------------------------------------
     def execute(self) -> bool:
         """Run every phase; ``True`` when all checks pass."""
-        preflight(self.topo, self.topology_path, self.options)
-        self.rundir.create()
-        self.write_topology()
-        self.record = base_record(self.topo, self.plan, self.run_id, self.options.target, str(self.topology_path))
+        preflight(self.topo, self.topology_path, self.options, self.rundir)
         with self.lifecycle():
+            self.rundir.create()
+            self.write_topology()
+            self.record = base_record(self.topo, self.plan, self.run_id, self.options.target,
+                                      str(self.topology_path))
             try:
                 if self.options.spark:
                     self.phase("spark submit", self.submit_spark)
@@ -128,25 +140,45 @@ class Run:
                 self.phase("plan", self.program_switch)
                 self.phase("operators", self.start_operators)
                 if self.options.cli != "before":
-                    self.stream()
+                    self.phase("stream", self.stream)
                 if self.options.cli:
                     self.interact()          # with --cli, its `stream` command streams
                 self.record["switch"] = self.switch_counters()
-            finally:
-                self.stop_emulation()
-                collect(self.rundir)
+            except BaseException:
+                with self.interrupts.shielded(raise_pending=False):
+                    self.stop_and_collect()
+                raise
+            with self.interrupts.shielded():
+                self.stop_and_collect()
             if self.spark is not None:
                 self.phase("spark", self.finish_spark)
-        return self.conclude()
+            return self.phase("conclude", self.conclude)
 
     def submit_spark(self) -> None:
         self.spark = SparkApp(self.rundir, job_description(self.topo, self.run_id, self.rundir),
                               self.options.spark_master)
-        self.spark.start()
         self.record["spark_master"] = self.options.spark_master
+        try:
+            self.spark.start()
+        except OSError as err:      # chrt or spark-submit could not be executed
+            self.spark_failed(err)
+
+    def spark_failed(self, err: Exception) -> None:
+        """The Spark application failed (to start, or later): the run goes on without it.
+
+        The deliveries are still checked; the windows are reported as not computed.
+        """
+        self.record["spark"] = {"error": str(err), "computed": False}
+        self.console.log(f"[red]Spark application failed; the deliveries are still checked, the windows are "
+                         f"not computed: {str(err).splitlines()[0]}")
+        self.spark.stop()
+        self.spark = None
 
     def build_network(self) -> None:
-        self.network = SplitterNetwork(self.topo, self.options.target, self.rundir).build()
+        # Half a network would leave namespaces behind: a signal waits until it is built.
+        with self.interrupts.shielded():
+            self.network = SplitterNetwork(self.topo, self.options.target, self.rundir)
+            self.network.build()
         self.network.start()
         write_json_atomic(self.rundir.switch_info, {**self.network.switch.attach_info(), "run_id": self.run_id})
         if self.options.pcap:
@@ -160,7 +192,7 @@ class Run:
         for _port, intf in sorted(self.network.switch.port_map().items()):
             pcap = self.rundir.pcap(intf)
             proc = procs.spawn(["tcpdump", "-i", intf, "-w", str(pcap), "-U", "-q", f"udp port {EVENT_UDP_PORT}"],
-                               self.rundir.log(intf, "tcpdump"), f"tcpdump on {intf}")
+                               self.rundir.log(intf, "tcpdump"), f"tcpdump on {intf}", host=self.network.switch)
             self.captures.append(proc)
             procs.wait_ready(proc, pcap.exists, f"tcpdump on {intf}", 10, error=RunError)
 
@@ -173,12 +205,15 @@ class Run:
         for name in self.topo.operator_hosts():
             cmd = [sys.executable, "-m", "testbed.emulation.receiver", "--host", name, "--out", str(self.rundir.root)]
             if self.spark is not None:
-                cmd += ["--spark-dir", str(self.rundir.spark_inbox(name))]
+                cmd.append("--spark")
             self.receivers[name] = procs.spawn(cmd, self.rundir.log(name, "receiver"), f"receiver on {name}",
                                                host=self.network.host(name), cwd=ROOT)
         if self.spark is not None:
             with self.console.status("waiting for the Spark application"):
-                self.spark.wait_ready()
+                try:
+                    self.spark.wait_ready()
+                except SparkError as err:
+                    self.spark_failed(err)
         for name, proc in self.receivers.items():
             # The first status file is written once the UDP socket is bound.
             procs.wait_ready(proc, self.rundir.receiver_status(name).exists, f"receiver on {name}", 30,
@@ -198,15 +233,20 @@ class Run:
         self.record["expected_deliveries"] = expected
         longest = max(s.events / s.rate for s in self.topo.streams)
         self.start_sources()
-        watch = StreamWatch(self.rundir, self.sources, list(self.receivers),
+        watch = StreamWatch(self.rundir, self.sources, self.receivers,
                             sum(len(ev["seq"]) for ev in self.sends.values()), expected,
                             self.options.timeout or (longest * 3 + 60))
-        start = time.monotonic()
+        switch = self.network.switch
+        watch.vital[f"switch {switch.name}"] = switch.proc
         try:
             self.record["stream_end"] = watch.follow(self.console)
-        except SourceFailed as err:
-            raise RunError(f"source on {err.host} failed; see {self.rundir.log(err.host, 'source')}") from None
-        self.record.setdefault("phases_s", {})["stream"] = round(time.monotonic() - start, 3)
+        except ProcessDied as err:
+            log = self.rundir.switch_log(switch.name) if err.what.startswith("switch") else \
+                self.rundir.log(err.what.rsplit(" ", 1)[-1], "source")
+            raise RunError(f"{err} during the stream; see {log}") from None
+        finally:
+            self.record["faults"] = [{"what": f"receiver on {host}", "phase": "stream", "exit": code}
+                                     for host, code in watch.dead_receivers.items()]
 
     def interact(self) -> None:
         """Mininet's CLI on the network, until the user leaves it."""
@@ -219,26 +259,40 @@ class Run:
             raise RunError("the CLI was left before `stream`: no event was sent, so there is nothing to check")
 
     def finish_spark(self) -> None:
-        self.record["spark"] = self.spark.finish()
+        try:
+            self.record["spark"] = self.spark.finish()
+        except (SparkError, OSError, ValueError) as err:   # a failed application, or its analysis unreadable
+            self.spark_failed(err)
 
     def conclude(self) -> bool:
         """Checks, accounting, figures and the record of a run whose phases all ran."""
-        verdicts = evaluate(self.record, self.rundir, with_windows=self.spark is not None)
+        windows = self.options.spark and "error" not in self.record.get("spark", {})
+        verdicts = evaluate(self.record, self.rundir, with_windows=windows)
+        lines = summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
+        if self.options.spark and not windows:
+            self.record["ok"] = False
+            lines.append(f"windows: not computed (the Spark application failed: "
+                         f"{self.record['spark']['error'].splitlines()[0]})")
+        for fault in self.record.get("faults", []):
+            lines.append(f"{fault['what']} {exit_text(fault['exit'])} during the {fault['phase']}; "
+                         f"its missing events are counted lost there")
         self.rundir.write_record(self.record)
         plot_run(self.rundir)
-        for line in summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows):
+        for line in lines:
             self.console.print(line)
         self.console.print(f"results: {self.rundir.root}")
-        return verdicts.ok
+        return self.record["ok"]
 
     # -- helpers of the phases -----------------------------------------------------
-    def phase(self, name: str, step: Callable[[], None]) -> None:
+    def phase(self, name: str, step: Callable[[], Any]) -> Any:
+        procs.set_phase(name)
         t0 = time.perf_counter()
         with self.console.status(f"[bold]{name}[/]: starting"):
-            step()
+            result = step()
         seconds = round(time.perf_counter() - t0, 3)
         self.record.setdefault("phases_s", {})[name] = seconds
         self.console.log(f"{name}: done ({seconds:.1f}s)")
+        return result
 
     @cached_property
     def sends(self) -> dict[int, dict]:
@@ -267,30 +321,48 @@ class Run:
     # -- lifecycle -----------------------------------------------------------------
     @contextmanager
     def lifecycle(self) -> Iterator[None]:
-        """Signals become ``RunInterrupted``; started processes are recorded for
-        ``testbed clean``; the record is written however the body ends."""
-        procs.begin_run(self.run_id, self.rundir.root)
-        previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+        """Claim the run directory (or refuse at once, naming the run in the way);
+        turn signals into ``RunInterrupted``; record started processes for
+        ``testbed clean``; write the record however the body ends."""
+        try:
+            procs.begin_run(self.run_id, self.rundir.root)
+        except procs.RunDirBusy as err:
+            raise PreflightError(f"cannot run: {err}") from None
+        self.interrupts.install()
         try:
             yield
         except BaseException as err:
             self.record["error"] = f"{type(err).__name__}: {err}"
+            with self.interrupts.shielded(raise_pending=False):
+                self.finish_lifecycle()
             raise
+        with self.interrupts.shielded():
+            self.finish_lifecycle()
+
+    def finish_lifecycle(self) -> None:
+        """Stop Spark, give the signals back, close the state file and write the record."""
+        try:
+            if self.spark is not None:
+                self.spark.stop()
         finally:
-            try:
-                if self.spark is not None:
-                    self.spark.stop()
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-                procs.end_run()
-                self.record["end"] = time.time()
+            left = procs.end_run()
+            self.interrupts.restore()
+            if left:
+                self.record["left_running"] = left
+                self.console.log(f"[red]could not stop {', '.join(left)}; `testbed clean` ends them")
+            if self.interrupts.received:
+                self.record["signals"] = self.interrupts.received
+            self.record["end"] = time.time()
+            if self.rundir.root.is_dir():
                 self.rundir.write_record(self.record)
                 if self.options.out is None:
                     self.rundir.link_latest()
 
-    def _interrupt(self, signum, frame):
-        raise RunInterrupted(signal.Signals(signum).name)
+    def stop_and_collect(self) -> None:
+        """Stop everything the stream needed, then merge the raw files written so far."""
+        procs.set_phase("stop")
+        self.stop_emulation()
+        collect(self.rundir)
 
     def stop_emulation(self) -> None:
         """Stop sources, receivers (they flush their data) and captures, then the network."""
@@ -300,6 +372,11 @@ class Run:
                     proc.send_signal(signal.SIGTERM)
             for proc in group.values():
                 procs.stop(proc)
+        for host, proc in self.receivers.items():
+            known = {f["what"] for f in self.record.get("faults", [])}
+            if proc.returncode not in (0, None) and f"receiver on {host}" not in known:
+                self.record.setdefault("faults", []).append(
+                    {"what": f"receiver on {host}", "phase": "stop", "exit": proc.returncode})
         close = getattr(self.api, "close", None)
         if close is not None:
             try:

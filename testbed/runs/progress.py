@@ -4,11 +4,18 @@
 date and decides when streaming is over: every expected copy arrived,
 nothing moved for ``settle_s`` after the sources finished, or the timeout
 passed.  It shows both counts as progress bars.
+
+It also watches the processes: a source that fails or the switch dying
+ends the stream with ``ProcessDied`` (there is nothing left to measure),
+while a receiver that dies is only noted in ``dead_receivers``: the rest
+of the run goes on, and the events that host never recorded are counted
+lost there.
 """
 from __future__ import annotations
 
+import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,25 +25,41 @@ from testbed.runs.rundir import RunDir, read_json
 POLL_S = 0.2
 
 
-class SourceFailed(RuntimeError):
-    """A source process exited with an error; ``host`` names it."""
+class ProcessDied(RuntimeError):
+    """A process the stream cannot go on without exited: ``what`` names it, ``code`` is its exit code."""
 
-    def __init__(self, host: str):
-        super().__init__(host)
-        self.host = host
+    def __init__(self, what: str, code: int):
+        super().__init__(f"{what} {exit_text(code)}")
+        self.what = what
+        self.code = code
+
+
+def exit_text(code: int) -> str:
+    """``exited with code 3`` or ``was killed by SIGKILL``."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 @dataclass
 class StreamWatch:
     rundir: RunDir
     sources: dict            # host -> Popen
-    receivers: list[str]
+    receivers: dict          # host -> Popen
     total_events: int
     expected_copies: int
     timeout_s: float
+    #: Processes the stream cannot go on without besides the sources, ``what -> Popen``
+    #: (the switch): any exit ends the stream.
+    vital: dict = field(default_factory=dict)
     #: After the sources finish, how long to wait without any new delivery
     #: before giving up on the missing ones (they are then reported as lost).
     settle_s: float = 5.0
+    #: Receivers that died while streaming: host -> exit code.
+    dead_receivers: dict = field(default_factory=dict)
 
     def sent(self) -> tuple[int, bool]:
         """Events sent so far, and whether every source has finished."""
@@ -74,7 +97,19 @@ class StreamWatch:
                 if time.monotonic() - start > self.timeout_s:
                     console.log(f"[red]timeout after {self.timeout_s:.0f}s")
                     return "timeout"
-                failed = [h for h, p in self.sources.items() if p.poll() not in (None, 0)]
-                if failed:
-                    raise SourceFailed(failed[0])
+                self.check_processes(console)
                 time.sleep(POLL_S)
+
+    def check_processes(self, console: Console) -> None:
+        """Raise ``ProcessDied`` for a failed source or a vital process that exited; note dead receivers."""
+        for host, proc in self.sources.items():
+            if proc.poll() not in (None, 0):
+                raise ProcessDied(f"source on {host}", proc.returncode)
+        for what, proc in self.vital.items():
+            if proc.poll() is not None:
+                raise ProcessDied(what, proc.returncode)
+        for host, proc in self.receivers.items():
+            if host not in self.dead_receivers and proc.poll() is not None:
+                self.dead_receivers[host] = proc.returncode
+                console.log(f"[red]receiver on {host} {exit_text(proc.returncode)}; the run goes on, and what "
+                            f"{host} did not record is counted lost there")

@@ -91,6 +91,8 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
             results: dict[int, StreamCheck]) -> dict[str, Any]:
     """Every event: sent, received by each operator, dropped and why, lost and where."""
     received = deliveries.groupby(["stream", "operator"]).size()
+    sent_per_stream = sources["stream"].value_counts()
+    distinct_per_stream = sources.groupby("stream")["seq"].nunique()
     switch = record.get("switch", {})
     receivers = {host: read_json(rundir.raw_receiver_status(host)).get("kernel_drops", {})
                  for host in record["operator_hosts"]}
@@ -101,8 +103,7 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
         sid = int(sid_text)
         r = results[sid]
         counters = switch.get("streams", {}).get(sid) or switch.get("streams", {}).get(sid_text, {})
-        own = sources[sources["stream"] == sid]
-        sent = len(own)
+        sent = int(sent_per_stream.get(sid, 0))
         per_operator = {op: int(received.get((sid, op), 0)) for op in stream["operators"]}
         seen: Optional[int] = None
         if counters:
@@ -110,7 +111,7 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
         out["streams"][sid_text] = {
             "planned": stream["events"],
             # A perturbed source withholds some events and repeats others on purpose.
-            "withheld_at_source": stream["events"] - int(own["seq"].nunique()),
+            "withheld_at_source": stream["events"] - int(distinct_per_stream.get(sid, 0)),
             "sent": sent,
             "received_per_operator": per_operator,
             "switch_accepted": counters.get("in"),
@@ -127,7 +128,14 @@ def account(record: dict[str, Any], rundir: RunDir, sources: pd.DataFrame, deliv
             "lost_after_switch": None if not counters else counters.get("out", 0) - sum(per_operator.values()),
             "lost": r.missing,
             "lost_events": r.lost,
+            "lost_per_operator": r.missing_by_operator,
         }
+    dead = {f["what"].rsplit(" ", 1)[-1] for f in record.get("faults", []) if f["what"].startswith("receiver")}
+    if dead:
+        # A receiver that died recorded nothing after its death: what its operator
+        # misses is lost there, not in the network.
+        out["lost_at_dead_receivers"] = {host: sum(s["lost_per_operator"].get(host, 0)
+                                                   for s in out["streams"].values()) for host in sorted(dead)}
     return out
 
 

@@ -17,9 +17,11 @@ through ``RunDir``, and nothing else spells a file name.  The layout:
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -46,6 +48,41 @@ class At:
 
     def __get__(self, owner_obj, owner_type=None):
         return self if owner_obj is None else owner_obj.root.joinpath(*self.parts)
+
+
+class RunDirError(ValueError):
+    """A run directory that ``check`` or ``plot`` cannot read; ``str()`` is one line naming file and field."""
+
+
+#: The columns each merged table has; the tools that read a table rely on them.
+TABLE_COLUMNS = {
+    "sources": ("stream", "seq", "ts", "key", "value", "send_ns"),
+    "deliveries": ("stream", "seq", "ts", "key", "value", "recv_ns", "operator"),
+    "windows": ("stream", "window", "operator", "key", "result", "n_events"),
+    "windows_reference": ("stream", "window", "operator", "key", "result", "n_events"),
+}
+#: Fields of run.json that ``check`` and ``plot`` read.
+RECORD_FIELDS = {"name": str, "target": str, "streams": dict, "operator_hosts": list}
+#: Fields of spark/analysis.json that ``plot`` reads.
+ANALYSIS_FIELDS = {"load": list, "completeness": list, "latency_us": list, "spark_master": str}
+
+
+def _json_fields(path: Path, fields: dict[str, type]) -> dict:
+    """A JSON object holding ``fields`` of the given types, or ``RunDirError`` naming what is wrong."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(f"{path}: missing") from None
+    except OSError as err:
+        raise RunDirError(f"{path}: cannot read: {err.strerror}") from None
+    except ValueError as err:           # not UTF-8, not JSON
+        raise RunDirError(f"{path}: not valid JSON ({' '.join(str(err).split())})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: (top level): expected an object, got {type(data).__name__}")
+    for name, kind in fields.items():
+        if not isinstance(data.get(name), kind):
+            raise RunDirError(f"{path}: {name}: {'missing' if name not in data else f'not a {kind.__name__}'}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -90,6 +127,62 @@ class RunDir:
     def is_run(self) -> bool:
         return self.record.is_file()
 
+    def unwritable(self, need_bytes: int) -> Optional[str]:
+        """Why the run cannot write here (read-only, not a folder, short of ``need_bytes``), or ``None``.
+
+        Probes the folder itself, or its nearest existing parent, with a
+        temporary file that is removed at once, so it leaves nothing behind.
+        """
+        folder = self.root
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            return f"{folder} is not a folder"
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+            free = shutil.disk_usage(folder).free
+        except OSError as err:
+            return f"cannot write in {folder}: {err.strerror}"
+        if free < need_bytes:
+            return f"{folder} has {free / 2**20:.0f} MiB free; the run needs about {need_bytes / 2**20:.0f} MiB"
+        return None
+
+    def require(self, tables: tuple[str, ...], analysis: bool = False) -> dict:
+        """The record, once it and ``tables`` (keys of ``TABLE_COLUMNS``) are readable with
+        the fields and columns the tools need; else ``RunDirError`` naming the file and field.
+
+        Only schemas are read here; what a table holds is read by its user.
+        """
+        import pyarrow.parquet as pq
+        from pydantic import ValidationError
+
+        from testbed.semantics.topology import Stream, describe
+
+        if not self.root.is_dir():
+            raise RunDirError(f"{self.root}: no such run directory")
+        record = _json_fields(self.record, RECORD_FIELDS)
+        for sid, stream in record["streams"].items():
+            try:
+                Stream.from_record(stream)
+            except (ValidationError, TypeError) as err:
+                detail = describe(err) if isinstance(err, ValidationError) else str(err)
+                raise RunDirError(f"{self.record}: streams.{sid}.{detail}") from None
+        for table in tables:
+            path: Path = getattr(self, table)
+            if not path.exists():
+                raise RunDirError(f"{path}: missing (the run ended before writing it; see run.json's error)")
+            try:
+                names = set(pq.read_schema(path).names)
+            except (OSError, ValueError) as err:
+                raise RunDirError(f"{path}: not a readable Parquet file ({' '.join(str(err).split())})") from None
+            absent = [c for c in TABLE_COLUMNS[table] if c not in names]
+            if absent:
+                raise RunDirError(f"{path}: no column {absent[0]!r}")
+        if analysis:
+            _json_fields(self.spark_analysis, ANALYSIS_FIELDS)
+        return record
+
     def read_record(self) -> dict:
         return json.loads(self.record.read_text())
 
@@ -120,13 +213,15 @@ class RunDir:
 
     # -- what host processes write while the run goes on ----------------------
     # They write at the top level and the collect phase moves them to raw/,
-    # so the top level of a finished run holds only merged data.
+    # so the top level of a finished run holds only merged data.  Receivers
+    # write their deliveries in parts, one every flush, so a receiver that
+    # dies loses at most its last fraction of a second.
     HOST_FILES = {"sources": "{host}.sources.parquet", "source_status": "{host}.source.status.json",
-                  "deliveries": "{host}.deliveries.parquet", "status": "{host}.status.json",
+                  "deliveries": "{host}.deliveries.{part}.parquet", "status": "{host}.status.json",
                   "relay_status": "{host}.relay.status.json", "link_drops": "{host}.link_drops.parquet"}
 
-    def host_file(self, kind: str, host: str) -> Path:
-        return self.root / self.HOST_FILES[kind].format(host=host)
+    def host_file(self, kind: str, host: str, part: int = 0) -> Path:
+        return self.root / self.HOST_FILES[kind].format(host=host, part=f"{part:06d}")
 
     def source_events(self, host: str) -> Path:
         return self.host_file("sources", host)
@@ -134,8 +229,9 @@ class RunDir:
     def source_status(self, host: str) -> Path:
         return self.host_file("source_status", host)
 
-    def receiver_events(self, host: str) -> Path:
-        return self.host_file("deliveries", host)
+    def receiver_events(self, host: str, part: int = 0) -> Path:
+        """Part ``part`` of what the receiver on ``host`` recorded."""
+        return self.host_file("deliveries", host, part)
 
     def receiver_status(self, host: str) -> Path:
         return self.host_file("status", host)
@@ -147,7 +243,7 @@ class RunDir:
     def host_files(self, kind: str) -> list[Path]:
         """Per-host files of ``kind`` (``sources``, ``deliveries``, ``link_drops``, ``status``) still at
         the top level; ``status`` covers every process's status file."""
-        return sorted(self.root.glob(self.HOST_FILES[kind].format(host="*")))
+        return sorted(self.root.glob(self.HOST_FILES[kind].format(host="*", part="*")))
 
     def raw_receiver_status(self, host: str) -> Path:
         return self.raw / self.receiver_status(host).name
@@ -155,6 +251,10 @@ class RunDir:
     def spark_inbox(self, host: str) -> Path:
         """Where an operator host hands its events to Spark."""
         return self.spark_in / host
+
+    def spark_inbox_part(self, host: str, part: int) -> Path:
+        """One hand-over file; Spark reads every file of the inbox whose name starts with neither '.' nor '_'."""
+        return self.spark_inbox(host) / f"{host}-{part:06d}.parquet"
 
     def spark_paths(self) -> dict[str, str]:
         """What the Spark job reads and writes, for its job description."""
@@ -232,3 +332,57 @@ class ExperimentDir:
 
     def read_record(self) -> dict:
         return json.loads(self.record.read_text())
+
+
+@dataclass(frozen=True)
+class SoakDir:
+    """``results/soak/<id>/``: the soak's record, the topology it aborts, and one run directory per cycle.
+
+    ``tmp`` is the temporary folder the soak's runs are given (TMPDIR, Spark's
+    and Java's), so every temporary file they leave is counted there.
+    """
+
+    root: Path
+
+    record = At("soak.json")
+    topology = At("topology.yaml")
+    runs_folder = At("runs")
+    tmp = At("tmp")
+    state = At("state")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    def create(self) -> "SoakDir":
+        for folder in (self.root, self.runs_folder, self.tmp, self.state):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def run(self, cycle: int) -> RunDir:
+        return RunDir(self.runs_folder / f"cycle-{cycle:02d}")
+
+    def write_record(self, record: dict) -> None:
+        write_json_atomic(self.record, record)
+
+
+@dataclass(frozen=True)
+class BenchDir:
+    """``results/bench/``: one report per ``make bench`` (``bench-<stamp>.json``), and the
+    scale runs' topologies and run directories under ``scale-<stamp>/``."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).resolve())
+
+    def report(self, stamp: str) -> Path:
+        return self.root / f"bench-{stamp}.json"
+
+    def scale(self, stamp: str) -> Path:
+        return self.root / f"scale-{stamp}"
+
+    def scale_topology(self, stamp: str, name: str) -> Path:
+        return self.scale(stamp) / f"{name}.yaml"
+
+    def scale_run(self, stamp: str, name: str) -> RunDir:
+        return RunDir(self.scale(stamp) / name)

@@ -16,9 +16,11 @@ the destination set, and the plan maps every reachable pair to a port
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from testbed.semantics.topology import Stream, Topology
+from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
+from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import late_slides, max_windows, windows_per_position
 
 WINDOW_SPEC = "window_spec"
@@ -30,6 +32,10 @@ HANDOVER = "handover"
 EGRESS_REWRITE = "egress_rewrite"
 #: Tables whose entries belong to one bank of one stream (their second key is the bank).
 BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST)
+
+
+class PlanError(TopologyError):
+    """A topology whose plan does not fit the switch's tables or group ids."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,9 @@ def destination_pairs(size: int, slide: int, n_ops: int) -> list[tuple[int, int]
     counts = {full} | ({full + 1} if extra else set())
     cap = max_windows(size, slide)
     pairs: set[tuple[int, int]] = set()
-    for q in range(cap + n_ops):
+    # c stops changing once q + 1 >= min(cap, N), so the slides up to there
+    # plus one cycle of N cover every pair, however large cap is.
+    for q in range(min(cap, n_ops) + n_ops):
         for per_pos in counts:
             c = min(q + 1, per_pos, n_ops)
             if c >= 1:
@@ -140,7 +148,9 @@ def check_change(old: Stream, new: Stream) -> None:
 class SplitterPlan:
     """Tables and multicast groups for every stream of a topology."""
 
-    def __init__(self, topology: Topology):
+    def __init__(self, topology: Topology, checked: bool = True):
+        """``checked``: refuse a plan the switch could not hold (``PlanError``);
+        sweeps that report what fits pass ``False``."""
         self.topology = topology
         self.ports = topology.switch_ports()
         self.addresses = topology.addresses()
@@ -149,6 +159,19 @@ class SplitterPlan:
         self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (self.ports[h],),
                                   (self.addresses[h][1], self.addresses[h][0]))
                        for h in topology.operator_hosts()]
+        if checked:
+            self._check_capacity()
+
+    def _check_capacity(self) -> None:
+        """Refuse a plan the P4 program could not hold (its tables' sizes, 16-bit group ids)."""
+        cost = self.cost()
+        for table, size in TABLE_CAPACITY.items():
+            if cost.get(table, 0) > size:
+                raise PlanError(f"streams: the plan needs {cost[table]} entries in table {table}, "
+                                f"which holds {size}")
+        if cost["multicast_groups"] > MAX_GROUPS:
+            raise PlanError(f"streams: the plan needs {cost['multicast_groups']} multicast groups; "
+                            f"group ids are 16 bits ({MAX_GROUPS} groups)")
 
     # -- derivation ----------------------------------------------------
     def _group_for(self, hosts: list[str]) -> MulticastGroup:
@@ -248,6 +271,16 @@ class SplitterPlan:
         counts["multicast_groups"] = len(self._group_ids)
         counts["multicast_ports"] = sum(len(g.ports) for g in self._group_ids.values())
         return counts
+
+
+def load_planned(path: Path) -> tuple[Topology, SplitterPlan]:
+    """A topology file, validated, and its plan: everything ``testbed`` checks before it
+    starts anything.  Every failure is a one-line ``TopologyError`` naming the file."""
+    topo = load_topology(path)
+    try:
+        return topo, SplitterPlan(topo)
+    except PlanError as err:
+        raise TopologyError(f"{path}: {err}") from None
 
 
 def stream_plan_json(plan: SplitterPlan, stream_id: int,

@@ -12,23 +12,73 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from testbed import ROOT
+from testbed.semantics import limits
+from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
-from testbed.semantics.windows import MAX_LATE_SLIDES, StreamConfig, StreamOracle, WindowAssigner, make_assigner
+from testbed.semantics.replay import SUFFIXES, ReplayError, columns, read_replay
+from testbed.semantics.windows import (
+    MAX_LATE_SLIDES,
+    StreamConfig,
+    StreamOracle,
+    WindowAssigner,
+    make_assigner,
+    max_windows,
+)
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
 #: in command lines, so they are kept short and plain.
 NAME_PATTERN = r"^[a-z][a-z0-9]{0,9}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-MAX_STREAM_ID = 0xFFFF  # the event type is 16 bits on the wire
+#: Hosts are addressed in this /24 while they fit, else in the wider net
+#: below; the splitter's address is the same in both and never given out.
 SUBNET = ipaddress.ip_network("10.0.0.0/24")
+WIDE_SUBNET = ipaddress.ip_network("10.0.0.0/22")
 SPLITTER_IP = "10.0.0.254"   # where sources address their events
+SPLITTER_MAC = "02:00:00:00:00:fe"
+
+
+def at_most(limit: float, why: str) -> AfterValidator:
+    """A bound that says where it comes from: ``Annotated[int, at_most(2**32, "seq is 32 bits")]``."""
+    def check(value):
+        if value is not None and value > limit:
+            raise ValueError(f"{value} is more than {limit}: {why}")
+        return value
+    return AfterValidator(check)
+
+
+def distinct(items: list[str], what: str) -> list[str]:
+    """``items``, or ``ValueError`` naming those listed more than once."""
+    twice = sorted({i for i in items if items.count(i) > 1})
+    if twice:
+        raise ValueError(f"{what} listed twice: {', '.join(twice)}")
+    return items
+
+
+INT64 = "the raw data and Spark hold it as a 64-bit signed integer"
+Int64 = Annotated[int, at_most(MAX_INT64, INT64)]
 
 
 class TopologyError(Exception):
-    """A topology file that cannot be used; ``str()`` is the one-line message."""
+    """A topology file that cannot be used; ``str()`` is the one-line message.
+
+    Line breaks in the message (from a value or a path) are escaped, so
+    the message stays one line whatever the input held.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class StrictModel(BaseModel):
@@ -44,10 +94,10 @@ class WindowSpec(StrictModel):
     """
 
     kind: Literal["count", "time"]
-    size: int = Field(gt=0)
-    slide: int = Field(gt=0)
-    origin: Optional[int] = Field(default=None, ge=0)
-    lateness: int = Field(default=0, ge=0)
+    size: Int64 = Field(gt=0)
+    slide: Int64 = Field(gt=0)
+    origin: Optional[Int64] = Field(default=None, ge=0)
+    lateness: Int64 = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _time_only_fields(self):
@@ -59,6 +109,9 @@ class WindowSpec(StrictModel):
         if self.lateness > MAX_LATE_SLIDES * self.slide:
             raise _FieldError("lateness", f"{self.lateness} exceeds what the splitter supports, "
                                           f"{MAX_LATE_SLIDES} slides ({MAX_LATE_SLIDES * self.slide})")
+        if max_windows(self.size, self.slide) > MAX_WINDOWS_PER_EVENT:
+            raise ValueError(f"size/slide = {max_windows(self.size, self.slide)} windows per event; the "
+                             f"switch's 32-bit window counters hold at most {MAX_WINDOWS_PER_EVENT}")
         return self
 
     def assigner(self) -> WindowAssigner:
@@ -71,8 +124,11 @@ class WindowSpec(StrictModel):
 class Timestamps(StrictModel):
     """Event timestamps of a source: ``start + k*step`` for the k-th event."""
 
-    start: int = Field(default=0, ge=0)
-    step: int = Field(default=1, ge=0)
+    start: Int64 = Field(default=0, ge=0)
+    step: Int64 = Field(default=1, ge=0)
+
+    def last(self, events: int) -> int:
+        return self.start + (events - 1) * self.step
 
 
 class Replay(StrictModel):
@@ -113,13 +169,13 @@ class Perturb(StrictModel):
 
 
 class Stream(StrictModel):
-    id: int = Field(ge=0, le=MAX_STREAM_ID, description="event type on the wire")
+    id: Annotated[int, at_most(MAX_STREAM_ID, "the stream id is 16 bits on the wire")] = Field(ge=0)
     name: Optional[str] = None
     source: Name
     window: WindowSpec
     operators: list[Name] = Field(min_length=1)
-    events: int = Field(gt=0, description="number of events the source sends")
-    rate: float = Field(gt=0, description="events per second")
+    events: Annotated[int, at_most(MAX_EVENTS, "events are numbered by the 32-bit seq field")] = Field(gt=0)
+    rate: float = Field(gt=0, allow_inf_nan=False, description="events per second")
     timestamps: Timestamps = Timestamps()
     query: Query = Query()
     replay: Optional[Replay] = None
@@ -128,14 +184,22 @@ class Stream(StrictModel):
     @field_validator("operators")
     @classmethod
     def _distinct(cls, ops: list[str]) -> list[str]:
-        dupes = sorted({o for o in ops if ops.count(o) > 1})
-        if dupes:
-            raise ValueError(f"operator hosts listed twice: {', '.join(dupes)}")
-        return ops
+        return distinct(ops, "operator hosts")
+
+    @model_validator(mode="after")
+    def _timestamps_fit(self):
+        if self.replay is None and self.timestamps.last(self.events) > MAX_INT64:
+            raise _FieldError("timestamps", f"start + (events-1)*step = {self.timestamps.last(self.events)} "
+                                            f"exceeds {MAX_INT64}, the largest timestamp the raw data holds")
+        return self
 
     @property
     def label(self) -> str:
         return self.name or str(self.id)
+
+    def copies(self) -> int:
+        """At most how many copies of the stream's events reach operators (each reaches <= min(cap, N))."""
+        return self.events * min(max_windows(self.window.size, self.window.slide), len(self.operators))
 
     def oracle(self, changes: Sequence[tuple[int, StreamConfig]] = ()) -> StreamOracle:
         """The reference splitter for this stream (``docs/windows.md``), with
@@ -168,11 +232,23 @@ class Host(StrictModel):
     ip: Optional[str] = None
     mac: Optional[str] = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _empty(cls, data):
+        return {} if data is None else data      # ``h1:`` with nothing after it
+
     @field_validator("ip")
     @classmethod
     def _ip(cls, v):
         if v is not None:
-            ipaddress.ip_interface(v if "/" in v else v + "/24")
+            addr = ipaddress.ip_interface(v if "/" in v else v + "/24").ip
+            if addr.version != 4:
+                raise ValueError(f"{v} is not an IPv4 address")
+            if addr.is_multicast or addr.is_loopback or addr.is_link_local or addr.is_unspecified \
+                    or addr.is_reserved:
+                raise ValueError(f"{v} is not a unicast host address")
+            if str(addr) == SPLITTER_IP:
+                raise ValueError(f"{v} is the splitter's address")
         return v
 
     @field_validator("mac")
@@ -180,6 +256,10 @@ class Host(StrictModel):
     def _mac(cls, v):
         if v is not None and not re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", v):
             raise ValueError("mac must look like 00:00:00:00:00:01 (lower case)")
+        if v is not None and int(v[:2], 16) & 1:
+            raise ValueError(f"{v} is a multicast (group) address; a host needs a unicast one")
+        if v in ("00:00:00:00:00:00", SPLITTER_MAC):
+            raise ValueError(f"{v} is {'the zero address' if v.startswith('00') else 'the splitter address'}")
         return v
 
 
@@ -189,10 +269,12 @@ class Link(StrictModel):
     the kernel has it, else with a relay in user space (testbed.emulation.impairment)."""
 
     host: Name
-    bw: Optional[float] = Field(default=None, gt=0, description="Mbit/s")
-    delay: Optional[str] = Field(default=None, pattern=r"^\d+(\.\d+)?(us|ms|s)$")
-    loss: Optional[float] = Field(default=None, ge=0, le=100, description="percent")
-    reorder: Optional[float] = Field(default=None, ge=0, le=100, description="percent sent without the delay")
+    bw: Optional[Annotated[float, at_most(limits.MAX_BW_MBIT, "Mininet's TCLink ignores larger rates")]] = \
+        Field(default=None, gt=0, allow_inf_nan=False, description="Mbit/s")
+    delay: Optional[str] = Field(default=None, pattern=r"^\d{1,9}(\.\d{1,6})?(us|ms|s)$")
+    loss: Optional[float] = Field(default=None, ge=0, le=100, allow_inf_nan=False, description="percent")
+    reorder: Optional[float] = Field(default=None, ge=0, le=100, allow_inf_nan=False,
+                                     description="percent sent without the delay")
     #: Who impairs the link: netem where the kernel has it and the relay
     #: elsewhere (``auto``), or one of them by name.  Only the relay can
     #: reorder, and only the relay names the events it drops.
@@ -220,17 +302,31 @@ class Switch(StrictModel):
 class Topology(StrictModel):
     name: Name
     description: str = ""
-    seed: int = 1
+    seed: Int64 = Field(default=1, ge=0)
     switch: Switch = Switch()
-    hosts: dict[Name, Host]
+    hosts: dict[Name, Host] = Field(min_length=2)
     links: list[Link] = []
     streams: list[Stream] = Field(min_length=1)
 
+    @field_validator("hosts")
+    @classmethod
+    def _ports(cls, hosts: dict[str, Host], info: ValidationInfo) -> dict[str, Host]:
+        if len(hosts) > limits.MAX_HOSTS and not _plan_only(info):
+            raise ValueError(f"{len(hosts)} hosts, but the switch has ports for {limits.MAX_HOSTS} "
+                             f"(1..{limits.MAX_HOSTS}: bmv2's port space is {limits.MAX_HOSTS + 2}, "
+                             f"and its last port drops)")
+        return hosts
+
     @model_validator(mode="after")
-    def _cross_references(self):
+    def _cross_references(self, info: ValidationInfo):
         hosts = self.hosts
         if self.switch.name in hosts:
             raise _FieldError("switch.name", f"{self.switch.name!r} is also a host name")
+        longest = f"{self.switch.name}-eth{len(hosts)}"
+        if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
+            raise _FieldError("switch.name", f"with {len(hosts)} hosts the switch's interfaces are named like "
+                                             f"{longest}, longer than Linux's {limits.MAX_INTERFACE_NAME} bytes; "
+                                             f"use a shorter switch name")
         for i, link in enumerate(self.links):
             if link.host not in hosts:
                 raise _FieldError(f"links[{i}].host", f"unknown host {link.host!r}")
@@ -259,7 +355,30 @@ class Topology(StrictModel):
                 if key in addrs:
                     raise _FieldError(f"hosts.{name}.{kind}", f"{value} is also used by {addrs[key]}")
                 addrs[key] = name
+        if not _plan_only(info):
+            self.addresses()          # raises when the addresses cannot be planned
+            self._fits_in_memory()
         return self
+
+    def _fits_in_memory(self) -> None:
+        """Refuse a run whose events and deliveries cannot fit in this machine's memory."""
+        events, copies = self.volume()
+        need = self.memory_need()
+        have = limits.available_memory()
+        if need > have:
+            i = max(range(len(self.streams)), key=lambda k: self.streams[k].copies())
+            raise _FieldError(f"streams[{i}].events", f"the run would need about {need / 2**30:.1f} GiB for "
+                                                      f"{events} events and up to {copies} deliveries; this "
+                                                      f"machine has {have / 2**30:.1f} GiB available")
+
+    def memory_need(self, spark: bool = True) -> int:
+        """Bytes a run of this topology needs at its peak (``limits.MemoryModel``)."""
+        hosts = set(self.operator_hosts()) | set(self.source_hosts())
+        return limits.MEMORY.need(*self.volume(), len(hosts), spark)
+
+    def volume(self) -> tuple[int, int]:
+        """Events the sources send, and at most how many copies the operators receive."""
+        return sum(s.events for s in self.streams), sum(s.copies() for s in self.streams)
 
     # -- derived views -------------------------------------------------
     def link_for(self, host: str) -> Link:
@@ -268,28 +387,34 @@ class Topology(StrictModel):
                 return link
         return Link(host=host)
 
+    def subnet(self) -> ipaddress.IPv4Network:
+        """The hosts' network: 10.0.0.0/24 while the hosts fit beside the splitter, else a /22."""
+        return SUBNET if len(self.hosts) <= SUBNET.num_addresses - 3 else WIDE_SUBNET
+
     def addresses(self) -> dict[str, tuple[str, str]]:
         """``host -> (ip, mac)``, filling in what the file leaves out.
 
         Auto-assigned addresses follow the host's position in ``hosts``,
-        skipping addresses that another host was given explicitly.
+        skipping addresses that another host was given explicitly, the
+        splitter's, and the network's own and broadcast addresses.
         """
+        net = self.subnet()
         taken_ip = {h.ip.split("/")[0] for h in self.hosts.values() if h.ip}
+        taken_ip |= {SPLITTER_IP, str(net.network_address), str(net.broadcast_address)}
         taken_mac = {h.mac for h in self.hosts.values() if h.mac}
+        free = (str(a) for a in net.hosts() if str(a) not in taken_ip)
         out: dict[str, tuple[str, str]] = {}
-        n = 1
         for name, h in self.hosts.items():
-            ip, mac = (h.ip.split("/")[0] if h.ip else None), h.mac
-            while ip is None:
-                cand = str(SUBNET.network_address + n)
-                n += 1
-                if cand not in taken_ip and cand != SPLITTER_IP:
-                    ip = cand
+            ip, mac = (h.ip.split("/")[0] if h.ip else next(free, None)), h.mac
+            if h.ip and ip in (str(net.network_address), str(net.broadcast_address)):
+                raise _FieldError(f"hosts.{name}.ip", f"{ip} is the address of network {net} itself")
+            if ip is None:
+                raise _FieldError(f"hosts.{name}.ip", f"no address left in {net} for the host")
             if mac is None:
                 last = int(ipaddress.ip_address(ip)) & 0xFFFFFF
                 mac = "02:00:00:%02x:%02x:%02x" % (last >> 16, (last >> 8) & 0xFF, last & 0xFF)
                 if mac in taken_mac:
-                    raise TopologyError(f"hosts.{name}.mac: cannot auto-assign, {mac} is taken")
+                    raise _FieldError(f"hosts.{name}.mac", f"cannot auto-assign, {mac} is taken")
             out[name] = (ip, mac)
         return out
 
@@ -323,7 +448,8 @@ class _FieldError(ValueError):
         self.message = message
 
 
-def _describe(err: ValidationError) -> str:
+def describe(err: ValidationError) -> str:
+    """``field: message`` for the first error pydantic found, with the field spelt as in the file."""
     first = err.errors(include_url=False)[0]
     loc = ""
     for part in first["loc"]:
@@ -334,9 +460,8 @@ def _describe(err: ValidationError) -> str:
         else:
             loc += ("." if loc else "") + str(part)
     ctx_error = (first.get("ctx") or {}).get("error")
-    if isinstance(ctx_error, _FieldError):
-        # A model's validator names a field relative to that model.
-        return f"{loc + '.' if loc else ''}{ctx_error.field}: {ctx_error.message}"
+    if isinstance(ctx_error, _FieldError):     # a validator naming a field below the one it validated
+        return f"{'.'.join(p for p in (loc, ctx_error.field) if p)}: {ctx_error.message}"
     msg = first["msg"]
     msg = msg.removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
@@ -347,62 +472,104 @@ def _describe(err: ValidationError) -> str:
     return f"{loc or '(top level)'}: {msg}"
 
 
-def parse_topology(data: Any, source: str = "<topology>") -> Topology:
+def _plan_only(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("plan_only"))
+
+
+def parse_topology(data: Any, source: str = "<topology>", plan_only: bool = False) -> Topology:
+    """A validated topology, or a one-line ``TopologyError``.  ``plan_only``
+    skips what only running it needs (ports, addresses, this machine's
+    memory): for sweeps that compute plans and never start a network."""
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: (top level): expected a mapping, got {type(data).__name__}")
     try:
-        return Topology.model_validate(data)
+        return Topology.model_validate(data, context={"plan_only": plan_only})
     except ValidationError as err:
-        raise TopologyError(f"{source}: {_describe(err)}") from None
+        raise TopologyError(f"{source}: {describe(err)}") from None
     except TopologyError as err:
         raise TopologyError(f"{source}: {err}") from None
 
 
-def load_topology(path: Union[str, Path]) -> Topology:
-    """Read and validate a topology file; every failure is a ``TopologyError``."""
+def read_yaml(path: Union[str, Path]) -> Any:
+    """A YAML file's document; every reason it cannot be read is a one-line ``TopologyError``.
+
+    Refused: what is not a regular file, files over ``limits.MAX_FILE_BYTES``,
+    text that is not UTF-8, YAML that does not parse or nests too deeply, and
+    documents whose aliases expand beyond ``limits.MAX_YAML_NODES`` nodes.
+    """
     path = Path(path)
     try:
-        text = path.read_text()
+        if not path.is_file():
+            raise TopologyError(f"{path}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
+        size = path.stat().st_size
+        if size > limits.MAX_FILE_BYTES:
+            raise TopologyError(f"{path}: {size} bytes, more than the {limits.MAX_FILE_BYTES} a topology may have")
+        raw = path.read_bytes()
     except OSError as err:
         raise TopologyError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TopologyError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise TopologyError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
-    topo = parse_topology(data, str(path))
+        raise TopologyError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    except RecursionError:
+        raise TopologyError(f"{path}: not valid YAML: nested too deeply") from None
+    if _node_count(data, limits.MAX_YAML_NODES) > limits.MAX_YAML_NODES:
+        raise TopologyError(f"{path}: more than {limits.MAX_YAML_NODES} YAML nodes once aliases are expanded")
+    return data
+
+
+def _node_count(data: Any, limit: int) -> int:
+    """Nodes of a YAML document, each alias counted again, up to just past ``limit``."""
+    count, todo = 0, [data]
+    while todo and count <= limit:
+        node = todo.pop()
+        count += 1
+        if isinstance(node, dict):
+            todo.extend(node.keys())
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return count
+
+
+def load_topology(path: Union[str, Path]) -> Topology:
+    """Read and validate a topology file; every failure is a ``TopologyError``."""
+    path = Path(path)
+    topo = parse_topology(read_yaml(path), str(path))
     return _resolve_replays(topo, path)
 
 
 def _resolve_replays(topo: Topology, path: Path) -> Topology:
-    """Make replay paths absolute and check the files and columns exist."""
+    """Make replay paths absolute and check that the files hold the stream's events."""
     streams = []
     for i, s in enumerate(topo.streams):
         if s.replay is not None:
             file = Path(s.replay.path)
             if not file.is_absolute():
                 file = (path.parent / file).resolve()
-            if not file.exists():
-                raise TopologyError(f"{path}: streams[{i}].replay.path: no such file {file}")
-            if file.suffix not in (".csv", ".parquet"):
-                raise TopologyError(f"{path}: streams[{i}].replay.path: must be .csv or .parquet")
-            columns = _columns(file)
-            for field_name in ("ts", "value", "key"):
-                col = getattr(s.replay, field_name)
-                if col is not None and col not in columns:
-                    raise TopologyError(f"{path}: streams[{i}].replay.{field_name}: no column {col!r} in {file.name}")
+            where = f"{path}: streams[{i}].replay"
+            if not file.is_file():
+                raise TopologyError(f"{where}.path: no such file {file}")
+            if file.suffix not in SUFFIXES:
+                raise TopologyError(f"{where}.path: must be .csv or .parquet")
+            try:
+                found = columns(file)
+                for field_name in ("ts", "value", "key"):
+                    col = getattr(s.replay, field_name)
+                    if col is not None and col not in found:
+                        raise ReplayError(field_name, f"no column {col!r} in {file.name}")
+                read_replay(file, s.replay.ts, s.replay.value, s.replay.key, s.events)
+            except ReplayError as err:
+                raise TopologyError(f"{where}.{err.field}: {err.message}") from None
             s = s.model_copy(update={"replay": s.replay.model_copy(update={"path": str(file)})})
         streams.append(s)
     return topo.model_copy(update={"streams": streams})
-
-
-def _columns(file: Path) -> list[str]:
-    if file.suffix == ".parquet":
-        import pyarrow.parquet as pq
-        return pq.read_schema(file).names
-    with open(file) as f:
-        return [c.strip() for c in f.readline().rstrip("\n").split(",")]
 
 
 def resolve_topology(name_or_path: str, root: Optional[Path] = None) -> Path:

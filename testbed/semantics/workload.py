@@ -6,9 +6,12 @@ them around.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from testbed.semantics.queries import query
+from testbed.semantics.replay import read_replay
 from testbed.semantics.topology import Stream
 
 
@@ -30,20 +33,10 @@ def stream_events(stream: Stream, seed: int, limit: int | None = None) -> dict[s
 
 
 def replay_events(stream: Stream, n: int) -> dict[str, np.ndarray]:
-    """The first ``n`` rows of the stream's replay file, as events."""
-    import pandas as pd
-
+    """The first ``n`` rows of the stream's replay file, as events (checked when the topology loaded)."""
     r = stream.replay
-    cols = [c for c in (r.ts, r.value, r.key) if c is not None]
-    frame = (pd.read_parquet(r.path, columns=cols) if r.path.endswith(".parquet")
-             else pd.read_csv(r.path, usecols=cols))
-    if len(frame) < n:
-        raise ValueError(f"stream {stream.id}: replay file {r.path} has {len(frame)} rows, "
-                         f"fewer than events={stream.events}")
-    frame = frame.iloc[:n]
-    key = frame[r.key].to_numpy(dtype=np.int64) if r.key else np.zeros(n, dtype=np.int64)
-    return {"seq": np.arange(n, dtype=np.int64), "ts": frame[r.ts].to_numpy(dtype=np.int64),
-            "key": key, "value": np.round(frame[r.value].to_numpy(dtype=np.float64)).astype(np.int64)}
+    cols = read_replay(Path(r.path), r.ts, r.value, r.key, n)
+    return {"seq": np.arange(n, dtype=np.int64), "ts": cols["ts"], "key": cols["key"], "value": cols["value"]}
 
 
 def sent_events(stream: Stream, seed: int) -> dict[str, np.ndarray]:

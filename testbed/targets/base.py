@@ -4,6 +4,13 @@ A target subclasses ``SplitterSwitch`` and supplies the command line of its
 switch process and a control client.  Mininet calls ``start``/``stop``; the
 run calls ``wait_ready`` before it installs the plan, so readiness is checked
 (process alive, control port accepting connections), never assumed.
+
+Every switch runs in a network namespace of its own.  Its ports are created
+there, so two runs whose switches share a name (and so their interface
+names, ``s1-eth1``...) never meet: Mininet deletes an interface of the
+chosen name before it creates one, which in the root namespace would take
+another run's port away.  The control port is reachable only over that
+namespace's loopback.
 """
 from __future__ import annotations
 
@@ -13,8 +20,8 @@ from typing import Any, Optional
 from mininet.node import Switch
 
 from testbed.emulation import netns
-from testbed.emulation.ports import free_loopback_port, port_listening
-from testbed.emulation.procs import spawn, stop_group, wait_ready
+from testbed.emulation.ports import free_loopback_port
+from testbed.emulation.procs import register_pid, spawn, stop_group, wait_ready
 from testbed.runs.rundir import RunDir
 from testbed.targets.process import SwitchNotReady
 
@@ -36,6 +43,8 @@ class SplitterSwitch(Switch):
                  device_id: int = 0, **kwargs: Any):
         # Mininet derives a datapath id from digits in the name; ours may have none.
         kwargs.setdefault("dpid", "%016x" % (device_id + 1))
+        # Mininet's addSwitch passes inNamespace=False; a namespace of its own is the point (see above).
+        kwargs["inNamespace"] = True
         super().__init__(name, **kwargs)
         self.rundir = RunDir(run_dir)
         self.control_port = control_port or free_loopback_port()
@@ -80,9 +89,12 @@ class SplitterSwitch(Switch):
 
     def control_listening(self) -> bool:
         """Whether the control port accepts connections, seen from the switch's namespace."""
-        if self.inNamespace:
-            return netns.listening(self.netns_path, self.control_port)
-        return port_listening(self.control_port)
+        return netns.listening(self.netns_path, self.control_port)
+
+    def startShell(self, mnopts=None) -> None:
+        """Mininet's node shell, recorded at once so ``testbed clean`` finds it after any crash."""
+        super().startShell(mnopts)
+        register_pid(self.pid, f"mininet switch {self.name}")
 
     @property
     def netns_path(self) -> str:
@@ -91,9 +103,8 @@ class SplitterSwitch(Switch):
     def start(self, controllers) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
-        if self.inNamespace:
-            self.cmd("ip link set lo up")                  # the control port's only way in
-            cmd = ["mnexec", "-a", str(self.pid)] + cmd   # into the node's namespaces
+        self.cmd("ip link set lo up")                  # the control port's only way in
+        cmd = ["mnexec", "-a", str(self.pid)] + cmd   # into the node's namespaces
         self.proc = spawn(cmd, self.log_path, f"{self.target} switch {self.name}", start_new_session=True)
 
     def wait_ready(self, timeout: float = 30.0) -> None:

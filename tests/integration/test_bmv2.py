@@ -25,7 +25,7 @@ import pytest
 
 from support.topologies import build
 from support.topologies import stream as stream_data
-from support.veth import Capture, VethRig, by_event, send_frames
+from support.veth import Capture, VethRig, by_event, running, send_frames
 from testbed import ROOT
 from testbed.dataplane.contract import (
     COUNTERS,
@@ -34,6 +34,7 @@ from testbed.dataplane.contract import (
     N_STREAMS,
     REGISTERS,
     SCHEMA,
+    TABLE_SIZES,
     UNKNOWN_STREAM,
     drop_counter_index,
     to_int,
@@ -69,15 +70,8 @@ def switch(rig, program, tmp_path):
     """A fresh simple_switch on the rig's switch ends (empty tables and registers)."""
     from testbed.targets.bmv2.process import Bmv2Process
     proc = Bmv2Process(rig.switch_ends, tmp_path, json_path=program, namespace=rig.namespace)
-    try:
-        proc.start()
-        api = proc.api()
-        try:
-            yield proc, api
-        finally:
-            api.close()
-    finally:
-        proc.stop()
+    with running(proc) as api:
+        yield proc, api
 
 
 def topology(streams: list[dict]):
@@ -166,6 +160,7 @@ def test_program_compiles_with_the_pipeline_schema(program):
         assert list(t.key_names) == [k.name for k in spec.keys], table
         assert list(t.key_widths) == [k.width for k in spec.keys], table
         assert t.name == spec.qualified(table)
+        assert t.max_size == TABLE_SIZES[table], table
         assert set(t.match_types) == {"exact"}
         for action, aspec in spec.actions.items():
             a = info.action(t, action)

@@ -1,43 +1,19 @@
 """Emulation runs on the embedded target, end to end (root and Mininet needed)."""
 import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from support import topologies
-from testbed import ROOT
+from support.runs import new_tag, nothing_left, run_cli, small_topology, start_run, state_files, wait_for
+from testbed.emulation.footprint import tagged_processes
 from testbed.emulation.network import mininet_missing
 from testbed.runs.rundir import RunDir
 
 pytestmark = pytest.mark.mininet
 MISSING = mininet_missing()
 needs_mininet = pytest.mark.skipif(MISSING is not None, reason=f"emulation skipped: {MISSING}")
-
-
-def small_topology(tmp_path, switch, window, n_ops=3, events=300, rate=1500, extra_streams=()):
-    operators = [f"op{i}" for i in range(1, n_ops + 1)]
-    streams = [topologies.stream(5, window, operators, source="src", events=events, rate=rate,
-                                 timestamps={"start": 0, "step": 1}), *extra_streams]
-    data = topologies.topology_data(streams, ["src"] + operators, name="t" + switch, switch=switch)
-    return topologies.write(tmp_path / "topo.yaml", data)
-
-
-def run_cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, **kw)
-
-
-def leftovers(switch):
-    intfs = [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(switch + "-")]
-    folder = Path(os.environ["TESTBED_STATE_DIR"])      # set per test by conftest.state_dir
-    state = list(folder.glob("*.json")) if folder.exists() else []
-    return intfs, state
 
 
 @needs_mininet
@@ -49,7 +25,8 @@ def leftovers(switch):
 def test_run_passes_check(tmp_path, window):
     topo = small_topology(tmp_path, "sw1", window)
     out = tmp_path / "run"
-    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    tag = new_tag()
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
     run = RunDir(out).read_record()
     assert run["ok"] is True
@@ -65,7 +42,7 @@ def test_run_passes_check(tmp_path, window):
     # testbed check agrees, on its own
     chk = run_cli("check", str(out))
     assert chk.returncode == 0 and "OK" in chk.stdout
-    assert leftovers("sw1") == ([], [])
+    nothing_left(tag)
 
 
 @needs_mininet
@@ -96,15 +73,13 @@ def test_check_fails_on_tampered_deliveries(tmp_path):
 def test_interrupt_cleans_up(tmp_path):
     topo = small_topology(tmp_path, "sw4", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--no-spark"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not RunDir(out).source_status("src").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    tag = new_tag()
+    proc = start_run(str(topo), "--out", str(out), "--no-spark", tag=tag)
+    wait_for(RunDir(out).source_status("src").exists, 60, "the source to start")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
-    assert leftovers("sw4") == ([], [])
+    nothing_left(tag)
     assert "interrupted" in err
 
 
@@ -112,19 +87,16 @@ def test_interrupt_cleans_up(tmp_path):
 def test_clean_after_crash(tmp_path):
     topo = small_topology(tmp_path, "sw5", {"kind": "count", "size": 3, "slide": 1}, events=20000, rate=1000)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--no-spark"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not RunDir(out).source_status("src").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    tag = new_tag()
+    proc = start_run(str(topo), "--out", str(out), "--no-spark", tag=tag)
+    wait_for(RunDir(out).source_status("src").exists, 60, "the source to start")
     os.kill(proc.pid, signal.SIGKILL)            # a crash: no finally block runs
-    proc.wait()
-    intfs, state = leftovers("sw5")
-    assert intfs and state                       # the crash left things behind
+    proc.communicate()
+    assert tagged_processes(tag) and state_files()   # the crash left things behind
     res = run_cli("clean")
     assert res.returncode == 0
     assert "ended pid" in res.stdout
-    assert leftovers("sw5") == ([], [])
+    nothing_left(tag)
 
 
 def test_bad_topology_starts_nothing(tmp_path):
@@ -150,14 +122,15 @@ def test_run_with_spark_operators(tmp_path):
     data["streams"][0]["query"] = {"kind": "nexmark_q7"}
     topo.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
-    res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
+    tag = new_tag()
+    res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
     run = RunDir(out).read_record()
     assert run["window_check"]["5"]["ok"] and run["window_check"]["5"]["reference_windows"] == 200
     assert run["spark"]["spark_master"] == "local[2]"
     windows = pd.read_parquet(RunDir(out).windows)
     assert len(windows) == 200 and windows["completed_ns"].min() > run["start"] * 1e9
-    assert leftovers("sw6") == ([], [])
+    nothing_left(tag)
 
 
 @needs_mininet
@@ -211,13 +184,14 @@ def test_run_on_bmv2_passes_check(tmp_path, window):
         pytest.skip(f"bmv2 toolchain: {toolchain_missing()}")
     topo = small_topology(tmp_path, "sw7", window)
     out = tmp_path / "run"
-    res = run_cli("run", str(topo), "--out", str(out), "--no-spark", "--target", "bmv2")
+    tag = new_tag()
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark", "--target", "bmv2", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
     run = RunDir(out).read_record()
     assert run["ok"] and run["target"] == "bmv2" and run["versions"]["simple_switch"].startswith("1.")
     assert run["accounting"]["streams"]["5"]["switch_copies_out"] == run["expected_deliveries"]
     assert RunDir(out).bmv2_log("sw7").exists()
-    assert leftovers("sw7") == ([], [])
+    nothing_left(tag)
 
 
 @needs_mininet
@@ -229,7 +203,7 @@ def test_bmv2_target_without_toolchain_refuses_cleanly(tmp_path):
     assert res.returncode == 2
     assert "cannot run on target bmv2" in res.stderr and "not found" in res.stderr
     assert res.stderr.strip().count("\n") == 0
-    assert not out.exists() and leftovers("sw8")[0] == []
+    assert not out.exists() and state_files() == []
 
 
 @needs_mininet
@@ -241,7 +215,8 @@ def test_link_delay_is_applied(tmp_path):
     data["links"] = [{"host": "src", "delay": "20ms"}]
     topo.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
-    res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
+    tag = new_tag()
+    res = run_cli("run", str(topo), "--out", str(out), "--no-spark", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
     from testbed.emulation.network import netem_missing
     run = RunDir(out).read_record()
@@ -250,7 +225,7 @@ def test_link_delay_is_applied(tmp_path):
         pd.read_parquet(RunDir(out).sources)[["stream", "seq", "send_ns"]], on=["stream", "seq"])
     latency_ms = (d["recv_ns"] - d["send_ns"]) / 1e6
     assert len(d) == run["expected_deliveries"] and latency_ms.min() >= 19.5
-    assert leftovers("sw9") == ([], [])
+    nothing_left(tag)
 
 
 @needs_mininet

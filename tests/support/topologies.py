@@ -6,6 +6,7 @@ the CLI.  Hosts are ``h1``..``hN`` unless named.
 """
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -36,3 +37,16 @@ def build(streams: list[dict], hosts: int | Iterable[str] = 8, **extra: Any) -> 
 def write(path: Path, data: dict) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def edited(data: dict, path: tuple, value: Any) -> dict:
+    """A deep copy of ``data`` with the value at ``path`` replaced (``KeyError`` deletes it)."""
+    data = copy.deepcopy(data)
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data

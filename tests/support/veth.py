@@ -9,7 +9,8 @@ namespace, with AF_PACKET sockets.  Needs root.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Optional
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Optional
 
 from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT
 from testbed.emulation.veth import Taps, VethRig
@@ -27,10 +28,11 @@ def send_frames(ifname: str, frames: list[bytes], rate: float = SEND_RATE) -> No
 
 
 class Capture(Taps):
-    """Raw sockets on the host ends of the operator ports; event frames only."""
+    """Raw sockets on the host ends of the operator ports; event frames only,
+    unless ``events_only`` is false."""
 
-    def __init__(self, rig: VethRig, ports: Iterable[int]):
-        super().__init__({("in", port): rig.host_ends[port] for port in ports})
+    def __init__(self, rig: VethRig, ports: Iterable[int], events_only: bool = True):
+        super().__init__({("in", port): rig.host_ends[port] for port in ports}, events_only=events_only)
 
     @property
     def frames(self) -> list[tuple[int, bytes]]:
@@ -52,3 +54,17 @@ def by_event(out: Iterable[tuple[int, bytes]]) -> dict[tuple[int, int], list[tup
     for port, frame in out:
         res[event_key(frame)].append((port, frame))
     return {k: sorted(v) for k, v in res.items()}
+
+
+@contextmanager
+def running(process) -> Iterator:
+    """A switch process (``SwitchProcess``) started, with its control client; both closed after."""
+    process.start()
+    try:
+        api = process.api()
+        try:
+            yield api
+        finally:
+            api.close()
+    finally:
+        process.stop()

@@ -67,7 +67,7 @@ def test_command_line_overrides_reach_only_kinds_that_take_them():
 
 @pytest.mark.parametrize("text, where", [
     ("name: x\nkind: nosuch\n", "kind: unknown kind 'nosuch'"),
-    ("name: x\nkind: control\nparams: {repeats: 3}\n", "params.repeats: unknown parameter"),
+    ("name: x\nkind: control\nparams: {repeats: 3}\n", "params.repeats: unknown field"),
     ("name: x\nkind: control\nparams: {n_values: [1, 600]}\n", "params.n_values: N must be 1..510"),
     ("name: x\nkind: scenarios\nparams: {runs: [cbsw1, nosuch]}\n", r"params.runs: [1]: nosuch: no such topology"),
     ("name: x\nkind: rates\nparams: {targets: [tofino]}\n", "params.targets: unknown target 'tofino'"),

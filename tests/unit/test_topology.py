@@ -6,6 +6,7 @@ import sys
 import pytest
 import yaml
 
+from support.topologies import edited
 from testbed import ROOT
 from testbed.semantics.topology import TopologyError, load_topology
 
@@ -33,15 +34,7 @@ def test_scenarios_have_twenty_windows_per_operator(name):
 
 
 def mutate(path, value):
-    data = json.loads(json.dumps(GOOD))
-    node = data
-    for p in path[:-1]:
-        node = node[p]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return data
+    return edited(GOOD, path, value)
 
 
 BAD = [

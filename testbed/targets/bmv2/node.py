@@ -25,10 +25,8 @@ class Bmv2Switch(SplitterSwitch):
 
     def __init__(self, name: str, run_dir: str, json_path: Optional[str] = None,
                  log_level: str = DEFAULT_LOG_LEVEL, **kwargs: Any):
-        # In a namespace of its own: simple_switch's Thrift server binds every
-        # interface, and there the only address is loopback's.  (Mininet's
-        # addSwitch passes its own inNamespace=False, hence the override.)
-        kwargs["inNamespace"] = True
+        # In a namespace of its own (as every SplitterSwitch): simple_switch's
+        # Thrift server binds every interface, and there the only address is loopback's.
         super().__init__(name, run_dir, **kwargs)
         self.json_path = Path(json_path) if json_path else None
         self.log_level = log_level
@@ -47,8 +45,7 @@ class Bmv2Switch(SplitterSwitch):
         return {"simple_switch": found["simple_switch"], "p4c": found["p4c"]}
 
     def control_api(self) -> Bmv2API:
-        return Bmv2API(self.control_port, self.json_path,
-                       netns_path=self.netns_path if self.inNamespace else None)
+        return Bmv2API(self.control_port, self.json_path, netns_path=self.netns_path)
 
     def attach_info(self) -> dict[str, Any]:
         return {**super().attach_info(), "program": str(self.json_path)}

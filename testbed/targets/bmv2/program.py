@@ -20,6 +20,7 @@ class TableInfo:
     key_widths: tuple[int, ...]
     match_types: tuple[str, ...]
     actions: tuple[str, ...]        # qualified action names
+    max_size: int = 0               # entries the table holds
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class ProgramInfo:
                 self.tables[t["name"]] = TableInfo(
                     t["name"], tuple(k.get("name", "") for k in t["key"]),
                     tuple(width(k["target"]) for k in t["key"]),
-                    tuple(k["match_type"] for k in t["key"]), tuple(t["actions"]))
+                    tuple(k["match_type"] for k in t["key"]), tuple(t["actions"]), t.get("max_size", 0))
         self.registers = {r["name"]: ArrayInfo(r["name"], r["size"], r["bitwidth"])
                           for r in config["register_arrays"]}
         self.counters = {c["name"]: ArrayInfo(c["name"], c["size"])

@@ -4,6 +4,11 @@ One AF_PACKET socket per switch port; every frame that arrives goes through
 ``SplitterPipeline`` and its copies leave on their egress ports.  The
 control server shares ``lock`` with it, so a control operation never sees
 a frame half processed.
+
+Linux strips the 802.1Q tag of a received frame before a packet socket sees
+it and hands it over on the side (``PACKET_AUXDATA``).  The data plane puts
+the tag back, as libpcap does for bmv2, so a VLAN-tagged event is what it
+is on the wire: not an event, counted as such, never forwarded.
 """
 from __future__ import annotations
 
@@ -15,6 +20,27 @@ from typing import Optional
 
 from testbed.dataplane.model import SplitterPipeline
 from testbed.emulation.packet_socket import PACKET_OUTGOING, PACKET_STATISTICS, SOL_PACKET, packet_socket
+
+PACKET_AUXDATA = 8
+#: struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid.
+AUXDATA = struct.Struct("IIIHHHH")
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+#: Largest frame a port takes in: the IPv4 maximum, so jumbo frames arrive whole.
+MAX_FRAME = 65535
+ANCILLARY = socket.CMSG_SPACE(AUXDATA.size)
+
+
+def with_vlan_tag(frame: bytes, ancillary: list) -> bytes:
+    """The frame as it was on the wire: its 802.1Q tag put back if the kernel took it off."""
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= AUXDATA.size:
+            status, _len, _snap, _mac, _net, tci, tpid = AUXDATA.unpack_from(data)
+            if status & TP_STATUS_VLAN_VALID:
+                tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q
+                return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
 
 
 class EmbeddedDataPlane:
@@ -34,8 +60,10 @@ class EmbeddedDataPlane:
         self.sockets: dict[int, socket.socket] = {}
         self.selector = selectors.DefaultSelector()
         for port, intf in ports.items():
-            # PACKET_STATISTICS reports what even the big buffers could not hold.
+            # PACKET_STATISTICS reports what even the big buffers could not hold;
+            # PACKET_AUXDATA brings back the VLAN tag the kernel strips.
             s = packet_socket(intf)
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             self.sockets[port] = s
             self.selector.register(s, selectors.EVENT_READ, port)
         self.rx_dropped = {port: 0 for port in ports}
@@ -54,11 +82,11 @@ class EmbeddedDataPlane:
         frames = []
         for _ in range(256):
             try:
-                frame, addr = sock.recvfrom(65535)
+                frame, ancillary, _flags, addr = sock.recvmsg(MAX_FRAME, ANCILLARY)
             except BlockingIOError:
                 break
             if addr[2] != PACKET_OUTGOING:
-                frames.append(frame)
+                frames.append(with_vlan_tag(frame, ancillary) if ancillary else frame)
         if not frames:
             return
         if self.forward is not None:

@@ -1,12 +1,12 @@
 """The Mininet node that starts the embedded switch process."""
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from testbed.dataplane.runtime_cli import RuntimeCLI
 from testbed.targets.base import SplitterSwitch
 from testbed.targets.embedded.client import EmbeddedAPI
+from testbed.targets.embedded.process import embedded_command
 
 
 class EmbeddedSwitch(SplitterSwitch):
@@ -15,21 +15,19 @@ class EmbeddedSwitch(SplitterSwitch):
     target = "model"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "testbed.targets.embedded", "--control-port", str(self.control_port)]
-        for port, intf in sorted(self.port_map().items()):
-            cmd += ["-i", f"{port}@{intf}"]
-        return cmd
+        return embedded_command(self.port_map(), self.control_port)
 
     def control_api(self) -> EmbeddedAPI:
-        return EmbeddedAPI(self.control_port)
+        return EmbeddedAPI(self.control_port, netns_path=self.netns_path)
 
     def versions(self) -> dict[str, str]:
         return {"embedded": "testbed pipeline model (testbed/dataplane/model.py)"}
 
     @classmethod
     def attach(cls, info: dict[str, Any]) -> int:
-        """simple_switch_CLI's commands (``RuntimeCLI``) over the control port, on loopback."""
-        api = EmbeddedAPI(info["control_port"])
+        """simple_switch_CLI's commands (``RuntimeCLI``) over the control port,
+        on the loopback of the switch's namespace."""
+        api = EmbeddedAPI(info["control_port"], netns_path=info.get("netns"))
         try:
             RuntimeCLI(api).cmdloop()
         finally:

@@ -1,0 +1,77 @@
+"""What the wire, the switch and this machine can carry: the limits a topology is held to.
+
+A topology that passes validation must run without an overflow anywhere on
+its way: in the event header, in the P4 program's registers and action
+parameters, in the int64 columns of the raw data and on Spark, in Linux's
+interface names, and in memory.  Each limit is derived here from the field
+widths the contract declares (``testbed.dataplane.contract``,
+``testbed.dataplane.wire``), so the two cannot drift apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testbed.dataplane.contract import DROP_PORT, TABLE_SIZES, param_bits
+from testbed.dataplane.wire import EVENT_FIELD_BITS
+
+#: Stream ids are the event header's 16-bit ``stream`` field.
+MAX_STREAM_ID = (1 << EVENT_FIELD_BITS["stream"]) - 1
+#: A stream's events are numbered by the 32-bit ``seq`` field: 0 .. 2^32 - 1.
+MAX_EVENTS = 1 << EVENT_FIELD_BITS["seq"]
+#: Timestamps, window sizes, slides and origins are 64 bits unsigned on the
+#: wire and in the registers, but int64 in the raw data and on Spark, so the
+#: narrower of the two holds.
+MAX_INT64 = (1 << 63) - 1
+#: ``full`` and ``cap`` (windows per event) are 32-bit action parameters.
+MAX_WINDOWS_PER_EVENT = (1 << param_bits("window_spec", "set_count_window", "cap")) - 1
+#: Multicast group ids are 16 bits, and group 0 means "no group".
+MAX_GROUPS = (1 << param_bits("multicast", "to_group", "mgid")) - 1
+#: Host k is on switch port k, from 1 up to the port before v1model's drop port.
+MAX_HOSTS = DROP_PORT - 1
+#: Table capacities, for the plan's entry counts.
+TABLE_CAPACITY = TABLE_SIZES
+#: Linux refuses interface names longer than this (IFNAMSIZ - 1).
+MAX_INTERFACE_NAME = 15
+#: Mininet's TCLink ignores (with a warning only) a bandwidth outside 0..1000 Mbit/s.
+MAX_BW_MBIT = 1000.0
+#: A topology file larger than this is refused before it is parsed; the
+#: 1,000-stream scale topology is about 200 kB.
+MAX_FILE_BYTES = 16 << 20
+#: YAML aliases can make a small file expand into a huge document; more
+#: nodes than this (counting each expansion) is refused.
+MAX_YAML_NODES = 1_000_000
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """What a run holds in memory at its peak, from what it sends and where.
+
+    Every source and receiver host runs a Python process with pyarrow; the
+    run itself and the switch are two more.  Per event, the source keeps
+    its frame and send time and the run its event tables; per delivered
+    copy, the run checks a set of (event, operator) pairs and the receivers
+    hold their columns.  Spark's driver takes its configured heap.  The
+    figures are the proportional set sizes ``make bench`` measured on its
+    scale runs (64 operator hosts: 5.9 GiB), with room to spare; the bench
+    records this estimate beside each measured peak.
+    """
+
+    per_event: int = 400             # bytes: source frames and send times, the run's event tables
+    per_copy: int = 300              # bytes: oracle pairs, delivery tables, receiver columns
+    per_host: int = 96 << 20         # a source or receiver process with pyarrow loaded
+    base: int = 384 << 20            # the run's own process and the switch's
+    spark: int = 2560 << 20          # the driver's 2 GiB heap and the JVM around it
+
+    def need(self, events: int, copies: int, hosts: int, spark: bool = True) -> int:
+        return (self.base + events * self.per_event + copies * self.per_copy + hosts * self.per_host
+                + (self.spark if spark else 0))
+
+
+MEMORY = MemoryModel()
+
+
+def available_memory() -> int:
+    """Bytes this machine can give a run now (``MemAvailable``)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)

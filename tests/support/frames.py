@@ -1,0 +1,57 @@
+"""Frames a splitter may meet that are not events, built with Scapy.
+
+Each is something a real network carries, or a corrupted event: the targets
+must count them (``non_event``, or ``unknown_stream`` for an event of a
+stream without configuration) and send nothing for them.  ``JUMBO`` frames
+exceed a standard MTU, so a rig that sends them needs a larger one.
+"""
+from __future__ import annotations
+
+from scapy.layers.inet import IP, TCP, UDP, IPOption_NOP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import ARP, Dot1Q, Ether
+from scapy.packet import Raw
+
+from testbed.dataplane.wire import EVENT_OFFSET, EVENT_UDP_PORT, Event, event_frame
+from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC
+
+SRC_MAC, SRC_IP = "02:00:00:00:00:01", "10.0.0.1"
+JUMBO = 9000             # bytes of payload in the jumbo frames
+MTU = JUMBO + 100        # what a rig needs to carry them
+
+
+def event(stream: int, seq: int, ts: int = 0) -> bytes:
+    """An event from host 1 to the splitter."""
+    return event_frame(SRC_MAC, SPLITTER_MAC, SRC_IP, SPLITTER_IP, stream, seq, ts, key=seq, value=seq)
+
+
+def jumbo_event(stream: int, seq: int, ts: int = 0) -> bytes:
+    """An event followed by ``JUMBO`` bytes of payload: still an event, forwarded whole."""
+    return bytes(_ip(id=0, flags="DF") / UDP(sport=EVENT_UDP_PORT, dport=EVENT_UDP_PORT, chksum=0)
+                 / Event(stream=stream, seq=seq, ts=ts, key=seq, value=seq) / Raw(bytes(JUMBO)))
+
+
+def _ip(**fields) -> Ether:
+    return Ether(src=SRC_MAC, dst=SPLITTER_MAC) / IP(src=SRC_IP, dst=SPLITTER_IP, **fields)
+
+
+def not_events() -> dict[str, bytes]:
+    """Name -> frame, for every kind of frame that is not an event."""
+    ev = event(1, 0)
+    body = Event(stream=1, seq=0, ts=0)
+    return {
+        "truncated-event": ev[:-1],
+        "truncated-udp": ev[:EVENT_OFFSET - 3],
+        "ethernet-only": ev[:14],
+        "other-udp-port": bytes(_ip() / UDP(sport=EVENT_UDP_PORT, dport=EVENT_UDP_PORT + 7) / Raw(bytes(body))),
+        "udp-no-payload": bytes(_ip() / UDP(sport=1234, dport=EVENT_UDP_PORT)),
+        "tcp-to-event-port": bytes(_ip() / TCP(dport=EVENT_UDP_PORT) / Raw(bytes(body))),
+        "ipv4-options": bytes(_ip(options=[IPOption_NOP()] * 4) / UDP(dport=EVENT_UDP_PORT) / body),
+        "ipv6": bytes(Ether(src=SRC_MAC, dst=SPLITTER_MAC) / IPv6(src="fd00::1", dst="fd00::fe")
+                      / UDP(dport=EVENT_UDP_PORT) / body),
+        "arp": bytes(Ether(src=SRC_MAC, dst="ff:ff:ff:ff:ff:ff") / ARP(psrc=SRC_IP, pdst=SPLITTER_IP)),
+        "vlan-tagged-event": bytes(Ether(src=SRC_MAC, dst=SPLITTER_MAC) / Dot1Q(vlan=7)
+                                   / IP(src=SRC_IP, dst=SPLITTER_IP) / UDP(dport=EVENT_UDP_PORT) / body),
+        "jumbo-not-event": bytes(_ip() / UDP(dport=4000) / Raw(bytes(JUMBO))),
+        "garbage": bytes(range(7, 67)),
+    }

@@ -1,0 +1,361 @@
+"""Every input the CLI reads: a bad one gets one line naming the file and field, and exit 2.
+
+Topology files, replay files, experiment files and run directories, each
+fed through the real command (click's test runner, in process).  Each case
+names what must appear after the file name.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from support import topologies
+from testbed.cli import main
+from testbed.runs.rundir import RunDir
+
+GOOD = {
+    "name": "t", "hosts": {"h1": {}, "h2": {}, "h3": {}},
+    "streams": [{"id": 1, "source": "h1", "window": {"kind": "count", "size": 3, "slide": 1},
+                 "operators": ["h2", "h3"], "events": 10, "rate": 100}],
+}
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_refused(result, file, field: str) -> None:
+    """Exit 2, nothing on stdout, one line on stderr naming the file, then ``field``."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    assert result.stdout == ""
+    line = result.stderr.rstrip("\n")
+    assert "\n" not in line, line
+    assert line.startswith(f"error: {file}"), line
+    assert field in line, line
+
+
+def with_(path: tuple, value):
+    """GOOD with the value at ``path`` replaced (``KeyError`` deletes it)."""
+    return topologies.edited(GOOD, path, value)
+
+
+def stream_with(**fields):
+    return with_(("streams", 0), {**GOOD["streams"][0], **fields})
+
+
+def hosts(n: int, switch: str = "s1"):
+    data = copy.deepcopy(GOOD)
+    data["hosts"] = {f"h{i}": {} for i in range(1, n + 1)}
+    data["switch"] = {"name": switch}
+    return data
+
+
+def many_operators(streams: int, operators: int):
+    """A plan with ``streams * operators`` unicast entries."""
+    ops = [f"o{i}" for i in range(operators)]
+    return {"name": "t", "hosts": {"src": {}} | {o: {} for o in ops},
+            "streams": [topologies.stream(i, {"kind": "count", "size": 1, "slide": 1}, ops, source="src")
+                        for i in range(streams)]}
+
+
+# ---------------------------------------------------------------------------
+# topology files: (id, contents, what the message must name)
+# ---------------------------------------------------------------------------
+RAW = {   # files that are not YAML mappings at all
+    "not-utf8": (b"name: t\n\xff\xfe\n", "not UTF-8"),
+    "utf16": ("name: t\n".encode("utf-16"), "not UTF-8"),
+    "empty": (b"", "(top level): expected a mapping, got NoneType"),
+    "list": (b"- 1\n- 2\n", "(top level): expected a mapping, got list"),
+    "scalar": (b"42\n", "(top level): expected a mapping"),
+    "yaml-syntax": (b"streams: [unclosed\n", "not valid YAML"),
+    "tab-indent": (b"name: t\n\thosts: {}\n", "not valid YAML"),
+    "python-tag": (b"name: !!python/object/apply:os.system ['true']\n", "not valid YAML"),
+    "deep-nesting": (b"a: " + b"[" * 20000 + b"]" * 20000 + b"\n", "not valid YAML"),
+    "alias-bomb": (b"a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+                   + b"".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n".encode()
+                              for p, c in zip("abcdefg", "bcdefgh")), "YAML nodes"),
+    "control-char": (b"name: \"t\x07\"\n", "not valid YAML"),
+}
+
+SEMANTIC = {   # YAML mappings that validation must refuse
+    "ts-start-2^64": (stream_with(timestamps={"start": 2**64}), "streams[0].timestamps.start"),
+    "ts-arithmetic": (stream_with(timestamps={"start": 2**62, "step": 2**61}), "streams[0].timestamps"),
+    "ts-step-negative": (stream_with(timestamps={"step": -1}), "streams[0].timestamps.step"),
+    "ts-not-int": (stream_with(timestamps={"start": "soon"}), "streams[0].timestamps.start"),
+    "rate-inf": (stream_with(rate=float("inf")), "streams[0].rate"),
+    "rate-nan": (stream_with(rate=float("nan")), "streams[0].rate"),
+    "rate-zero": (stream_with(rate=0), "streams[0].rate"),
+    "rate-negative": (stream_with(rate=-5), "streams[0].rate"),
+    "rate-text": (stream_with(rate="fast"), "streams[0].rate"),
+    "cap-32bit": (stream_with(window={"kind": "count", "size": 2**40, "slide": 1}), "streams[0].window"),
+    "size-int64": (stream_with(window={"kind": "time", "size": 2**63, "slide": 2**62}), "streams[0].window.size"),
+    "slide-zero": (stream_with(window={"kind": "count", "size": 3, "slide": 0}), "streams[0].window.slide"),
+    "origin-int64": (stream_with(window={"kind": "time", "size": 3, "slide": 1, "origin": 2**63}),
+                     "streams[0].window.origin"),
+    "origin-count": (stream_with(window={"kind": "count", "size": 3, "slide": 1, "origin": 0}),
+                     "streams[0].window"),
+    "kind-session": (stream_with(window={"kind": "session", "size": 3, "slide": 1}), "streams[0].window.kind"),
+    "window-list": (stream_with(window=[3, 1]), "streams[0].window"),
+    "events-seq-32bit": (stream_with(events=2**32 + 1), "streams[0].events"),
+    "events-memory": (stream_with(events=2**32), "streams[0].events"),
+    "events-zero": (stream_with(events=0), "streams[0].events"),
+    "events-fraction": (stream_with(events=1.5), "streams[0].events"),
+    "events-inf": (stream_with(events=float("inf")), "streams[0].events"),
+    "id-16bit": (stream_with(id=65536), "streams[0].id"),
+    "id-negative": (stream_with(id=-1), "streams[0].id"),
+    "id-duplicate": (with_(("streams",), GOOD["streams"] * 2), "streams[1].id"),
+    "source-unknown": (stream_with(source="h9"), "streams[0].source"),
+    "operator-unknown": (stream_with(operators=["h2", "h9"]), "streams[0].operators[1]"),
+    "operator-is-source": (stream_with(operators=["h1", "h2"]), "streams[0].operators[0]"),
+    "operator-twice": (stream_with(operators=["h2", "h2"]), "streams[0].operators"),
+    "operators-empty": (stream_with(operators=[]), "streams[0].operators"),
+    "operators-string": (stream_with(operators="h2"), "streams[0].operators"),
+    "query-unknown": (stream_with(query={"kind": "median"}), "streams[0].query.kind"),
+    "stream-unknown-field": (stream_with(speed=3), "streams[0].speed"),
+    "streams-empty": (with_(("streams",), []), "streams"),
+    "streams-missing": (with_(("streams",), KeyError), "streams"),
+    "hosts-511": (hosts(511), "hosts"),
+    "hosts-one": (with_(("hosts",), {"h1": {}}), "hosts"),
+    "hosts-list": (with_(("hosts",), ["h1", "h2"]), "hosts"),
+    "host-name-bad": (with_(("hosts",), {"H-1": {}, "h2": {}}), "hosts.H-1"),
+    "host-name-long": (with_(("hosts",), {"abcdefghijk": {}, "h2": {}}), "hosts.abcdefghijk"),
+    "mac-multicast": (with_(("hosts", "h2"), {"mac": "01:00:5e:00:00:01"}), "hosts.h2.mac"),
+    "mac-broadcast": (with_(("hosts", "h2"), {"mac": "ff:ff:ff:ff:ff:ff"}), "hosts.h2.mac"),
+    "mac-zero": (with_(("hosts", "h2"), {"mac": "00:00:00:00:00:00"}), "hosts.h2.mac"),
+    "mac-splitter": (with_(("hosts", "h2"), {"mac": "02:00:00:00:00:fe"}), "hosts.h2.mac"),
+    "mac-upper": (with_(("hosts", "h2"), {"mac": "02:00:00:00:00:AA"}), "hosts.h2.mac"),
+    "mac-short": (with_(("hosts", "h2"), {"mac": "02:00:00:00:aa"}), "hosts.h2.mac"),
+    "mac-duplicate": (with_(("hosts",), {"h1": {"mac": "02:00:00:00:00:aa"}, "h2": {"mac": "02:00:00:00:00:aa"},
+                                         "h3": {}}), "hosts.h2.mac"),
+    "mac-auto-taken": (with_(("hosts",), {"h1": {"mac": "02:00:00:00:00:02"}, "h2": {}, "h3": {}}),
+                       "hosts.h2.mac"),
+    "ip-splitter": (with_(("hosts", "h2"), {"ip": "10.0.0.254"}), "hosts.h2.ip"),
+    "ip-multicast": (with_(("hosts", "h2"), {"ip": "224.0.0.1"}), "hosts.h2.ip"),
+    "ip-loopback": (with_(("hosts", "h2"), {"ip": "127.0.0.1"}), "hosts.h2.ip"),
+    "ip-broadcast-all": (with_(("hosts", "h2"), {"ip": "255.255.255.255"}), "hosts.h2.ip"),
+    "ip-unspecified": (with_(("hosts", "h2"), {"ip": "0.0.0.0"}), "hosts.h2.ip"),
+    "ip-v6": (with_(("hosts", "h2"), {"ip": "fe80::1"}), "hosts.h2.ip"),
+    "ip-garbage": (with_(("hosts", "h2"), {"ip": "ten.zero"}), "hosts.h2.ip"),
+    "ip-network": (with_(("hosts", "h2"), {"ip": "10.0.0.0"}), "hosts.h2.ip"),
+    "ip-broadcast": (with_(("hosts", "h2"), {"ip": "10.0.0.255"}), "hosts.h2.ip"),
+    "ip-duplicate": (with_(("hosts",), {"h1": {"ip": "10.0.0.9"}, "h2": {"ip": "10.0.0.9"}, "h3": {}}),
+                     "hosts.h2.ip"),
+    "host-unknown-field": (with_(("hosts", "h2"), {"ipv4": "10.0.0.2"}), "hosts.h2.ipv4"),
+    "link-bw-tclink": (with_(("links",), [{"host": "h2", "bw": 5000}]), "links[0].bw"),
+    "link-bw-inf": (with_(("links",), [{"host": "h2", "bw": float("inf")}]), "links[0].bw"),
+    "link-loss": (with_(("links",), [{"host": "h2", "loss": 150}]), "links[0].loss"),
+    "link-delay": (with_(("links",), [{"host": "h2", "delay": "fast"}]), "links[0].delay"),
+    "link-unknown-host": (with_(("links",), [{"host": "h9"}]), "links[0].host"),
+    "link-twice": (with_(("links",), [{"host": "h2"}, {"host": "h2"}]), "links[0].host"),
+    "switch-name-interfaces": (hosts(10, "abcdefghij"), "switch.name"),
+    "switch-is-host": (with_(("switch",), {"name": "h1"}), "switch.name"),
+    "switch-target": (with_(("switch",), {"name": "s1", "target": "tofino"}), "switch.target"),
+    "seed-negative": (with_(("seed",), -1), "seed"),
+    "seed-2^64": (with_(("seed",), 2**64), "seed"),
+    "name-newline": (with_(("name",), "a\nb"), "name"),
+    "name-missing": (with_(("name",), KeyError), "name"),
+    "top-unknown-field": (with_(("colour",), "blue"), "colour"),
+    "plan-unicast-table": (many_operators(1000, 66), "streams: the plan needs 66000 entries in table unicast"),
+}
+
+
+def write(tmp_path, contents) -> str:
+    path = tmp_path / "topo.yaml"
+    path.write_bytes(contents if isinstance(contents, bytes) else yaml.safe_dump(contents).encode())
+    return str(path)
+
+
+@pytest.mark.parametrize("case", sorted(RAW))
+def test_topology_file_that_is_not_a_mapping(tmp_path, case):
+    contents, field = RAW[case]
+    path = write(tmp_path, contents)
+    assert_refused(cli("validate", path), path, field)
+
+
+@pytest.mark.parametrize("case", sorted(SEMANTIC))
+def test_topology_beyond_what_can_run(tmp_path, case):
+    contents, field = SEMANTIC[case]
+    path = write(tmp_path, contents)
+    assert_refused(cli("validate", path), f"{path}: {field}", "")
+
+
+def test_topology_path_that_is_not_a_file(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)                      # reading it would block forever
+    assert_refused(cli("validate", str(fifo)), fifo, "not a file")
+    assert_refused(cli("plan", str(tmp_path)), tmp_path, "not a file")
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as f:
+        f.truncate(17 << 20)             # sparse: the size alone refuses it
+    assert_refused(cli("validate", str(big)), big, "bytes, more than")
+
+
+def test_topology_at_the_limits_is_accepted(tmp_path):
+    """What the wire and the switch can carry passes, including hosts past the /24."""
+    data = hosts(510)
+    data["streams"] = [topologies.stream(65535, {"kind": "time", "size": 2**62, "slide": 2**31}, ["h2"],
+                                         events=3, timestamps={"start": 2**63 - 3, "step": 1})]
+    path = write(tmp_path, data)
+    res = cli("validate", path)
+    assert res.exit_code == 0, res.stderr
+    topo = topologies.parse_topology(data)
+    addresses = topo.addresses()
+    assert str(topo.subnet()) == "10.0.0.0/22"
+    ips = [ip for ip, _ in addresses.values()]
+    assert len(set(ips)) == 510 and "10.0.0.254" not in ips and "10.0.3.255" not in ips
+    assert len({mac for _, mac in addresses.values()}) == 510
+    assert addresses["h1"] == ("10.0.0.1", "02:00:00:00:00:01")
+    # hosts without anything after their name are hosts with defaults
+    assert topologies.parse_topology(with_(("hosts", "h2"), None)).hosts["h2"].ip is None
+
+
+# ---------------------------------------------------------------------------
+# replay files
+# ---------------------------------------------------------------------------
+REPLAY = {   # file name -> (contents, field of the message, what it says)
+    "text.csv": ("time,price\n0,1\nabc,2\n", "replay.ts", "line 3"),
+    "empty-cell.csv": ("time,price\n0,1\n,2\n", "replay.ts", "line 3"),
+    "fraction.csv": ("time,price\n0,1\n1.5,2\n", "replay.ts", "not an integer"),
+    "negative.csv": ("time,price\n0,1\n-4,2\n", "replay.ts", "negative timestamp"),
+    "huge.csv": ("time,price\n0,1e30\n1,2\n", "replay.value", "64-bit"),
+    "inf.csv": ("time,price\n0,inf\n1,2\n", "replay.value", "finite"),
+    "value-text.csv": ("time,price\n0,1\n1,cheap\n", "replay.value", "line 3"),
+    "short.csv": ("time,price\n0,1\n", "replay.path", "fewer than"),
+    "ragged.csv": ("time,price\n0,1\n1,2,3,4\n2,3\n", "replay.path", "cannot read"),
+    "empty.csv": ("", "replay.path", "cannot read"),
+    "not-utf8.csv": (b"time,price\n0,\xff\n1,2\n", "replay.path", "cannot read"),
+    "no-column.csv": ("t,price\n0,1\n1,2\n", "replay.ts", "no column 'time'"),
+    "corrupt.parquet": (b"PAR1 certainly not parquet", "replay.path", "cannot read"),
+    "strings.parquet": (pd.DataFrame({"time": ["a", "b"], "price": [1, 2]}), "replay.ts", "row 0"),
+    "nulls.parquet": (pd.DataFrame({"time": [0, None], "price": [1.0, 2.0]}), "replay.ts", "row 1"),
+    "bools.parquet": (pd.DataFrame({"time": [0, 1], "price": [True, False]}), "replay.value", "not numeric"),
+    "data.txt": ("time,price\n0,1\n1,2\n", "replay.path", "must be .csv or .parquet"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLAY))
+def test_replay_file_that_cannot_be_sent(tmp_path, name):
+    contents, field, says = REPLAY[name]
+    file = tmp_path / name
+    if isinstance(contents, pd.DataFrame):
+        contents.to_parquet(file)
+    else:
+        file.write_bytes(contents if isinstance(contents, bytes) else contents.encode())
+    path = write(tmp_path, stream_with(events=2, replay={"path": name, "ts": "time", "value": "price"}))
+    res = cli("validate", path)
+    assert_refused(res, f"{path}: streams[0].{field}", says)
+
+
+def test_replay_file_missing(tmp_path):
+    path = write(tmp_path, stream_with(replay={"path": "nowhere.csv", "ts": "t", "value": "v"}))
+    assert_refused(cli("plan", path), f"{path}: streams[0].replay.path", "no such file")
+
+
+# ---------------------------------------------------------------------------
+# experiment files
+# ---------------------------------------------------------------------------
+EXPERIMENTS = {
+    "not-utf8": (b"name: e\nkind: scenarios\nparams: {runs: [\xff]}\n", "not UTF-8"),
+    "not-yaml": (b"name: e\nparams: {runs: [cbsw1\n", "not valid YAML"),
+    "list": (b"[cbsw1]\n", "(top level)"),
+    "unknown-field": (b"name: e\nkind: scenarios\nparams: {runs: [cbsw1]}\ncolour: red\n", "colour: unknown field"),
+    "unknown-kind": (b"name: e\nkind: pie\nparams: {runs: [cbsw1]}\n", "kind: unknown kind 'pie'"),
+    "no-runs": (b"name: e\nkind: scenarios\nparams: {runs: []}\n", "params.runs"),
+    "twice": (b"name: e\nkind: scenarios\nparams: {runs: [cbsw1, cbsw1]}\n",
+              "params.runs: scenarios listed twice: cbsw1"),
+    "unknown-scenario": (b"name: e\nkind: scenarios\nparams: {runs: [cbsw1, nosuch]}\n", "params.runs: [1]: nosuch"),
+    "figure": (b"name: e\nkind: scenarios\nparams: {runs: [cbsw1], figure: pie}\n", "params.figure"),
+    "name": (b"name: E-1\nkind: scenarios\nparams: {runs: [cbsw1]}\n", "name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPERIMENTS))
+def test_experiment_file(tmp_path, case):
+    contents, field = EXPERIMENTS[case]
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    path = folder / "e.yaml"
+    path.write_bytes(contents)
+    assert_refused(cli("experiment", str(path)), path, field)
+
+
+# ---------------------------------------------------------------------------
+# run directories given to check and plot
+# ---------------------------------------------------------------------------
+def finished_run(tmp_path) -> RunDir:
+    """A run directory as a lossless run leaves it (deliveries from the oracle)."""
+    topo = topologies.build([topologies.stream(3, {"kind": "count", "size": 3, "slide": 1}, ["h2", "h3"],
+                                               events=30)], 3)
+    rundir = RunDir(tmp_path / "run").create()
+    s = topo.streams[0]
+    sent = pd.DataFrame({"stream": 3, "seq": range(30), "ts": range(30), "key": 0, "value": 0,
+                         "send_ns": range(30)})
+    oracle = s.oracle()
+    got = [{"stream": 3, "seq": k, "ts": k, "key": 0, "value": 0, "recv_ns": k, "operator": op}
+           for k in range(30) for op in oracle.step(k, k).operators]
+    sent.to_parquet(rundir.sources)
+    pd.DataFrame(got).to_parquet(rundir.deliveries)
+    rundir.write_record({"name": "t", "target": "model", "operator_hosts": ["h2", "h3"],
+                         "streams": {"3": s.record()}})
+    return rundir
+
+
+def damage(rundir: RunDir, what: str) -> None:
+    record = json.loads(rundir.record.read_text())
+    if what == "no-record":
+        rundir.record.unlink()
+    elif what == "record-not-json":
+        rundir.record.write_text("{not json")
+    elif what == "record-not-utf8":
+        rundir.record.write_bytes(b'{"name": "\xff"}')
+    elif what == "record-list":
+        rundir.record.write_text("[]")
+    elif what == "record-no-streams":
+        del record["streams"]
+        rundir.write_record(record)
+    elif what == "record-bad-stream":
+        record["streams"]["3"]["window"]["size"] = 0
+        rundir.write_record(record)
+    elif what == "no-sources":
+        rundir.sources.unlink()
+    elif what == "corrupt-deliveries":
+        rundir.deliveries.write_bytes(b"PAR1 garbage")
+    elif what == "deliveries-no-operator":
+        pd.read_parquet(rundir.deliveries).drop(columns=["operator"]).to_parquet(rundir.deliveries)
+    elif what == "windows-without-reference":
+        pd.DataFrame({"stream": [3], "window": [0], "operator": ["h2"], "key": [0], "result": [1.0],
+                      "n_events": [1]}).to_parquet(rundir.windows)
+    else:
+        raise ValueError(what)
+
+
+RUN_DAMAGE = {"no-record": "run.json: missing", "record-not-json": "run.json: not valid JSON",
+              "record-not-utf8": "run.json: not valid JSON", "record-list": "run.json: (top level)",
+              "record-no-streams": "run.json: streams", "record-bad-stream": "run.json: streams.3.window.size",
+              "no-sources": "sources.parquet: missing", "corrupt-deliveries": "deliveries.parquet: not a readable",
+              "deliveries-no-operator": "deliveries.parquet: no column 'operator'",
+              "windows-without-reference": "windows_reference.parquet: missing"}
+
+
+@pytest.mark.parametrize("command", ["check", "plot"])
+@pytest.mark.parametrize("what", sorted(RUN_DAMAGE))
+def test_damaged_run_directory(tmp_path, command, what):
+    rundir = finished_run(tmp_path)
+    assert cli("check", str(rundir.root)).exit_code == 0      # intact, it checks
+    damage(rundir, what)
+    if command == "plot" and what == "windows-without-reference":
+        return                                                # plot does not read windows
+    assert_refused(cli(command, str(rundir.root)), rundir.root, RUN_DAMAGE[what])
+
+
+def test_run_directory_that_is_not_one(tmp_path):
+    for command in ("check", "plot"):
+        assert_refused(cli(command, str(tmp_path / "nowhere")), tmp_path / "nowhere", "no such run directory")
+        assert_refused(cli(command, str(tmp_path)), tmp_path, "run.json: missing")
+
