@@ -296,8 +296,10 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
     return out
 
 
-def check_windows(rundir: RunDir) -> dict[int, WindowCheck]:
-    record = rundir.read_record()
+def check_windows(rundir: RunDir, record: Optional[dict[str, Any]] = None) -> dict[int, WindowCheck]:
+    """Per stream, the operators' windows against a centralized computation.
+    ``record`` is run.json's content (read from the run directory if not given)."""
+    record = record if record is not None else rundir.read_record()
     sources = pd.read_parquet(rundir.sources)
     late: dict[int, set[int]] = {}
     for sid_text, stream_record in record["streams"].items():

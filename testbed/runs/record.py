@@ -159,7 +159,7 @@ def evaluate(record: dict[str, Any], rundir: RunDir, with_windows: bool) -> Verd
     record["accounting"] = account(record, rundir, sources, deliveries, verdicts.frames)
     record["check"] = {str(k): v.as_json() for k, v in verdicts.frames.items()}
     if with_windows:
-        verdicts.windows = check_windows(rundir)
+        verdicts.windows = check_windows(rundir, record)
         record["window_check"] = {str(k): v.as_json() for k, v in verdicts.windows.items()}
     record["ok"] = verdicts.ok
     return verdicts
