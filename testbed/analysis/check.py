@@ -37,6 +37,8 @@ class StreamCheck:
     lost_before_switch: int = 0  # other events the switch never counted
     by_design: dict[str, int] = field(default_factory=dict)   # events sent to nobody, per reason
     missing_by_operator: dict[str, int] = field(default_factory=dict)
+    lost_at_failed: int = 0    # copies a failed operator (schedule: fail) never recorded
+    affected_windows: list[int] = field(default_factory=list)   # windows those copies belonged to
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +57,7 @@ class StreamCheck:
                 "missing": self.missing, "missing_by_operator": self.missing_by_operator,
                 "extra": self.extra, "duplicates": self.duplicates,
                 "lost_on_link": self.lost_on_link, "lost_before_switch": self.lost_before_switch,
+                "lost_at_failed_operators": self.lost_at_failed, "windows_affected_by_failure": self.affected_windows,
                 "undelivered_by_design": self.by_design, "ok": self.ok, "examples": self.examples[:10]}
 
 
@@ -67,6 +70,8 @@ class Expectation:
     lost_on_link: list[int] = field(default_factory=list)  # seqs
     unseen: list[int] = field(default_factory=list)        # seqs the switch never counted
     late_windows: set[int] = field(default_factory=set)    # windows a too_late event would have been in
+    #: (seq, failed operator) -> the windows of that event the operator owns
+    owned_by_failed: dict = field(default_factory=dict)
 
 
 def recorded_changes(stream: Stream, changes: Optional[list[dict[str, Any]]]) -> list[tuple[int, StreamConfig]]:
@@ -88,7 +93,8 @@ def stream_changes(record: Optional[dict[str, Any]], sid: int) -> Optional[list[
 
 def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[Counter] = None,
                         unseen: int = 0, link_drops: Iterable[int] = (),
-                        changes: Optional[list[dict[str, Any]]] = None) -> Expectation:
+                        changes: Optional[list[dict[str, Any]]] = None,
+                        failed: Iterable[str] = ()) -> Expectation:
     """Walk the oracle over the events the switch saw, in send order.
 
     ``sent`` must be in send order; for one source per stream over one link
@@ -100,9 +106,12 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
     number only the events the switch saw, as the switch does, so a loss
     counts once instead of shifting every later window.  ``changes`` (as
     ``recorded_changes`` reads them) are the epochs the switch went through.
+    For operators that ``failed``, each event's windows they own are kept,
+    so that the windows a failure affected can be named.
     """
     oracle = stream.oracle(recorded_changes(stream, changes))
     out = Expectation()
+    failed = set(failed)
     link = Counter(link_drops)
     for seq, ts in zip(sent["seq"].tolist(), sent["ts"].tolist()):
         if link[seq]:
@@ -121,6 +130,8 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
                 out.late_windows.update(oracle.windows_at(ts - (oracle.origin or 0)))
         for op in verdict.operators:
             out.copies[(seq, op)] += 1
+            if op in failed:
+                out.owned_by_failed[(seq, op)] = tuple(w for w in verdict.windows if oracle.owner(w) == op)
     return out
 
 
@@ -145,6 +156,7 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
     which events the switch saw (``expected_deliveries``).
     """
     results: dict[int, StreamCheck] = {}
+    failed = {f["host"] for f in (record or {}).get("adaptation", {}).get("failures", [])}
     # Split once: filtering the whole table per stream is quadratic in the number of streams.
     sent_by = dict(tuple(sources.sort_values("send_ns", kind="stable").groupby("stream", sort=False)))
     got_by = dict(tuple(deliveries.groupby("stream", sort=False)))
@@ -157,10 +169,15 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
         counts = Counter(zip(got["seq"].tolist(), got["operator"].tolist()))
         unseen = switch_unseen(record or {}, sid, len(sent), len(dropped))
         exp = expected_deliveries(Stream.from_record(stream_record), sent, Counter(got["seq"].tolist()),
-                                  unseen, dropped, stream_changes(record, sid))
+                                  unseen, dropped, stream_changes(record, sid), failed)
         res = StreamCheck(sid, sent=len(sent), expected=sum(exp.copies.values()), by_design=dict(exp.by_design),
                           lost_on_link=len(exp.lost_on_link), lost_before_switch=len(exp.unseen))
         missing = exp.copies - counts
+        # Copies a failed operator never recorded are the failure's, not the splitter's.
+        at_failed = {pair: n for pair, n in missing.items() if pair[1] in failed}
+        missing = missing - Counter(at_failed)
+        res.lost_at_failed = sum(at_failed.values())
+        res.affected_windows = sorted({w for pair in at_failed for w in exp.owned_by_failed.get(pair, ())})
         surplus = counts - exp.copies
         extra = {pair: n for pair, n in surplus.items() if pair not in exp.copies}
         twice = {pair: n for pair, n in surplus.items() if pair in exp.copies}
@@ -204,7 +221,9 @@ def summary_lines(results: dict[int, StreamCheck]) -> list[str]:
         return (f"stream {sid}: {'OK  ' if r.ok else 'FAIL'} sent={r.sent} expected={r.expected} "
                 f"delivered={r.delivered} missing={r.missing} extra={r.extra} "
                 f"duplicates={r.duplicates} lost-on-link={r.lost_on_link} "
-                f"lost-before-switch={r.lost_before_switch} undelivered-by-design: {design}")
+                f"lost-before-switch={r.lost_before_switch} undelivered-by-design: {design}"
+                + (f" lost-at-failed-operators={r.lost_at_failed} windows-affected={len(r.affected_windows)}"
+                   if r.lost_at_failed else ""))
     return verdict_lines(results, headline)
 
 

@@ -75,6 +75,13 @@ class Controller:
         return {"groups_s": t1 - t0, "tables_s": t2 - t1, "groups": len(plan.groups), "entries": len(entries),
                 "operations": self.CALLS_PER_GROUP * len(plan.groups) + len(entries)}
 
+    def fork(self, api: SwitchAPI) -> "Controller":
+        """A controller of the same switch over another connection, knowing
+        what this one installed (groups, entry handles, configurations)."""
+        other = Controller(api)
+        other.nodes, other.handles, other.streams = dict(self.nodes), dict(self.handles), dict(self.streams)
+        return other
+
     def _create_groups(self, groups: Sequence[MulticastGroup]) -> int:
         """Create the groups this switch does not have yet; returns how many."""
         made = 0

@@ -22,6 +22,7 @@ from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.packet_socket import packet_socket
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.semantics.schedule import rate_profile, send_offsets
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, load_topology
 from testbed.semantics.workload import sent_events
 
@@ -42,6 +43,7 @@ class Source:
         self.host = host
         self.rundir = rundir
         self.streams = [s for s in topo.streams if s.source == host]
+        self.schedule = topo.schedule
         self.templates = {s.id: FrameTemplate(mac, SPLITTER_MAC, ip, SPLITTER_IP, s.id) for s in self.streams}
         self.events = {s.id: sent_events(s, topo.seed) for s in self.streams}
         self.sock = packet_socket(intf, 8 << 20, receive=False)
@@ -54,27 +56,34 @@ class Source:
         return self.rundir.source_status(self.host)
 
     def run(self) -> None:
-        """Interleave the host's streams by due time, each at its own rate.
+        """Interleave the host's streams by due time, each at its own pace.
 
-        Each pass sends the events that are due, at most one burst per
-        stream; a stream that is behind schedule is paced at
-        ``CATCH_UP_FACTOR`` times its rate until it is back on time.
+        A stream's pace is its rate, or the steps its topology's schedule
+        gives it (``rate`` entries, ``schedule.rate_profile``): event ``i`` is
+        due ``offsets[i]`` seconds after the start.  Each pass sends the
+        events that are due, at most one burst per stream; a stream that is
+        behind is paced at ``CATCH_UP_FACTOR`` times its pace until it is
+        back on time.
         """
         send_ns = {s.id: np.zeros(self.total(s.id), dtype=np.int64) for s in self.streams}
         frames = {s.id: self._frames(s.id) for s in self.streams}
-        due = [(s.id, 1.0 / s.rate, self.total(s.id), max(1, int(s.rate * BURST_S))) for s in self.streams]
+        due = []
+        for s in self.streams:
+            profile = rate_profile(s, self.schedule)
+            offsets = np.asarray(send_offsets(profile, self.total(s.id)), dtype=np.float64)
+            due.append((s.id, offsets, self.total(s.id), max(1, int(max(r for _, r in profile) * BURST_S))))
         send = self.sock.send
         start = time.monotonic()
         next_status = start
         while not self.stopping:
             now = time.monotonic()
             pending, wake = False, now + 0.05
-            for sid, interval, total, burst in due:
+            for sid, offsets, total, burst in due:
                 i = self.sent[sid]
                 if i >= total:
                     continue
                 pending = True
-                ready = min(total, int((now - start) / interval) + 1, i + burst)
+                ready = min(total, int(np.searchsorted(offsets, now - start, side="right")), i + burst)
                 stamps, stream_frames = send_ns[sid], frames[sid]
                 while i < ready:
                     stamps[i] = time.time_ns()
@@ -82,8 +91,9 @@ class Source:
                     i += 1
                 self.sent[sid] = i
                 if i < total:
-                    on_time = start + i * interval
+                    on_time = start + offsets[i]
                     behind = on_time <= now
+                    interval = offsets[min(i + 1, total - 1)] - offsets[i] if i + 1 < total else 0.001
                     wake = min(wake, now + burst * interval / CATCH_UP_FACTOR if behind else on_time)
             if not pending:
                 break

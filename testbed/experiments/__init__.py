@@ -10,7 +10,9 @@ kind is a module and one line in ``KINDS``:
   targets, and the compiled program (S4 Table IV, Fig. 7; P4SS Fig. 6);
 - ``control``: time to install one stream against N (S4 Fig. 9);
 - ``latency``: time a frame spends in the switch, against plain forwarding (S4 Table V);
-- ``rates``: output against input rate up to and past saturation (S4 Fig. 8).
+- ``rates``: output against input rate up to and past saturation (S4 Fig. 8);
+- ``adaptation``: a topology whose streams change, fail or scale while they
+  run (P4SS's adaptability; issue 9).
 
 ``paper`` holds the papers' numbers every kind is compared with.
 """
@@ -24,6 +26,7 @@ KINDS = {
     "control": "testbed.experiments.control:ControlTime",
     "latency": "testbed.experiments.latency:Latency",
     "rates": "testbed.experiments.rates:RateSweep",
+    "adaptation": "testbed.experiments.adaptation:Adaptation",
 }
 
 

@@ -87,3 +87,11 @@ P4SS_FIG_5 = {
     "source": f"{P4SS}, §4.1 and Fig. 5",
     "finding": "even load over the operator instances, overlapping and non-overlapping windows",
 }
+
+P4SS_ADAPTABILITY = {
+    "source": f"{P4SS}, §2.2 and §4.1; {S4}, §III (Fig. 3) and §IV-A",
+    "finding": ("P4SS states that installing parallelization models at run time worked, with no number and no "
+                "statement about windows in progress; S4 keeps N and the window spec as action data so they can "
+                "be updated at run time, and leaves adjusting N to the stream processing engine. Neither "
+                "measures the time to change a configuration (P4SS names it as future work)"),
+}

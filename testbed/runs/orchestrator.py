@@ -42,12 +42,13 @@ from testbed.dataplane.control import Controller
 from testbed.dataplane.wire import EVENT_UDP_PORT
 from testbed.emulation import procs
 from testbed.emulation.network import SplitterNetwork, mininet_missing, netem_missing
+from testbed.runs.adaptation import RunAdaptation
 from testbed.runs.progress import ProcessDied, StreamWatch, exit_text
 from testbed.runs.record import base_record, collect, evaluate
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.runs.signals import Interrupts
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.topology import Topology
+from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, Topology
 from testbed.semantics.workload import sent_events
 from testbed.targets import switch_class
 
@@ -118,6 +119,7 @@ class Run:
         self.network: Optional[SplitterNetwork] = None
         self.spark: Optional[SparkApp] = None
         self.api = None
+        self.controller: Optional[Controller] = None
         self.receivers: dict[str, subprocess.Popen] = {}
         self.sources: dict[str, subprocess.Popen] = {}
         self.captures: list[subprocess.Popen] = []
@@ -198,7 +200,8 @@ class Run:
 
     def program_switch(self) -> None:
         self.api = self.network.switch.control_api()
-        self.record["install"] = Controller(self.api).install(self.plan)
+        self.controller = Controller(self.api)
+        self.record["install"] = self.controller.install(self.plan)
         self.record["plan_cost"] = self.plan.cost()
 
     def start_operators(self) -> None:
@@ -206,6 +209,9 @@ class Run:
             cmd = [sys.executable, "-m", "testbed.emulation.receiver", "--host", name, "--out", str(self.rundir.root)]
             if self.spark is not None:
                 cmd.append("--spark")
+            if self.topo.adapt is not None and self.topo.adapt.failover:
+                ip, mac = self.topo.addresses()[name]
+                cmd += ["--heartbeat", self.network.intf_of(name), mac, ip, SPLITTER_MAC, SPLITTER_IP]
             self.receivers[name] = procs.spawn(cmd, self.rundir.log(name, "receiver"), f"receiver on {name}",
                                                host=self.network.host(name), cwd=ROOT)
         if self.spark is not None:
@@ -238,6 +244,11 @@ class Run:
                             self.options.timeout or (longest * 3 + 60))
         switch = self.network.switch
         watch.vital[f"switch {switch.name}"] = switch.proc
+        adaptation = self.adaptation()
+        if adaptation is not None:
+            # Changes and failures alter how many copies there are: count what the switch sent.
+            sids = [s.id for s in self.topo.streams]
+            watch.switch_copies = lambda: sum(self.api.counter_read("stream_out", sid)[1] for sid in sids)
         try:
             self.record["stream_end"] = watch.follow(self.console)
         except ProcessDied as err:
@@ -245,8 +256,32 @@ class Run:
                 self.rundir.log(err.what.rsplit(" ", 1)[-1], "source")
             raise RunError(f"{err} during the stream; see {log}") from None
         finally:
-            self.record["faults"] = [{"what": f"receiver on {host}", "phase": "stream", "exit": code}
+            if adaptation is not None:
+                adaptation.stop()
+                self.record["changes"] = adaptation.changes()
+                self.record["adaptation"] = adaptation.record()
+            planned = {f["host"] for f in self.record.get("adaptation", {}).get("failures", [])}
+            self.record["faults"] = [{"what": f"receiver on {host}", "phase": "stream", "exit": code,
+                                      "planned": host in planned}
                                      for host, code in watch.dead_receivers.items()]
+
+    def adaptation(self) -> Optional[RunAdaptation]:
+        """The schedule and the controller's policies, started with the sources (or nothing to do)."""
+        run = RunAdaptation(self.topo, self.plan, self.controller, self.network.switch.control_api,
+                            self.fail_operator, self.origins())
+        return run.start() if run.needed else None
+
+    def origins(self) -> dict[int, int]:
+        """Each time stream's origin on its axis: fixed, or its first event's timestamp."""
+        return {s.id: (s.window.origin if s.window.origin is not None else int(self.sends[s.id]["ts"][0]))
+                for s in self.topo.streams if s.window.kind == "time" and len(self.sends[s.id]["ts"])}
+
+    def fail_operator(self, host: str, how: str) -> None:
+        """A scheduled failure: the host's receiver is killed, or its link goes down."""
+        if how == "kill":
+            self.receivers[host].send_signal(signal.SIGKILL)
+        else:
+            self.network.net.configLinkStatus(host, self.network.switch.name, "down")
 
     def interact(self) -> None:
         """Mininet's CLI on the network, until the user leaves it."""
@@ -269,12 +304,15 @@ class Run:
         windows = self.options.spark and "error" not in self.record.get("spark", {})
         verdicts = evaluate(self.record, self.rundir, with_windows=windows)
         lines = summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
+        if verdicts.windows_not_compared:
+            lines.append(f"windows: not compared: {verdicts.windows_not_compared}")
         if self.options.spark and not windows:
             self.record["ok"] = False
             lines.append(f"windows: not computed (the Spark application failed: "
                          f"{self.record['spark']['error'].splitlines()[0]})")
         for fault in self.record.get("faults", []):
-            lines.append(f"{fault['what']} {exit_text(fault['exit'])} during the {fault['phase']}; "
+            cause = "as the schedule asked" if fault.get("planned") else f"during the {fault['phase']}"
+            lines.append(f"{fault['what']} {exit_text(fault['exit'])} {cause}; "
                          f"its missing events are counted lost there")
         self.rundir.write_record(self.record)
         plot_run(self.rundir)

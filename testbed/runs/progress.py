@@ -16,6 +16,7 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -60,6 +61,10 @@ class StreamWatch:
     settle_s: float = 5.0
     #: Receivers that died while streaming: host -> exit code.
     dead_receivers: dict = field(default_factory=dict)
+    #: Copies the switch sent so far (its counters), when known: once the
+    #: sources are done this replaces ``expected_copies``, which a run that
+    #: changes its streams cannot know in advance.
+    switch_copies: Optional[Callable[[], int]] = None
 
     def sent(self) -> tuple[int, bool]:
         """Events sent so far, and whether every source has finished."""
@@ -88,6 +93,9 @@ class StreamWatch:
                 progress.update(t_recv, completed=received)
                 if received != last_received:
                     last_change, last_received = time.monotonic(), received
+                if done and self.switch_copies is not None:
+                    self.expected_copies = self.switch_copies()
+                    progress.update(t_recv, total=self.expected_copies)
                 if done and received >= self.expected_copies:
                     return "complete"
                 if done and time.monotonic() - last_change > self.settle_s:

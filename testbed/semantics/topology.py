@@ -28,6 +28,7 @@ from testbed.semantics import limits
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
 from testbed.semantics.replay import SUFFIXES, ReplayError, columns, read_replay
+from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, check_schedule
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
     StreamConfig,
@@ -307,6 +308,10 @@ class Topology(StrictModel):
     hosts: dict[Name, Host] = Field(min_length=2)
     links: list[Link] = []
     streams: list[Stream] = Field(min_length=1)
+    #: Timed changes, rate ramps and failures during the run (``testbed.semantics.schedule``).
+    schedule: list[ScheduleEntry] = []
+    #: Controller policies: failover, elastic N.
+    adapt: Optional[Adapt] = None
 
     @field_validator("hosts")
     @classmethod
@@ -355,6 +360,10 @@ class Topology(StrictModel):
                 if key in addrs:
                     raise _FieldError(f"hosts.{name}.{kind}", f"{value} is also used by {addrs[key]}")
                 addrs[key] = name
+        try:
+            check_schedule(self)
+        except ScheduleError as err:
+            raise _FieldError(err.field, err.message) from None
         if not _plan_only(info):
             self.addresses()          # raises when the addresses cannot be planned
             self._fits_in_memory()
@@ -423,9 +432,17 @@ class Topology(StrictModel):
         return {name: i + 1 for i, name in enumerate(self.hosts)}
 
     def operator_hosts(self) -> list[str]:
+        """Every host that is, or may become, an operator: of a stream, of a
+        scheduled change, or in an elastic policy's pool."""
         seen: dict[str, None] = {}
         for s in self.streams:
             for op in s.operators:
+                seen.setdefault(op, None)
+        for entry in self.schedule:
+            for op in (entry.change.operators or ()) if entry.change else ():
+                seen.setdefault(op, None)
+        for policy in self.adapt.elastic if self.adapt else ():
+            for op in policy.pool:
                 seen.setdefault(op, None)
         return list(seen)
 

@@ -1,0 +1,136 @@
+"""Adaptation: streams that change while they run (P4SS §2.2, S4 Fig. 3).
+
+One emulation run per target of a topology with a ``schedule`` and/or
+``adapt`` section (``p4ssadapt``, ``failover``, ``elastic``), checked
+against the epoch-aware oracle.  The record keeps, per change, the control
+plane's install time and the time from arming to the boundary; per failure,
+the time to detect it and to remove the operator, and the windows it
+affected; the events lost.  The figure shows the copies each operator
+received over time, with the changes, failures and (elastic) N marked.
+
+Neither paper measures adaptation; P4SS claims it (its adaptability
+property) without a number, so the record says so beside ours.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from testbed.analysis.plots import plt, save_figure
+from testbed.experiments import paper
+from testbed.experiments.base import ExperimentKind, KindParams
+from testbed.experiments.scenarios import scenario, scenario_run
+from testbed.runs.rundir import ExperimentDir, RunDir
+
+#: Width of one bin of the load-over-time figure (seconds).
+BIN_S = 0.1
+
+
+class AdaptationParams(KindParams):
+    topology: str
+    targets: list[str] = Field(default=["model", "bmv2"], min_length=1)
+
+
+def summarize(run: dict[str, Any]) -> dict[str, Any]:
+    """What one run's record says about its adaptation."""
+    adaptation = run.get("adaptation", {})
+    changes = [
+        {"stream": int(sid), "epoch": c["epoch"], "policy": c["policy"], "operators": c["operators"],
+         "boundary": c["boundary"], "install_ms": round(c["install_s"] * 1000, 2),
+         "arm_to_boundary_ms": round((c["applied_at"] - c["armed_at"]) * 1000, 2)}
+        for sid, cs in run.get("changes", {}).items() for c in cs]
+    failures = []
+    for f in adaptation.get("failures", []):
+        detected = next((d for d in adaptation.get("detections", []) if d["host"] == f["host"]), None)
+        removal = [c for c in adaptation.get("decisions", []) if c["policy"] == "failover"
+                   and c.get("applied_at") and f["host"] not in c["operators"]]
+        row = {"host": f["host"], "how": f["how"],
+               "detect_ms": None if detected is None else round((detected["detected_at"] - f["at"]) * 1000, 1)}
+        if detected is not None and removal:
+            row["detect_to_removed_ms"] = round((max(c["applied_at"] for c in removal)
+                                                 - detected["detected_at"]) * 1000, 1)
+        failures.append(row)
+    check = run.get("check", {})
+    return {
+        "ok": run.get("ok", False),
+        "changes": changes,
+        "failures": failures,
+        "events_sent": sum(c["sent"] for c in check.values()),
+        "events_lost": sum(c["missing"] + c["lost_before_switch"] for c in check.values()),
+        "lost_at_failed_operators": sum(c.get("lost_at_failed_operators", 0) for c in check.values()),
+        "windows_affected_by_failure": sum(len(c.get("windows_affected_by_failure", [])) for c in check.values()),
+        "elastic_n": [(round(s["t"], 2), s["N"]) for s in adaptation.get("elastic_samples", [])],
+    }
+
+
+class Adaptation(ExperimentKind):
+    """A topology that changes while it runs, on each target."""
+
+    Params = AdaptationParams
+    paper = {"p4ss_adaptability": paper.P4SS_ADAPTABILITY}
+
+    def measure(self) -> dict[str, Any]:
+        path, topo = scenario(self.params.topology)
+        runs: dict[str, Any] = {}
+        for target in self.targets():
+            rundir = self.expdir.run(target)
+            ok = scenario_run(topo, path, target, rundir, self.settings)
+            runs[target] = {"ok": ok, "run_dir": str(rundir.root.relative_to(self.expdir.root)),
+                            **summarize(rundir.read_record())}
+        return {"runs": runs}
+
+    def ok(self, ours: dict[str, Any]) -> bool:
+        return bool(ours["runs"]) and all(r["ok"] for r in ours["runs"].values())
+
+    @classmethod
+    def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
+        out = []
+        for target, r in record["ours"]["runs"].items():
+            rundir = RunDir(expdir.root / r["run_dir"])
+            if rundir.is_run():
+                out.append(draw_run(rundir, expdir.figure(f"adaptation-{target}"),
+                                    f"{record['experiment']['description']} ({target})"))
+        return out
+
+
+def draw_run(rundir: RunDir, path: Path, title: str) -> Path:
+    """Copies per operator per second over time; changes, failures and N marked."""
+    run = rundir.read_record()
+    deliveries = pd.read_parquet(rundir.deliveries, columns=["operator", "recv_ns"])
+    t0 = deliveries["recv_ns"].min()
+    deliveries["t"] = (deliveries["recv_ns"] - t0) / 1e9
+    bins = np.arange(0, deliveries["t"].max() + BIN_S, BIN_S)
+    elastic = run.get("adaptation", {}).get("elastic_samples", [])
+    fig, axes = plt.subplots(2 if elastic else 1, 1, figsize=(9, 6 if elastic else 4), sharex=True, squeeze=False)
+    ax = axes[0][0]
+    for op, group in deliveries.groupby("operator"):
+        counts, _ = np.histogram(group["t"], bins=bins)
+        ax.plot(bins[:-1], counts / BIN_S, label=op, linewidth=1)
+    ymax = ax.get_ylim()[1]
+    for sid, changes in run.get("changes", {}).items():
+        for c in changes:
+            x = (c["applied_at"] * 1e9 - t0) / 1e9
+            ax.axvline(x, color="grey", linestyle="--", linewidth=0.8)
+            ax.text(x, ymax * 0.97, f" s{sid} e{c['epoch']}: N={len(c['operators'])}", rotation=90,
+                    va="top", fontsize=7)
+    adaptation = run.get("adaptation", {})
+    for f in adaptation.get("failures", []):
+        ax.axvline((f["at"] * 1e9 - t0) / 1e9, color="red", linewidth=1)
+        ax.text((f["at"] * 1e9 - t0) / 1e9, ymax * 0.5, f" {f['host']} fails", color="red", fontsize=8)
+    for d in adaptation.get("detections", []):
+        ax.axvline((d["detected_at"] * 1e9 - t0) / 1e9, color="orange", linewidth=1)
+        ax.text((d["detected_at"] * 1e9 - t0) / 1e9, ymax * 0.35, " detected", color="orange", fontsize=8)
+    ax.set_ylabel("copies received per second")
+    ax.legend(fontsize=7, ncol=4, loc="upper right")
+    ax.set_title(title, fontsize=9)
+    if elastic:
+        samples = pd.DataFrame(elastic)
+        ax2 = axes[1][0]
+        ax2.step((samples["at"] * 1e9 - t0) / 1e9, samples["N"], where="post")
+        ax2.set_ylabel("N (elastic)")
+    axes[-1][0].set_xlabel("seconds since the first copy")
+    return save_figure(fig, path)

@@ -1,0 +1,160 @@
+"""The run's adaptive part: its schedule, failover and elastic policies, while the stream flows.
+
+``RunAdaptation`` has one lifecycle, started with the stream and stopped
+before the network: a timeline thread carries out the topology's
+``schedule`` at its times (changes through the ``Adapter``, failures
+through the run's callback), a ``HeartbeatMonitor`` feeds the failover
+policy, and an elastic thread ticks each elastic policy.  Each part talks to
+the switch over a control connection of its own.  ``record()`` gives what
+happened for run.json: the changes as the check reads them, every
+decision, detection and failure with its times.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from testbed.dataplane.adaptation import Adapter, Decision, ElasticPolicy, ElasticSettings, FailoverPolicy
+from testbed.dataplane.control import Controller
+from testbed.dataplane.liveness import HeartbeatMonitor
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import Topology, WindowSpec
+
+#: How long a change may wait for its boundary; the stream may end first.
+CHANGE_TIMEOUT_S = 5.0
+
+
+class RunAdaptation:
+    """Schedule, failover and elasticity of one run.
+
+    ``connect`` opens a new control connection to the run's switch;
+    ``fail(host, how)`` makes an operator host fail (kill its receiver, or
+    take its link down); ``origins`` gives each time stream's origin on its
+    axis, to record where changes began relative to it.
+    """
+
+    def __init__(self, topo: Topology, plan: SplitterPlan, installed: Controller, connect: Callable[[], Any],
+                 fail: Callable[[str, str], None], origins: dict[int, int]):
+        self.topo = topo
+        self.plan = plan
+        self.connect = connect
+        self.fail = fail
+        self.origins = origins
+        self.apis: list[Any] = []
+        self.adapter = Adapter(installed.fork(self._api()), plan, timeout=CHANGE_TIMEOUT_S)
+        self.failures: list[dict[str, Any]] = []
+        self.monitor: Optional[HeartbeatMonitor] = None
+        self.failover: Optional[FailoverPolicy] = None
+        self.elastic: Optional[ElasticPolicy] = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.t0 = 0.0
+
+    def _api(self):
+        api = self.connect()
+        self.apis.append(api)
+        return api
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.topo.schedule or self.topo.adapt)
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self) -> "RunAdaptation":
+        """Begin with the stream: ``at`` times count from its first event at the switch."""
+        self.t0 = time.monotonic()
+        self.adapter.start()
+        self._first = self._api()
+        adapt = self.topo.adapt
+        if adapt is not None and adapt.failover:
+            self.failover = FailoverPolicy(self.adapter, self.plan.host_of_port())
+            ports = [self.plan.ports[h] for h in self.topo.operator_hosts()]
+            self.monitor = HeartbeatMonitor(self._api(), ports, timeout=adapt.detect_timeout,
+                                            on_failure=self.failover.on_failure).start()
+        if adapt is not None and adapt.elastic:
+            settings = {e.stream: ElasticSettings(e.pool, e.min, e.max, e.high, e.low, e.cooldown)
+                        for e in adapt.elastic}
+            self.elastic = ElasticPolicy(self.adapter, self._api(), self.plan.ports, settings)
+            period = min(e.period for e in adapt.elastic)
+            self._thread(lambda: self._tick(period), "elastic")
+        if self.topo.schedule:
+            self._thread(self._timeline, "schedule")
+        return self
+
+    def _thread(self, target, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _await_first_event(self, timeout: float = 60.0) -> None:
+        """Sources take a moment to start, each its own: the schedule's clock
+        starts when the switch has counted an event of every stream."""
+        sids = [s.id for s in self.topo.streams]
+        deadline = time.monotonic() + timeout
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if all(self._first.counter_read("stream_in", sid)[1] for sid in sids):
+                break
+            time.sleep(0.002)
+        self.t0 = time.monotonic()
+
+    def _timeline(self) -> None:
+        self._await_first_event()
+        for i, entry in sorted(enumerate(self.topo.schedule), key=lambda item: item[1].at):
+            if self._stop.wait(max(0.0, self.t0 + entry.at - time.monotonic())):
+                return
+            if entry.change is not None:
+                c = entry.change
+                old = self.adapter.current(c.stream)
+                window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
+                new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
+                self.adapter.submit(Decision("schedule", c.stream, tuple(new.operators), f"schedule[{i}]"), new)
+            elif entry.fail is not None:
+                self.failures.append({"host": entry.fail.host, "how": entry.fail.how, "at": time.time(),
+                                      "scheduled_s": entry.at, "port": self.plan.ports[entry.fail.host]})
+                self.fail(entry.fail.host, entry.fail.how)
+
+    def _tick(self, period: float) -> None:
+        while not self._stop.wait(period):
+            self.elastic.tick()
+
+    def stop(self) -> None:
+        """Stop deciding; changes still waiting for a boundary give up after ``CHANGE_TIMEOUT_S``."""
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+        if self.monitor is not None:
+            self.monitor.stop()
+        self.adapter.stop()
+        for api in self.apis:
+            close = getattr(api, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except OSError:
+                    pass
+
+    # -- what happened -------------------------------------------------------
+    def changes(self) -> dict[str, list[dict[str, Any]]]:
+        """Applied changes per stream, in order, as ``check.recorded_changes`` reads them:
+        ``start`` is the boundary on the stream's axis relative to its origin."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        applied = [d for d in self.adapter.decisions if d.change is not None and d.change.boundary is not None]
+        for d in sorted(applied, key=lambda d: d.change.epoch):
+            rec = d.record()
+            rec["start"] = d.change.boundary - self.origins.get(d.stream, 0)
+            out.setdefault(str(d.stream), []).append(rec)
+        return out
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"decisions": [d.record() for d in self.adapter.decisions],
+                               "failures": self.failures}
+        if self.monitor is not None:
+            host_of = self.plan.host_of_port()
+            out["detections"] = [{"host": host_of.get(d.port), "port": d.port, "detected_at": d.wall_clock,
+                                  "silent_s": d.detected - d.last_heartbeat} for d in self.monitor.detections]
+        if self.elastic is not None:
+            wall = time.time() - time.monotonic()      # the policy's clock is monotonic; figures use wall time
+            out["elastic_samples"] = [{"t": t - self.t0, "at": t + wall, "stream": sid, "N": n, "load": load}
+                                      for t, sid, n, load in self.elastic.samples]
+        return out

@@ -1,0 +1,201 @@
+"""What a topology asks to happen during a run: its ``schedule`` and ``adapt`` sections.
+
+``schedule`` is a list of timed actions, ``at`` seconds after the streams
+start, each exactly one of:
+
+- ``change: {stream, window?, operators?}``: a new window spec and/or
+  operator list, taking effect at the stream's next window boundary
+  (docs/windows.md, "Reconfiguration");
+- ``rate: {stream, rate, ramp?}``: the source's rate from then on, reached
+  linearly over ``ramp`` seconds;
+- ``fail: {host, how}``: an operator host fails: its receiver is killed
+  (``kill``) or its link goes down (``link``).
+
+``adapt`` turns on controller policies: ``failover`` (detect failed
+operators from heartbeats and remove them) and ``elastic`` (scale a
+stream's N from its operators' load).
+
+The models here check each entry on its own; ``check_schedule`` checks them
+against the topology (streams, hosts, the chain of changes).  Both report
+one field, so a bad entry is one line naming it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Seconds of one step of a rate ramp: sources change pace in steps this long.
+RAMP_STEP_S = 0.25
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScheduleError(ValueError):
+    """A schedule entry that does not fit the topology: ``field`` names it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class ChangeAction(_Strict):
+    stream: int = Field(ge=0)
+    window: Optional[dict[str, Any]] = None
+    operators: Optional[list[str]] = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _something(self):
+        if self.window is None and self.operators is None:
+            raise ValueError("a change needs a window, operators, or both")
+        return self
+
+
+class RateAction(_Strict):
+    stream: int = Field(ge=0)
+    rate: float = Field(gt=0, allow_inf_nan=False, description="events per second")
+    ramp: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="seconds")
+
+
+class FailAction(_Strict):
+    host: str
+    how: Literal["kill", "link"] = "kill"
+
+
+class ScheduleEntry(_Strict):
+    at: float = Field(ge=0, allow_inf_nan=False, description="seconds after the streams start")
+    change: Optional[ChangeAction] = None
+    rate: Optional[RateAction] = None
+    fail: Optional[FailAction] = None
+
+    @model_validator(mode="after")
+    def _one_action(self):
+        given = [name for name in ("change", "rate", "fail") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"an entry has exactly one of change, rate, fail (got {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def action(self) -> str:
+        return next(name for name in ("change", "rate", "fail") if getattr(self, name) is not None)
+
+
+class ElasticPolicySpec(_Strict):
+    """``adapt.elastic[i]``: the elastic policy for one stream."""
+
+    stream: int = Field(ge=0)
+    pool: list[str] = Field(min_length=1, description="operator hosts in the order they are added")
+    min: int = Field(default=1, ge=1)
+    max: int = Field(default=8, ge=1)
+    high: float = Field(gt=0, allow_inf_nan=False, description="copies/s per operator above which N grows")
+    low: float = Field(ge=0, allow_inf_nan=False, description="copies/s per operator below which N shrinks")
+    cooldown: float = Field(default=2.0, ge=0, allow_inf_nan=False, description="seconds between changes")
+    period: float = Field(default=0.5, gt=0, allow_inf_nan=False, description="seconds between decisions")
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        if self.low >= self.high:
+            raise ValueError(f"low {self.low:g} must be below high {self.high:g}")
+        if self.max > len(self.pool):
+            raise ValueError(f"max {self.max} needs that many hosts in pool, which has {len(self.pool)}")
+        return self
+
+
+class Adapt(_Strict):
+    failover: bool = False
+    #: Silence after which an operator counts as failed (seconds).
+    detect_timeout: float = Field(default=0.3, gt=0, le=10, allow_inf_nan=False)
+    elastic: list[ElasticPolicySpec] = []
+
+
+def check_schedule(topo) -> None:
+    """Raise ``ScheduleError`` for the first entry that does not fit ``topo``.
+
+    Changes are checked in time order against the configuration each one
+    replaces, as the controller will apply them (``plan.check_change``:
+    kind and origin fixed, lateness not growing).
+    """
+    from pydantic import ValidationError
+
+    from testbed.semantics.plan import check_change
+    from testbed.semantics.topology import WindowSpec, describe
+
+    streams = {s.id: s for s in topo.streams}
+    operator_hosts = set(topo.hosts) - {s.source for s in topo.streams}
+    order = sorted(range(len(topo.schedule)), key=lambda i: topo.schedule[i].at)
+    for i in order:
+        entry = topo.schedule[i]
+        where = f"schedule[{i}].{entry.action}"
+        if entry.change is not None:
+            c = entry.change
+            if c.stream not in streams:
+                raise ScheduleError(f"{where}.stream", f"no stream {c.stream}")
+            old = streams[c.stream]
+            for j, op in enumerate(c.operators or ()):
+                if op not in topo.hosts:
+                    raise ScheduleError(f"{where}.operators[{j}]", f"unknown host {op!r}")
+                if op == old.source:
+                    raise ScheduleError(f"{where}.operators[{j}]", f"{op} is the stream's source")
+            try:
+                window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
+            except ValidationError as err:
+                raise ScheduleError(f"{where}.window", describe(err)) from None
+            new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
+            try:
+                check_change(old, new)
+            except ValueError as err:      # the field it names (window.kind, ...) is below the change
+                field = getattr(err, "field", None)
+                raise ScheduleError(f"{where}.{field}" if field else where, getattr(err, "message", str(err))) from None
+            streams[c.stream] = new
+        elif entry.rate is not None:
+            if entry.rate.stream not in streams:
+                raise ScheduleError(f"{where}.stream", f"no stream {entry.rate.stream}")
+        elif entry.fail is not None:
+            if entry.fail.host not in operator_hosts:
+                raise ScheduleError(f"{where}.host", f"{entry.fail.host!r} is not an operator host")
+    if topo.adapt is not None:
+        for i, e in enumerate(topo.adapt.elastic):
+            if e.stream not in streams:
+                raise ScheduleError(f"adapt.elastic[{i}].stream", f"no stream {e.stream}")
+            for j, host in enumerate(e.pool):
+                if host not in topo.hosts or host == streams[e.stream].source:
+                    raise ScheduleError(f"adapt.elastic[{i}].pool[{j}]", f"{host!r} cannot be an operator")
+
+
+def rate_profile(stream, schedule: list[ScheduleEntry]) -> list[tuple[float, float]]:
+    """The stream's pace as ``(from second, events/s)`` steps, first at 0.
+
+    A ramp over ``r`` seconds becomes steps of ``RAMP_STEP_S`` that reach
+    the new rate at ``at + r``.
+    """
+    steps = [(0.0, float(stream.rate))]
+    current = float(stream.rate)
+    for entry in sorted((e for e in schedule if e.rate is not None and e.rate.stream == stream.id),
+                        key=lambda e: e.at):
+        target, ramp = entry.rate.rate, entry.rate.ramp
+        n = max(1, math.ceil(ramp / RAMP_STEP_S)) if ramp else 1
+        for k in range(1, n + 1):
+            steps.append((entry.at + (k - 1) * (ramp / n if ramp else 0), current + (target - current) * k / n))
+        current = target
+    return steps
+
+
+def send_offsets(profile: list[tuple[float, float]], n: int) -> list[float]:
+    """When, in seconds after the start, each of ``n`` events is due under ``profile``."""
+    out, t, i = [], 0.0, 0
+    bounds = [start for start, _ in profile[1:]] + [math.inf]
+    for (start, rate), end in zip(profile, bounds):
+        t = max(t, start)
+        while i < n and t < end:
+            out.append(t)
+            i += 1
+            t += 1.0 / rate
+        if i == n:
+            break
+    return out

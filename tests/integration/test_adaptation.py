@@ -1,0 +1,89 @@
+"""Streams that change, fail and scale during a real run (Mininet; bmv2 where present).
+
+Each run is checked by ``testbed check``'s epoch-aware oracle against the
+boundaries the switch reported: every event the switch saw must have gone
+exactly where the definition says under the configuration in force.
+"""
+import os
+
+import pandas as pd
+import pytest
+import yaml
+
+from support.runs import new_tag, nothing_left, run_cli, small_topology
+from testbed.emulation.network import mininet_missing
+from testbed.runs.rundir import RunDir
+from testbed.targets.bmv2.toolchain import toolchain_missing
+
+MISSING = mininet_missing()
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.geteuid() != 0 or MISSING is not None,
+                                 reason=f"needs root and Mininet ({MISSING or 'not root'})")]
+
+
+def adaptive_topology(tmp_path, switch, window, schedule=None, adapt=None, n_ops=6, events=3000, rate=1500):
+    path = small_topology(tmp_path, switch, window, n_ops=n_ops, events=events, rate=rate)
+    data = yaml.safe_load(path.read_text())
+    if schedule:
+        data["schedule"] = schedule
+    if adapt:
+        data["adapt"] = adapt
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(path, out, *extra):
+    tag = new_tag()
+    res = run_cli("run", str(path), "--out", str(out), "--no-spark", *extra, tag=tag)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    nothing_left(tag)
+    return RunDir(out).read_record()
+
+
+@pytest.mark.parametrize("target", ["model", pytest.param("bmv2", marks=pytest.mark.skipif(
+    toolchain_missing() is not None, reason=f"bmv2 toolchain: {toolchain_missing()}"))])
+def test_n_changes_mid_stream_on_a_sliding_stream(tmp_path, target):
+    """6 -> 3 operators and back, then a new window spec: each change lands
+    on a window boundary mid-stream and every event passes the check."""
+    path = adaptive_topology(tmp_path, "sa" + target[0], {"kind": "count", "size": 5, "slide": 1}, schedule=[
+        {"at": 0.4, "change": {"stream": 5, "operators": ["op1", "op3", "op5"]}},
+        {"at": 0.9, "change": {"stream": 5, "operators": ["op1", "op2", "op3", "op4", "op5", "op6"]}},
+        {"at": 1.4, "change": {"stream": 5, "window": {"kind": "count", "size": 4, "slide": 2}}}])
+    record = run(path, tmp_path / "run", "--target", target)
+    changes = record["changes"]["5"]
+    assert [c["epoch"] for c in changes] == [1, 2, 3]
+    starts = [c["start"] for c in changes]
+    assert 0 < starts[0] < starts[1] < starts[2] < 3000          # mid-stream, in order
+    check = record["check"]["5"]
+    assert check["ok"] and check["missing"] == check["extra"] == check["duplicates"] == 0
+    # Between the first two boundaries only op1, op3, op5 received anything new.
+    d = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
+    middle = d[(d["seq"] >= starts[0] + 4) & (d["seq"] < starts[1])]
+    assert set(middle["operator"]) == {"op1", "op3", "op5"}
+
+
+def test_a_time_window_changes_spec_mid_stream(tmp_path):
+    path = adaptive_topology(tmp_path, "sat", {"kind": "time", "size": 20, "slide": 10}, n_ops=4, schedule=[
+        {"at": 0.6, "change": {"stream": 5, "window": {"kind": "time", "size": 9, "slide": 3},
+                               "operators": ["op2", "op4"]}}])
+    record = run(path, tmp_path / "run")
+    (change,) = record["changes"]["5"]
+    assert change["start"] % 10 == 0 and record["check"]["5"]["ok"]
+
+
+def test_failover_detects_and_removes_a_killed_operator(tmp_path):
+    path = adaptive_topology(tmp_path, "saf", {"kind": "count", "size": 3, "slide": 1}, n_ops=4, events=4000,
+                             rate=1000, schedule=[{"at": 1.5, "fail": {"host": "op2", "how": "kill"}}],
+                             adapt={"failover": True})
+    record = run(path, tmp_path / "run")
+    adaptation = record["adaptation"]
+    (failure,) = adaptation["failures"]
+    (detection,) = adaptation["detections"]
+    assert detection["host"] == "op2" and detection["detected_at"] > failure["at"]
+    (change,) = record["changes"]["5"]
+    assert change["policy"] == "failover" and change["operators"] == ["op1", "op3", "op4"]
+    assert change["applied_at"] > detection["detected_at"]
+    check = record["check"]["5"]
+    assert check["ok"] and check["lost_at_failed_operators"] > 0 and check["windows_affected_by_failure"]
+    d = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
+    assert not ((d["operator"] == "op2") & (d["seq"] >= change["start"])).any()

@@ -1,0 +1,105 @@
+"""The topology's schedule and adapt sections: validation, rate profiles, the check's changes."""
+import math
+
+import pytest
+import yaml
+
+from support import topologies
+from testbed import ROOT
+from testbed.semantics.schedule import rate_profile, send_offsets
+from testbed.semantics.topology import TopologyError, parse_topology
+
+
+def with_schedule(schedule=None, adapt=None):
+    data = topologies.topology_data([topologies.stream(5, {"kind": "count", "size": 4, "slide": 2}, ["h2", "h3"],
+                                                       events=1000, rate=500)], 6)
+    if schedule is not None:
+        data["schedule"] = schedule
+    if adapt is not None:
+        data["adapt"] = adapt
+    return data
+
+
+def test_a_good_schedule_loads_and_its_hosts_become_operators():
+    topo = parse_topology(with_schedule(
+        [{"at": 1, "change": {"stream": 5, "operators": ["h4", "h5"]}},
+         {"at": 2, "change": {"stream": 5, "window": {"kind": "count", "size": 6, "slide": 3}}},
+         {"at": 2.5, "fail": {"host": "h4", "how": "link"}},
+         {"at": 0.5, "rate": {"stream": 5, "rate": 2000, "ramp": 1}}],
+        {"failover": True, "elastic": [{"stream": 5, "pool": ["h2", "h3", "h6"], "min": 1, "max": 3,
+                                        "high": 900, "low": 100}]}))
+    assert [e.action for e in topo.schedule] == ["change", "change", "fail", "rate"]
+    assert set(topo.operator_hosts()) == {"h2", "h3", "h4", "h5", "h6"}
+
+
+BAD = {
+    "no action": ([{"at": 1}], "schedule[0]: an entry has exactly one of change, rate, fail (got none)"),
+    "two actions": ([{"at": 1, "fail": {"host": "h2"}, "rate": {"stream": 5, "rate": 9}}], "schedule[0]"),
+    "negative time": ([{"at": -1, "fail": {"host": "h2"}}], "schedule[0].at"),
+    "infinite time": ([{"at": math.inf, "fail": {"host": "h2"}}], "schedule[0].at"),
+    "unknown stream": ([{"at": 1, "change": {"stream": 9, "operators": ["h2"]}}], "schedule[0].change.stream"),
+    "unknown host": ([{"at": 1, "change": {"stream": 5, "operators": ["h2", "zz"]}}],
+                     "schedule[0].change.operators[1]: unknown host 'zz'"),
+    "source as operator": ([{"at": 1, "change": {"stream": 5, "operators": ["h1"]}}],
+                           "schedule[0].change.operators[0]"),
+    "empty change": ([{"at": 1, "change": {"stream": 5}}], "schedule[0].change"),
+    "kind change": ([{"at": 1, "change": {"stream": 5, "window": {"kind": "time", "size": 4, "slide": 2}}}],
+                    "schedule[0].change.window.kind"),
+    "bad window": ([{"at": 1, "change": {"stream": 5, "window": {"kind": "count", "size": 0, "slide": 2}}}],
+                   "schedule[0].change.window: size"),
+    "fail a source": ([{"at": 1, "fail": {"host": "h1"}}], "schedule[0].fail.host"),
+    "fail how": ([{"at": 1, "fail": {"host": "h2", "how": "melt"}}], "schedule[0].fail.how"),
+    "zero rate": ([{"at": 1, "rate": {"stream": 5, "rate": 0}}], "schedule[0].rate.rate"),
+    "nan rate": ([{"at": 1, "rate": {"stream": 5, "rate": math.nan}}], "schedule[0].rate.rate"),
+    "unknown field": ([{"at": 1, "fail": {"host": "h2"}, "colour": 1}], "schedule[0].colour: unknown field"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_entry_is_one_line_naming_it(case):
+    schedule, field = BAD[case]
+    with pytest.raises(TopologyError) as err:
+        parse_topology(with_schedule(schedule), "t.yaml")
+    message = str(err.value)
+    assert message.startswith("t.yaml: ") and field in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("adapt, field", [
+    ({"elastic": [{"stream": 5, "pool": ["h2"], "min": 2, "max": 1, "high": 2, "low": 1}]}, "adapt.elastic[0]"),
+    ({"elastic": [{"stream": 5, "pool": ["h2"], "max": 2, "high": 2, "low": 1}]}, "adapt.elastic[0]"),
+    ({"elastic": [{"stream": 5, "pool": ["h2", "h3"], "max": 2, "high": 1, "low": 2}]}, "adapt.elastic[0]"),
+    ({"elastic": [{"stream": 9, "pool": ["h2"], "max": 1, "high": 2, "low": 1}]}, "adapt.elastic[0].stream"),
+    ({"elastic": [{"stream": 5, "pool": ["h1"], "max": 1, "high": 2, "low": 1}]}, "adapt.elastic[0].pool[0]"),
+    ({"detect_timeout": 0}, "adapt.detect_timeout"),
+])
+def test_bad_adapt_sections(adapt, field):
+    with pytest.raises(TopologyError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        parse_topology(with_schedule(None, adapt), "t.yaml")
+
+
+def test_changes_are_checked_in_time_order_against_the_one_before():
+    """Lateness may not grow: the second change (earlier in the file, later in time) raises it back."""
+    data = topologies.topology_data([topologies.stream(5, {"kind": "time", "size": 10, "slide": 5, "lateness": 5},
+                                                       ["h2"], events=10, rate=10)], 4)
+    data["schedule"] = [{"at": 2, "change": {"stream": 5, "window": {"kind": "time", "size": 10, "slide": 5,
+                                                                      "lateness": 5}}},
+                        {"at": 1, "change": {"stream": 5, "window": {"kind": "time", "size": 10, "slide": 5}}}]
+    with pytest.raises(TopologyError, match=r"schedule\[0\]\.change: .*lateness cannot grow"):
+        parse_topology(data, "t.yaml")
+
+
+def test_rate_profile_ramps_in_steps_and_offsets_follow_it():
+    topo = parse_topology(with_schedule([{"at": 1, "rate": {"stream": 5, "rate": 1500, "ramp": 1}}]))
+    profile = rate_profile(topo.streams[0], topo.schedule)
+    assert profile[0] == (0.0, 500.0) and profile[-1] == (1.75, 1500.0) and len(profile) == 5
+    offsets = send_offsets(profile, 2000)
+    assert offsets[499] < 1.0 <= offsets[500]                  # 500 events in the first second
+    assert offsets == sorted(offsets) and len(offsets) == 2000
+    rate_at_end = 1 / (offsets[-1] - offsets[-2])
+    assert rate_at_end == pytest.approx(1500)
+
+
+def test_shipped_adaptation_topologies_validate():
+    for name in ("p4ssadapt", "failover", "elastic"):
+        topo = parse_topology(yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text()), name)
+        assert topo.schedule or topo.adapt
