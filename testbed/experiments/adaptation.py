@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.scenarios import scenario, scenario_run
+from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
 from testbed.runs.rundir import ExperimentDir, RunDir
 
 #: Width of one bin of the load-over-time figure (seconds).
@@ -31,8 +31,18 @@ BIN_S = 0.1
 
 
 class AdaptationParams(KindParams):
+    #: A topology with a ``schedule`` and/or ``adapt`` section.
     topology: str
     targets: list[str] = Field(default=["model", "bmv2"], min_length=1)
+
+    @field_validator("topology")
+    @classmethod
+    def _adaptive(cls, name: str) -> str:
+        check_scenarios([name])
+        topo = scenario(name)[1]
+        if not (topo.schedule or topo.adapt):
+            raise ValueError(f"{name} has neither a schedule nor an adapt section: nothing would change")
+        return name
 
 
 def summarize(run: dict[str, Any]) -> dict[str, Any]:

@@ -103,3 +103,15 @@ def test_shipped_adaptation_topologies_validate():
     for name in ("p4ssadapt", "failover", "elastic"):
         topo = parse_topology(yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text()), name)
         assert topo.schedule or topo.adapt
+
+
+def test_adaptation_experiments_name_adaptive_topologies(tmp_path):
+    from testbed.experiments.base import ExperimentError, load_experiment
+
+    for name in ("p4ssadapt", "failover", "elastic"):
+        spec, params = load_experiment(ROOT / "experiments" / f"{name}.yaml")
+        assert spec.kind == "adaptation" and params.topology == name
+    path = tmp_path / "e.yaml"
+    path.write_text("name: e\nkind: adaptation\nparams: {topology: cbsw1}\n")
+    with pytest.raises(ExperimentError, match="params.topology: .*cbsw1 has neither a schedule nor an adapt"):
+        load_experiment(path)
