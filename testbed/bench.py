@@ -167,6 +167,19 @@ def time_in_switch(target: str, plan: SplitterPlan, frames: list[bytes], rate: f
             taps.close()
 
 
+def runnable(targets, rows: list[dict]):
+    """The targets that can run here; a row saying why for each that cannot."""
+    from testbed.emulation.network import mininet_missing
+    from testbed.targets.bmv2.toolchain import toolchain_missing
+
+    for target in targets:
+        reason = toolchain_missing() if target == "bmv2" else mininet_missing()
+        if reason:
+            rows.append({"target": target, "skipped": reason})
+        else:
+            yield target
+
+
 def bench_late_events_in_switch(targets=("model", "bmv2"), events=800, rate=200.0) -> list[dict]:
     """Time inside each target for in-order and late events of one time stream.
 
@@ -175,18 +188,12 @@ def bench_late_events_in_switch(targets=("model", "bmv2"), events=800, rate=200.
     that no queue forms.  Both kinds of event share the run, so a busy moment
     of the machine hits them alike.
     """
-    from testbed.emulation.network import mininet_missing
-    from testbed.targets.bmv2.toolchain import toolchain_missing
 
     if os.geteuid() != 0:
         return [{"skipped": "veth pairs need root"}]
     plan, frames, kind = late_stream(events, rate)
-    rows = []
-    for target in targets:
-        reason = toolchain_missing() if target == "bmv2" else mininet_missing()
-        if reason:
-            rows.append({"target": target, "skipped": reason})
-            continue
+    rows: list[dict] = []
+    for target in runnable(targets, rows):
         stamps = time_in_switch(target, plan, frames, rate)
         ins = {seq: ns for direction, _port, _sid, seq, ns in stamps if direction == "in"}
         per_kind: dict[str, list[float]] = {}
@@ -208,10 +215,8 @@ def bench_reconfiguration(targets=("model", "bmv2"), events=6000, rate=2000.0, c
     switch reports, says it must."""
     import threading
 
-    from testbed.emulation.network import mininet_missing
     from testbed.emulation.veth import StampedTaps, VethRig, send_frames
     from testbed.targets import switch_process
-    from testbed.targets.bmv2.toolchain import toolchain_missing
 
     if os.geteuid() != 0:
         return [{"skipped": "veth pairs need root"}]
@@ -220,12 +225,8 @@ def bench_reconfiguration(targets=("model", "bmv2"), events=6000, rate=2000.0, c
     narrow = wide.model_copy(update={"operators": wide.operators[1:6:2]})
     tpl = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
     frames = [tpl.frame(seq, seq) for seq in range(events)]
-    rows = []
-    for target in targets:
-        reason = toolchain_missing() if target == "bmv2" else mininet_missing()
-        if reason:
-            rows.append({"target": target, "skipped": reason})
-            continue
+    rows: list[dict] = []
+    for target in runnable(targets, rows):
         plan = SplitterPlan(topo)
         with tempfile.TemporaryDirectory() as tmp, VethRig(8) as rig, \
                 switch_process(target)(rig.switch_ends, Path(tmp), name=f"reconf-{target}",
