@@ -15,6 +15,8 @@ const bit<4>  IPV4_IHL_NO_OPTIONS = 5;   /* 20-byte header: options are not pars
 const bit<8>  IP_PROTO_UDP   = 17;
 const bit<16> EVENT_UDP_PORT = 50000;    /* UDP destination port that marks an event */
 const bit<16> HEARTBEAT_UDP_PORT = 50001; /* an operator host's heartbeat: counted per port, dropped */
+const bit<16> FLAG_WINDOWS = 0x0001;     /* event.flags of a copy: a windows header follows */
+const bit<16> WINDOWS_HEADER_BYTES = 32; /* what a copy grows by (IPv4 and UDP lengths) */
 
 /* ---- sizes -------------------------------------------------------------- */
 /* Registers and per-stream counters are indexed by the 16-bit stream id. */
@@ -31,6 +33,7 @@ const int UNICAST_TABLE_SIZE   = 65536;  /* N per stream */
 const int MULTICAST_TABLE_SIZE = 65536;  /* fewer than 3N per stream (docs/windows.md) */
 const int TRANSITION_TABLE_SIZE = 65536; /* per changing stream: N_old * old windows * (new (w, c) pairs + 1) */
 const int EGRESS_TABLE_SIZE    = 512;    /* one per operator port */
+const int POSITION_TABLE_SIZE  = 65536;  /* operator_position, previous_position: N per stream and bank */
 
 /* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */
 const bit<32> DROP_NONE           = 0;

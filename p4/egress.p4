@@ -1,5 +1,6 @@
 /*
- * Egress: address every copy to the operator host behind its port.
+ * Egress: address every copy to the operator host behind its port, and
+ * tell it which of the event's windows are its own (the windows header).
  *
  * The rewrite is keyed on standard_metadata.egress_port, the port this
  * copy leaves on, so it is right for unicast and for each replica of a
@@ -31,6 +32,37 @@ control MyEgress(inout headers_t hdr,
         size = EGRESS_TABLE_SIZE;
     }
 
+    /* Where the copy's operator stands in the stream's list, in the epoch
+     * that serves the event and in the previous one (testbed.semantics.plan). */
+    action set_position(bit<32> position) {
+        meta.copy.position = position;
+    }
+
+    table operator_position {
+        key = {
+            hdr.event.stream              : exact @name("stream");
+            meta.epoch.bank               : exact @name("bank");
+            standard_metadata.egress_port : exact @name("port");
+        }
+        actions = { set_position; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = POSITION_TABLE_SIZE;
+    }
+
+    action set_previous_position(bit<32> position) {
+        meta.copy.old_position = position;
+    }
+
+    table previous_position {
+        key = {
+            hdr.event.stream              : exact @name("stream");
+            standard_metadata.egress_port : exact @name("port");
+        }
+        actions = { set_previous_position; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = POSITION_TABLE_SIZE;
+    }
+
     apply {
         bool sent = false;
         if (hdr.event.isValid()) {
@@ -38,6 +70,52 @@ control MyEgress(inout headers_t hdr,
                 stream_out.count((bit<32>)hdr.event.stream);
                 operator_out.count((bit<32>)standard_metadata.egress_port);
                 sent = true;
+
+                /* The windows of the event this operator owns: round robin
+                 * puts the newest of them (newest_op - position) mod N
+                 * windows back from the event's newest, and every N-th
+                 * one before it as far as the event's windows reach. */
+                hdr.windows.setValid();
+                hdr.windows.window = 0;
+                hdr.windows.span = 0;
+                hdr.windows.stride = (bit<16>)meta.win.n_ops;
+                hdr.windows.epoch = (bit<16>)meta.epoch.number;
+                hdr.windows.old_window = 0;
+                hdr.windows.old_span = 0;
+                hdr.windows.old_stride = 0;
+                hdr.windows.reserved = 0;
+                if (meta.copy.active != 0) {
+                    if (operator_position.apply().hit) {
+                        bit<32> back;
+                        if (meta.verdict.newest_op >= meta.copy.position) {
+                            back = meta.verdict.newest_op - meta.copy.position;
+                        } else {
+                            back = meta.verdict.newest_op + meta.win.n_ops - meta.copy.position;
+                        }
+                        if (back < meta.copy.active) {
+                            hdr.windows.window = meta.verdict.window - (bit<64>)back;
+                            hdr.windows.span = meta.copy.active - back;
+                        }
+                    }
+                }
+                if (meta.copy.old_active != 0) {
+                    hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
+                    if (previous_position.apply().hit) {
+                        bit<32> back;
+                        if (meta.verdict.old_newest >= meta.copy.old_position) {
+                            back = meta.verdict.old_newest - meta.copy.old_position;
+                        } else {
+                            back = meta.verdict.old_newest + meta.prev.n_ops - meta.copy.old_position;
+                        }
+                        if (back < meta.copy.old_active) {
+                            hdr.windows.old_window = meta.verdict.old_window - (bit<64>)back;
+                            hdr.windows.old_span = meta.copy.old_active - back;
+                        }
+                    }
+                }
+                hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;
+                hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
             }
         }
         if (!sent) {

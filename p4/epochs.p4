@@ -46,7 +46,8 @@ control BoundaryCheck(in event_t event, out epoch_t sel) {
                 }
             }
         }
-        sel.bank = (bit<1>)epoch_now ^ sel.switching;
+        sel.number = epoch_now + (bit<32>)sel.switching;
+        sel.bank = (bit<1>)sel.number;
     }
 }
 

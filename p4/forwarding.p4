@@ -176,6 +176,9 @@ control MyIngress(inout headers_t hdr,
 
             if (meta.verdict.drop_code == DROP_NONE) {
                 stream_in.count(stream_idx);
+                /* every copy's Windows header needs the counts unclamped */
+                meta.copy.active = meta.verdict.active;
+                meta.copy.old_active = meta.verdict.old_active;
                 /* With N or more windows open every operator is hit once. */
                 if (meta.verdict.active > meta.win.n_ops) {
                     meta.verdict.active = meta.win.n_ops;

@@ -49,11 +49,26 @@ header event_t {
     bit<64> value;       /* signed on the operator side; opaque here */
 }
 
+/* Written by egress into every copy, after the event: the windows of the
+ * event that this copy's operator owns (docs/wire.md, "Windows header").
+ * They are window - k * stride for k * stride < span, per epoch. */
+header windows_t {
+    bit<64> window;      /* this copy's newest window, epoch in force (global id) */
+    bit<32> span;        /* windows of the event from it back to the event's oldest; 0: none */
+    bit<16> stride;      /* N of the epoch in force */
+    bit<16> epoch;       /* configuration epoch, low 16 bits */
+    bit<64> old_window;  /* the same for the previous epoch, during a transition */
+    bit<32> old_span;
+    bit<16> old_stride;
+    bit<16> reserved;
+}
+
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t     ipv4;
     udp_t      udp;
     event_t    event;
+    windows_t  windows;
 }
 
 /* The window spec and parallelism of the event's stream, as action data of
@@ -90,6 +105,8 @@ struct verdict_t {
     bit<32> active;        /* c: number of windows holding the event (clamped to N later) */
     bit<32> old_newest;    /* during a transition: the same for the previous epoch's windows */
     bit<32> old_active;    /*   (0: none of them holds the event) */
+    bit<64> window;        /* global id of the newest window holding the event */
+    bit<64> old_window;    /* ... and of the previous epoch's newest holding it */
 }
 
 /* Which configuration serves the event (BoundaryCheck, epochs.p4). */
@@ -97,6 +114,16 @@ struct epoch_t {
     bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
     bit<1> switching;      /* this event crosses an armed change's boundary */
     bit<1> in_transition;  /* windows of the previous epoch may hold events */
+    bit<32> number;        /* the epoch that serves the event (its low bit is the bank) */
+}
+
+/* What every copy needs for its Windows header: the window counts before
+ * forwarding clamps them to N, and the operator's positions (egress). */
+struct copy_meta_t {
+    bit<32> active;
+    bit<32> old_active;
+    bit<32> position;
+    bit<32> old_position;
 }
 
 struct metadata_t {
@@ -104,6 +131,7 @@ struct metadata_t {
     prev_params_t   prev;
     epoch_t         epoch;
     verdict_t       verdict;
+    copy_meta_t     copy;
 }
 
 #endif

@@ -81,6 +81,7 @@ control MyDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);
         packet.emit(hdr.event);
+        packet.emit(hdr.windows);   /* valid on copies only (egress.p4) */
     }
 }
 

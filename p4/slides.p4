@@ -106,6 +106,8 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
         verdict.drop_code = DROP_NONE;
         verdict.old_newest = 0;
         verdict.old_active = 0;
+        verdict.window = 0;
+        verdict.old_window = 0;
 
         /* -- the coordinate; time windows also check the order ---------- */
         if (win.kind == WINDOW_COUNT) {
@@ -137,6 +139,7 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
             bit<64> start;
             bit<32> newest;
             bit<32> begun_now;
+            bit<64> window;       /* global id of the newest window */
             if (was_initialized == 0) {
                 initialized.write(idx, 1);
                 if (win.kind == WINDOW_COUNT) {
@@ -148,13 +151,16 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                 newest_op.write(idx, 0);
                 begun.write(idx, 1);
                 next_start.write(idx, origin + win.slide);
+                newest_window.write(idx, 0);
                 start = origin;
                 newest = 0;
                 begun_now = 1;
+                window = 0;
             } else {
                 slide_start.read(start, idx);
                 newest_op.read(newest, idx);
                 begun.read(begun_now, idx);
+                newest_window.read(window, idx);
             }
 
             /* -- an armed change takes effect: freeze the old epoch's newest
@@ -167,6 +173,7 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                 old_start.write(idx, start);
                 old_newest.write(idx, newest);
                 old_begun.write(idx, begun_now);
+                old_window.write(idx, window);
                 boundary.write(idx, b);
                 transition_end.write(idx, b + prev.tail);
                 epoch.read(epoch_now, idx);
@@ -177,6 +184,9 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                 newest_op.write(idx, 0);
                 begun.write(idx, 1);
                 next_start.write(idx, b + win.slide);
+                /* window ids go on across epochs */
+                window = window + 1;
+                newest_window.write(idx, window);
                 start = b;
                 newest = 0;
                 begun_now = 1;
@@ -226,8 +236,11 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                             if (c == 0) {
                                 verdict.drop_code = DROP_NO_WINDOW;
                             }
+                            bit<64> ow;
+                            old_window.read(ow, idx);
                             verdict.old_newest = newest_o;
                             verdict.old_active = c;
+                            verdict.old_window = ow - (bit<64>)back;
                             verdict.newest_op = 0;
                             verdict.active = 0;
                         }
@@ -258,6 +271,7 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                         }
                     }
                     old_newest.read(verdict.old_newest, idx);
+                    old_window.read(verdict.old_window, idx);
                     verdict.old_active = (bit<32>)c;
                     if (late == 0) {
                         bit<64> end;
@@ -281,6 +295,7 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
                     begun_now = begun_now - back;
+                    window = window - (bit<64>)back;
                     offset = x - start;
                 }
             } else if (x < start) {
@@ -315,6 +330,8 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                     }
                     newest = (bit<32>)moved;
                     newest_op.write(idx, newest);
+                    window = window + advanced;
+                    newest_window.write(idx, window);
 
                     bit<64> cap = (bit<64>)win.cap;
                     if (advanced >= cap) {
@@ -342,6 +359,7 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                 }
                 verdict.newest_op = newest;
                 verdict.active = active;
+                verdict.window = window;
             }
         }
     }

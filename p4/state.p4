@@ -17,6 +17,7 @@ register<bit<64>>(N_STREAMS) last_ts;      /* time windows: newest accepted time
 register<bit<64>>(N_STREAMS) slide_start;  /* axis coordinate where the newest slide starts */
 register<bit<32>>(N_STREAMS) newest_op;    /* operator of the newest window (q mod N) */
 register<bit<32>>(N_STREAMS) begun;        /* windows begun in the epoch, saturating at cap */
+register<bit<64>>(N_STREAMS) newest_window;/* global id of the newest window (at slide_start) */
 
 /* ---- reconfiguration at run time --------------------------------------- */
 register<bit<64>>(N_STREAMS) next_start;   /* where the slide after the newest starts */
@@ -29,5 +30,6 @@ register<bit<64>>(N_STREAMS) transition_end; /* in-order coordinate that ends th
 register<bit<64>>(N_STREAMS) old_start;    /* the previous epoch's newest slide, frozen */
 register<bit<32>>(N_STREAMS) old_newest;   /* ... its newest window's operator */
 register<bit<32>>(N_STREAMS) old_begun;    /* ... and how many of its windows had begun */
+register<bit<64>>(N_STREAMS) old_window;   /* ... and its newest window's global id */
 
 #endif

@@ -42,6 +42,7 @@ REGISTERS = {
     "slide_start": 64,    # axis coordinate where the newest slide starts
     "newest_op": 32,      # operator index of the newest window (q mod N)
     "begun": 32,          # windows begun so far, saturating at the cap (ceil(size/slide) + late slides)
+    "newest_window": 64,  # global id of the newest window (the one starting at slide_start)
     "next_start": 64,     # where the slide after the newest one starts: an armed change's boundary
     "time_axis": 1,       # set by the first event: 1 for time windows (the boundary test runs before window_spec)
     # reconfiguration (docs/p4.md, "Reconfiguration")
@@ -53,6 +54,7 @@ REGISTERS = {
     "old_start": 64,      # the previous epoch's newest slide, frozen at the boundary
     "old_newest": 32,     # ... its newest window's operator
     "old_begun": 32,      # ... and how many of its windows had begun
+    "old_window": 64,     # ... and its newest window's global id
 }
 
 #: The registers a stream of each window kind reads and writes: one cell of
@@ -60,14 +62,14 @@ REGISTERS = {
 #: stream id, so one compiled program serves both kinds (S4 compiles one
 #: program per semantic and declares only what that semantic needs).
 REGISTERS_USED = {
-    "count": ("initialized", "event_count", "slide_start", "newest_op", "begun"),
-    "time": ("initialized", "last_ts", "slide_start", "newest_op", "begun"),
+    "count": ("initialized", "event_count", "slide_start", "newest_op", "begun", "newest_window"),
+    "time": ("initialized", "last_ts", "slide_start", "newest_op", "begun", "newest_window"),
 }
 #: What changing a stream's configuration at run time costs on top, per
 #: stream of either kind (S4 and P4SS have no such state: they cannot change
 #: a stream once it runs without losing its windows).
 RECONFIG_REGISTERS = ("next_start", "time_axis", "epoch", "armed", "in_transition", "boundary",
-                      "transition_end", "old_start", "old_newest", "old_begun")
+                      "transition_end", "old_start", "old_newest", "old_begun", "old_window")
 
 #: Counter name -> size.
 COUNTERS = {
@@ -150,6 +152,12 @@ SCHEMA: dict[str, TableSpec] = {
                             {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
     "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS),),
                                 {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),
+    # Where the operator behind an egress port stands in a stream's list:
+    # which of the event's windows its copy carries (the Windows header).
+    "operator_position": TableSpec(EGRESS, (STREAM_KEY, BANK_KEY, Key("port", PORT_BITS)),
+                                   {"set_position": ActionSpec((Param("position", "int", 32),))}),
+    "previous_position": TableSpec(EGRESS, (STREAM_KEY, Key("port", PORT_BITS)),
+                                   {"set_previous_position": ActionSpec((Param("position", "int", 32),))}),
 }
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).
 DEFAULT_ACTION = "NoAction"
@@ -157,7 +165,8 @@ DEFAULT_ACTION = "NoAction"
 
 #: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
 TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
-               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_PORTS}
+               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_PORTS,
+               "operator_position": 65536, "previous_position": 65536}
 #: v1model drops what is sent to this port; the hosts use ports 1 .. DROP_PORT - 1.
 DROP_PORT = N_PORTS - 1
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from testbed.dataplane.contract import DROP_CODES, REGISTERS, SCHEMA, SwitchAPI, drop_counter_index
-from testbed.semantics.plan import BANKED, HANDOVER, PREVIOUS_SPEC, MulticastGroup, SplitterPlan, TableEntry
+from testbed.semantics.plan import BANKED, TRANSITION, MulticastGroup, SplitterPlan, TableEntry
 from testbed.semantics.topology import Stream
 
 
@@ -136,7 +136,7 @@ class Controller:
         bank = (epoch + 1) & 1
         prepared = plan.change(self.streams[sid], new, bank)
         deleted = self._delete_where(lambda table, match: match[0] != sid or not (
-            table in (PREVIOUS_SPEC, HANDOVER) or (table in BANKED and match[1] == bank)))
+            table in TRANSITION or (table in BANKED and match[1] == bank)))
         made = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
         for entry in prepared.entries:
             self._add(entry)

@@ -32,8 +32,12 @@ from testbed.dataplane.contract import (
 )
 from testbed.dataplane.wire import (
     ETH_LEN,
+    EVENT_LEN,
     EVENT_OFFSET,
     EVENT_STRUCT,
+    FLAG_WINDOWS,
+    WINDOWS_LEN,
+    WINDOWS_STRUCT,
     ipv4_checksum,
     is_event_frame,
     is_heartbeat_frame,
@@ -116,12 +120,27 @@ def old_windows_after(d: int, prev: PreviousParams, begun: int) -> int:
 
 class Verdict(NamedTuple):
     """The slide tracker's outcome: the windows of the epoch in force ``(w, c)``
-    and, during a transition, those of the previous epoch ``(old_w, old_c)``."""
+    and, during a transition, those of the previous epoch ``(old_w, old_c)``;
+    ``window`` and ``old_window`` are the global ids of the newest of each."""
 
     newest: int
     active: int
     old_newest: int = 0
     old_active: int = 0
+    window: int = 0
+    old_window: int = 0
+
+
+class CopyMeta(NamedTuple):
+    """What ingress hands every copy of an event for its Windows header
+    (copy_meta_t in headers.p4): both epochs' windows, unclamped, with their
+    N, and the bank whose positions apply."""
+
+    bank: int
+    epoch: int
+    verdict: Verdict
+    n_ops: int
+    old_n_ops: int
 
 
 @dataclass
@@ -131,6 +150,13 @@ class Decision:
     port: Optional[int] = None
     mgid: Optional[int] = None
     drop: Optional[str] = None
+    copy: Optional[CopyMeta] = None
+
+
+def copy_back(newest: int, n_ops: int, position: int) -> int:
+    """How far back from the event's newest window this copy's newest lies:
+    ``(newest - position) mod N`` without division, as egress.p4 does it."""
+    return newest - position if newest >= position else newest + n_ops - position
 
 
 class SplitterPipeline:
@@ -276,7 +302,8 @@ class SplitterPipeline:
         armed change's boundary), its spec and N, the slide tracker, then one
         of the unicast, multicast and transition tables."""
         switching = self._at_boundary(stream, ts)
-        bank = (self.registers["epoch"][stream] + switching) & 1
+        epoch = (self.registers["epoch"][stream] + switching) & 0xFFFFFFFF
+        bank = epoch & 1
         spec = self.tables["window_spec"].get((stream, bank))
         n_ops_entry = self.tables["operator_count"].get((stream, bank))
         prev = None
@@ -304,7 +331,10 @@ class SplitterPipeline:
         if hit is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         action, (value,) = hit
-        return Decision(port=value) if action == "to_operator" else Decision(mgid=value)
+        copy = CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0)
+        if action == "to_operator":
+            return Decision(port=value, copy=copy)
+        return Decision(mgid=value, copy=copy)
 
     def _destination(self, stream: int, bank: int, newest: int, active: int):
         """unicast for one window, multicast for more."""
@@ -357,17 +387,19 @@ class SplitterPipeline:
         if first:
             regs["initialized"][stream] = 1
             regs["time_axis"][stream] = 0 if win.is_count else 1
-            self._begin_epoch(stream, origin, win.slide)
+            self._begin_epoch(stream, origin, win.slide, 0)
         start, newest, begun = regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream]
         if switching:
             start, newest, begun = self._switch(stream, start, newest, begun, win.slide, prev)
-        old_newest = old_active = 0
+        window = regs["newest_window"][stream]
+        old_newest = old_active = old_window = 0
         if regs["in_transition"][stream]:
             boundary = regs["boundary"][stream]
             if x < boundary:
                 # A late event before the boundary lies in previous windows only.
                 return self._previous_windows(stream, x, prev)
             old_newest = regs["old_newest"][stream]
+            old_window = regs["old_window"][stream]
             old_active = old_windows_after(x - boundary, prev, regs["old_begun"][stream])
             if not late and x >= regs["transition_end"][stream]:
                 regs["in_transition"][stream] = 0
@@ -377,22 +409,24 @@ class SplitterPipeline:
             if back >= begun:
                 return BEFORE_ORIGIN
             begun -= back
+            window -= back
         elif x < start:
             return BEFORE_ORIGIN
         elif x - start >= win.slide:
-            start, newest, begun = self._advance(stream, x, start, newest, begun, win, n_ops)
+            start, newest, begun, window = self._advance(stream, x, start, newest, begun, window, win, n_ops)
         active = win.full + (1 if x - start < win.extra else 0)
         if begun < active:
             active = begun
         if active == 0 and old_active == 0:
             return NO_WINDOW
-        return Verdict(newest, active, old_newest, old_active)
+        return Verdict(newest, active, old_newest, old_active, window, old_window)
 
-    def _begin_epoch(self, stream: int, start: int, slide: int) -> None:
-        """An epoch's first slide: window 0 at ``start``, on operator 0."""
+    def _begin_epoch(self, stream: int, start: int, slide: int, window: int) -> None:
+        """An epoch's first slide: its window ``window`` (a global id) at ``start``, on operator 0."""
         regs = self.registers
         regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, 0, 1
         regs["next_start"][stream] = (start + slide) & U64
+        regs["newest_window"][stream] = window
 
     def _switch(self, stream: int, start: int, newest: int, begun: int, slide: int,
                 prev: PreviousParams) -> tuple[int, int, int]:
@@ -401,12 +435,16 @@ class SplitterPipeline:
         regs = self.registers
         boundary = regs["next_start"][stream]
         regs["old_start"][stream], regs["old_newest"][stream], regs["old_begun"][stream] = start, newest, begun
+        old_window = regs["newest_window"][stream]
+        regs["old_window"][stream] = old_window
         regs["boundary"][stream] = boundary
         regs["transition_end"][stream] = (boundary + prev.tail) & U64
         regs["epoch"][stream] = (regs["epoch"][stream] + 1) & 0xFFFFFFFF
         regs["armed"][stream] = 0
         regs["in_transition"][stream] = 1
-        self._begin_epoch(stream, boundary, slide)
+        # Window ids go on across epochs: the new epoch's first window
+        # follows the previous epoch's newest.
+        self._begin_epoch(stream, boundary, slide, (old_window + 1) & U64)
         return boundary, 0, 1
 
     def _previous_windows(self, stream: int, x: int, prev: PreviousParams) -> "str | Verdict":
@@ -419,10 +457,12 @@ class SplitterPipeline:
         if back >= begun:
             return BEFORE_ORIGIN
         active = min(begun - back, prev.full + (1 if x - start < prev.extra else 0))
-        return NO_WINDOW if active == 0 else Verdict(0, 0, newest, active)
+        if active == 0:
+            return NO_WINDOW
+        return Verdict(0, 0, newest, active, 0, regs["old_window"][stream] - back)
 
-    def _advance(self, stream: int, x: int, start: int, newest: int, begun: int, win: "WindowParams",
-                 n_ops: int) -> tuple[int, int, int]:
+    def _advance(self, stream: int, x: int, start: int, newest: int, begun: int, window: int,
+                 win: "WindowParams", n_ops: int) -> tuple[int, int, int, int]:
         """A new slide (or several, after a gap in time) has begun: move the
         stream's state on by the slides passed, with division only after a gap."""
         offset = x - start
@@ -439,7 +479,9 @@ class SplitterPipeline:
         start = x - offset
         regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, newest, begun
         regs["next_start"][stream] = (start + win.slide) & U64
-        return start, newest, begun
+        window = (window + advanced) & U64
+        regs["newest_window"][stream] = window
+        return start, newest, begun, window
 
     def _drop(self, stream: int, reason: str, nbytes: int) -> Decision:
         self._count("stream_drops", drop_counter_index(stream, reason), nbytes)
@@ -471,25 +513,60 @@ class SplitterPipeline:
         decision = self.ingress(stream, ts, len(frame))
         out = []
         for port in self.replicate(decision):
-            rewritten = self.egress(port, frame)
+            rewritten = self.egress(port, frame, self._windows_header(stream, port, decision.copy))
             if rewritten is not None:
-                self._count("stream_out", stream, len(rewritten))
-                self._count("operator_out", port, len(rewritten))
+                # Counted at the length the frame arrived with, as bmv2
+                # counts packet_length before the deparser grows the copy.
+                self._count("stream_out", stream, len(frame))
+                self._count("operator_out", port, len(frame))
                 out.append((port, rewritten))
         return out
 
-    def egress(self, port: int, frame: bytes) -> Optional[bytes]:
+    def _windows_header(self, stream: int, port: int, copy: CopyMeta) -> bytes:
+        """The Windows header of the copy for ``port`` (egress.p4): the
+        event's windows whose operator stands at this port's position, in the
+        epoch in force and in the previous one."""
+        v = copy.verdict
+        window = span = old_window = old_span = 0
+        hit = self.tables["operator_position"].get((stream, copy.bank, port))
+        if v.active and hit is not None:
+            back = copy_back(v.newest, copy.n_ops, hit[1][0])
+            if back < v.active:
+                window, span = (v.window - back) & U64, v.active - back
+        old_hit = self.tables["previous_position"].get((stream, port))
+        if v.old_active and old_hit is not None:
+            back = copy_back(v.old_newest, copy.old_n_ops, old_hit[1][0])
+            if back < v.old_active:
+                old_window, old_span = (v.old_window - back) & U64, v.old_active - back
+        return WINDOWS_STRUCT.pack(window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
+                                   old_window, old_span, copy.old_n_ops & 0xFFFF, 0)
+
+    def egress(self, port: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
+        """MyEgress: address the copy to the host behind ``port`` and, for a
+        copy of an event, insert its Windows header after the event header."""
         hit = self.tables["egress_rewrite"].get((port,))
         if hit is None:
             return None
         mac, ip = hit[1]
         buf = bytearray(frame)
+        if windows is not None:
+            at = EVENT_OFFSET + EVENT_LEN
+            buf[at:at] = windows
+            flags_at = EVENT_OFFSET + 2
+            struct.pack_into("!H", buf, flags_at, struct.unpack_from("!H", buf, flags_at)[0] | FLAG_WINDOWS)
+            for length_at in (ETH_LEN + 2, ETH_LEN + IPV4_UDP_LENGTH):
+                struct.pack_into("!H", buf, length_at,
+                                 (struct.unpack_from("!H", buf, length_at)[0] + WINDOWS_LEN) & 0xFFFF)
         buf[0:6] = mac.to_bytes(6, "big")
         buf[ETH_LEN + 16:ETH_LEN + 20] = ip.to_bytes(4, "big")
         buf[ETH_LEN + 10:ETH_LEN + 12] = b"\0\0"
         struct.pack_into("!H", buf, ETH_LEN + 10, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + 20])))
         buf[ETH_LEN + 26:ETH_LEN + 28] = b"\0\0"   # UDP checksum: none
         return bytes(buf)
+
+
+#: Offset of the UDP length field from the start of the IPv4 header.
+IPV4_UDP_LENGTH = 20 + 4
 
 
 def _fitting(value: int, bits: int, what: str) -> int:

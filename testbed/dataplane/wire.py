@@ -2,8 +2,10 @@
 
 ``Event`` is the Scapy layer sources build packets with; ``EVENT_STRUCT`` is
 the same layout for code on the fast path (the switch, the receivers), which
-parses fixed offsets instead of dissecting with Scapy.  ``docs/wire.md``
-describes the format.
+parses fixed offsets instead of dissecting with Scapy.  Every copy the
+splitter sends carries a second header after the event, ``Windows``
+(``WINDOWS_STRUCT``): the windows of the event that this copy's operator
+owns, written by the switch.  ``docs/wire.md`` describes the format.
 """
 from __future__ import annotations
 
@@ -28,6 +30,15 @@ EVENT_STRUCT = struct.Struct("!HHIQQq")
 EVENT_LEN = EVENT_STRUCT.size  # 32 bytes
 ETH_LEN, IPV4_LEN, UDP_LEN = 14, 20, 8
 EVENT_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN
+#: ``flags`` bit the splitter sets on every copy: a ``Windows`` header follows the event.
+FLAG_WINDOWS = 0x0001
+#: window(64) span(32) stride(16) epoch(16) old_window(64) old_span(32)
+#: old_stride(16) reserved(16), network order (``windows_t`` in p4/headers.p4).
+WINDOWS_STRUCT = struct.Struct("!QIHHQIHH")
+WINDOWS_LEN = WINDOWS_STRUCT.size  # 32 bytes
+#: Width in bits of each windows header field, in wire order.
+WINDOWS_FIELD_BITS = {"window": 64, "span": 32, "stride": 16, "epoch": 16,
+                      "old_window": 64, "old_span": 32, "old_stride": 16, "reserved": 16}
 
 
 class Event(Packet):
@@ -44,7 +55,45 @@ class Event(Packet):
     ]
 
 
+class Windows(Packet):
+    """What the splitter tells an operator about one copy of an event: the
+    windows of the event that this operator owns, in the epoch in force and,
+    during a transition, in the one before (docs/wire.md, "Windows header").
+
+    The operator's windows of an epoch are ``window - k * stride`` for every
+    ``k >= 0`` with ``k * stride < span`` (none when ``span`` is 0): window
+    ids are global, consecutive across epochs, and round robin with stride
+    N within an epoch.
+    """
+
+    name = "Windows"
+    fields_desc = [
+        LongField("window", 0),     # this copy's newest window (epoch in force)
+        IntField("span", 0),        # windows of the event from it back to the event's oldest
+        ShortField("stride", 0),    # N of the epoch in force
+        ShortField("epoch", 0),     # configuration epoch (low 16 bits)
+        LongField("old_window", 0),  # the same for the previous epoch's windows
+        IntField("old_span", 0),
+        ShortField("old_stride", 0),
+        ShortField("reserved", 0),
+    ]
+
+
 bind_layers(UDP, Event, dport=EVENT_UDP_PORT)
+bind_layers(Event, Windows, flags=FLAG_WINDOWS)
+
+
+def copy_windows(window: int, span: int, stride: int) -> range:
+    """The window ids one epoch's fields of a ``Windows`` header name, oldest first."""
+    if span <= 0 or stride <= 0:
+        return range(0)
+    count = (span - 1) // stride + 1
+    return range(window - (count - 1) * stride, window + 1, stride)
+
+
+def parse_windows(payload: bytes) -> tuple[int, ...]:
+    """The ``Windows`` header of a copy's UDP payload, as ``WINDOWS_STRUCT`` fields."""
+    return WINDOWS_STRUCT.unpack_from(payload, EVENT_LEN)
 
 
 def event_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,

@@ -30,8 +30,12 @@ UNICAST = "unicast"
 MULTICAST = "multicast"
 HANDOVER = "handover"
 EGRESS_REWRITE = "egress_rewrite"
+OPERATOR_POSITION = "operator_position"
+PREVIOUS_POSITION = "previous_position"
 #: Tables whose entries belong to one bank of one stream (their second key is the bank).
-BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST)
+BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST, OPERATOR_POSITION)
+#: Tables that describe one stream's transition: each change replaces their entries.
+TRANSITION = (PREVIOUS_SPEC, PREVIOUS_POSITION, HANDOVER)
 
 
 class PlanError(TopologyError):
@@ -207,6 +211,7 @@ class SplitterPlan:
         entries = [spec, TableEntry(OPERATOR_COUNT, "set_operator_count", (s.id, bank), (n_ops,))]
         for i, op in enumerate(s.operators):
             entries.append(TableEntry(UNICAST, "to_operator", (s.id, bank, i), (self.ports[op],)))
+            entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.ports[op]), (i,)))
         for newest, active in destination_pairs(w.size, w.slide, n_ops):
             if active < 2:
                 continue
@@ -225,6 +230,8 @@ class SplitterPlan:
         n_old = len(old.operators)
         change.entries.append(TableEntry(PREVIOUS_SPEC, "set_previous", (old.id,),
                                          (ow.slide, full, extra, ow.size, n_old, transition_tail(old, new))))
+        change.entries.extend(TableEntry(PREVIOUS_POSITION, "set_previous_position", (old.id, self.ports[op]), (i,))
+                              for i, op in enumerate(old.operators))
         change.entries.extend(self._bank_entries(new, bank, change.groups))
         # Old windows of an event in the transition: up to ceil(size/slide) of
         # them (a late event before the boundary), ending at any operator.

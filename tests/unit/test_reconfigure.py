@@ -16,6 +16,7 @@ from support import topologies
 from testbed.dataplane.contract import DROP_CODES, UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.control import ChangeTimeout, Controller
 from testbed.dataplane.model import PreviousParams, SplitterPipeline, old_windows_after
+from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import WindowSpec
 from testbed.semantics.windows import MAX_LATE_SLIDES, windows_per_position
@@ -73,6 +74,15 @@ class Harness:
         got = (sorted(self.hosts[p] for p in self.pipe.replicate(d)), d.drop)
         v = self.oracle.step(seq, ts)
         want = (sorted(v.operators), v.dropped)
+        if got == want:
+            # Each copy's Windows header names exactly the windows of the
+            # event that the oracle gives its operator, across epochs.
+            for port in self.pipe.replicate(d):
+                fields = WINDOWS_STRUCT.unpack(self.pipe._windows_header(self.stream.id, port, d.copy))
+                carried = sorted([*copy_windows(fields[4], fields[5], fields[6]),
+                                  *copy_windows(fields[0], fields[1], fields[2])])
+                owned = sorted(w for w in v.windows if self.oracle.owner(w) == self.hosts[port])
+                assert carried == owned, f"event {seq} ts={ts} at {self.hosts[port]}: header {fields}"
         if self.pending and not self.pipe.register_read("armed", self.stream.id):
             change, boundary = self.pending
             assert self.pipe.register_read("boundary", self.stream.id) == boundary, "boundary"
