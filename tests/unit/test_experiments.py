@@ -54,7 +54,8 @@ def test_every_experiment_file_loads(quick):
         names[spec.name] = spec.kind
     assert names == {"s4load": "scenarios", "p4ssexp": "scenarios", "s4amp": "rates",
                      "s4resources": "resources", "s4control": "control", "s4latency": "latency",
-                     "disorder": "scenarios"}
+                     "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
+                     "elastic": "adaptation"}
 
 
 def test_command_line_overrides_reach_only_kinds_that_take_them():
