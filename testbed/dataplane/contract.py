@@ -62,14 +62,19 @@ REGISTERS = {
 #: stream id, so one compiled program serves both kinds (S4 compiles one
 #: program per semantic and declares only what that semantic needs).
 REGISTERS_USED = {
-    "count": ("initialized", "event_count", "slide_start", "newest_op", "begun", "newest_window"),
-    "time": ("initialized", "last_ts", "slide_start", "newest_op", "begun", "newest_window"),
+    "count": ("initialized", "event_count", "slide_start", "newest_op", "begun"),
+    "time": ("initialized", "last_ts", "slide_start", "newest_op", "begun"),
 }
 #: What changing a stream's configuration at run time costs on top, per
 #: stream of either kind (S4 and P4SS have no such state: they cannot change
 #: a stream once it runs without losing its windows).
 RECONFIG_REGISTERS = ("next_start", "time_axis", "epoch", "armed", "in_transition", "boundary",
                       "transition_end", "old_start", "old_newest", "old_begun", "old_window")
+#: What telling each operator its windows costs (the Windows header,
+#: docs/wire.md), per stream, counted apart for the same reason: S4's
+#: operators compute their windows themselves.
+HEADER_REGISTERS = ("newest_window",)
+HEADER_TABLES = ("operator_position", "previous_position")
 
 #: Counter name -> size.
 COUNTERS = {

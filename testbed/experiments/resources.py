@@ -9,7 +9,9 @@ S4 Table IV and Fig. 7, P4SS Fig. 6.  Three sources, each in its own step:
    stream" is one cell of every register the stream's window kind uses
    (``contract.REGISTERS_USED``; the registers that let a stream change at
    run time, ``RECONFIG_REGISTERS``, are counted apart, since the papers'
-   splitters have none) -- the program declares them for all
+   splitters have none, and so are the register and tables that write each
+   copy's Windows header, ``HEADER_REGISTERS`` and ``HEADER_TABLES``:
+   ``entries`` leaves them out, ``windows_header_entries`` counts them) -- the program declares them for all
    65,536 stream ids whether configured or not, which is the second number
    (``register_bytes_allocated``).
 2. **Live targets**: the plan installed on the embedded model in process,
@@ -35,6 +37,8 @@ from testbed.analysis.plots import plt, save_figure
 from testbed.dataplane.contract import (
     N_PORTS,
     N_STREAMS,
+    HEADER_REGISTERS,
+    HEADER_TABLES,
     RECONFIG_REGISTERS,
     REGISTERS,
     REGISTERS_USED,
@@ -128,12 +132,14 @@ def register_bits(kind: str) -> int:
 def plan_row(plan: SplitterPlan) -> dict[str, Any]:
     """What installing ``plan`` takes: entries per table, groups, replication, calls, register memory."""
     cost = plan.cost()
-    entries = sum(cost.get(t, 0) for t in SCHEMA)
+    entries = sum(cost.get(t, 0) for t in SCHEMA if t not in HEADER_TABLES)
     streams = list(plan.streams.values())
     bits = sum(register_bits(sp.stream.window.kind) for sp in streams)
     return {**{t: cost.get(t, 0) for t in SCHEMA}, "entries": entries,
+            "windows_header_entries": sum(cost.get(t, 0) for t in HEADER_TABLES),
             "multicast_groups": cost["multicast_groups"], "multicast_ports": cost["multicast_ports"],
-            "control_calls": Controller.CALLS_PER_GROUP * cost["multicast_groups"] + entries,
+            "control_calls": Controller.CALLS_PER_GROUP * cost["multicast_groups"] + sum(
+                cost.get(t, 0) for t in SCHEMA),
             "register_bytes": bits / 8, "register_bytes_allocated": sum(REGISTERS.values()) * N_STREAMS / 8}
 
 
@@ -165,7 +171,8 @@ def p4ss_growth(topo: Topology, sizes: Iterable[int]) -> pd.DataFrame:
                                            plan_only=True), checked=False)
         for sp in plan.streams.values():
             groups = sp.groups.values()
-            rows.append({"stream": sp.stream.label, "N": n, "entries": len(sp.entries),
+            rows.append({"stream": sp.stream.label, "N": n,
+                         "entries": sum(e.table not in HEADER_TABLES for e in sp.entries),
                          "multicast_groups": len(sp.groups), "multicast_ports": sum(len(g.ports) for g in groups),
                          "register_bytes": register_bits(sp.stream.window.kind) / 8})
         total = plan_row(plan)
@@ -375,6 +382,7 @@ def contract_counts() -> dict[str, Any]:
             "register_arrays_used": {kind: len(regs) for kind, regs in REGISTERS_USED.items()},
             "register_bits_per_stream": {kind: register_bits(kind) for kind in REGISTERS_USED},
             "reconfiguration_register_bits_per_stream": sum(REGISTERS[name] for name in RECONFIG_REGISTERS),
+            "windows_header_register_bits_per_stream": sum(REGISTERS[name] for name in HEADER_REGISTERS),
             "match_tables": len(SCHEMA)}
 
 

@@ -11,7 +11,7 @@ from support.frames import event, jumbo_event, not_events
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
-from testbed.dataplane.wire import is_event_frame
+from testbed.dataplane.wire import EVENT_LEN, EVENT_OFFSET, WINDOWS_LEN, is_event_frame
 from testbed.semantics.plan import SplitterPlan
 
 TOPO = topologies.build([topologies.stream(1, {"kind": "count", "size": 3, "slide": 1}, ["h2", "h3", "h4"])], 4)
@@ -46,7 +46,10 @@ def test_non_events_are_counted_and_go_nowhere():
 
 def test_jumbo_event_is_forwarded_whole():
     out = pipeline().process(jumbo_event(1, 0))
-    assert len(out) == 1 and len(out[0][1]) == len(jumbo_event(1, 0))
+    assert len(out) == 1 and len(out[0][1]) == len(jumbo_event(1, 0)) + WINDOWS_LEN
+    # the payload beyond the event header follows the Windows header unchanged
+    end = EVENT_OFFSET + EVENT_LEN
+    assert out[0][1][end + WINDOWS_LEN:] == jumbo_event(1, 0)[end:]
 
 
 @settings(max_examples=300, deadline=None)
@@ -60,7 +63,7 @@ def test_any_bytes_are_processed_without_error(frame):
     if not is_event_frame(frame):
         assert out == [] and pipe.counter_read("non_event", 0)[1] == 1
     for port, copy in out:
-        assert port in (2, 3, 4) and len(copy) == len(frame)
+        assert port in (2, 3, 4) and len(copy) == len(frame) + WINDOWS_LEN
 
 
 def _mutate(frame: bytes, cut: int, flip: int, byte: int) -> bytes:
