@@ -10,23 +10,26 @@ The job description names every path it reads and writes.
 What it does, in one application:
 
 1. **Operators.** A Structured Streaming query reads the Parquet files that
-   the operator hosts hand over.  Each micro-batch assigns every event to
-   the windows *its operator owns* and folds the events into partial
-   aggregates.
+   the operator hosts hand over.  Each micro-batch puts every event into
+   the windows its copy's Windows header names (the windows of the event
+   that its operator owns, as the splitter wrote them) and folds the events
+   into partial aggregates.
 2. **Merger.** Once the run marks its input complete, the partials are
    reduced into the output stream ``windows.parquet``: stream, window,
    operator, key, result, n_events, completed_ns.
 3. **Centralized reference.** The same windows are computed over the full
-   stream that the sources sent, without splitting: ``windows_reference.parquet``.
+   stream that the sources sent, without splitting, by the definitions
+   (with the epochs the run went through, when it changed a stream):
+   ``windows_reference.parquet``.
 4. **Analysis.** Load per operator, per-window completeness, amplification
    and delivery-latency percentiles: ``analysis.json``.
 
-Which windows hold an event, and which operator owns a window, is
-``testbed.semantics.windows``; what each query computes is
+The operators learn their windows from the event alone, so they stay right
+across a change of N or of the window spec, and after events lost before the
+switch; nothing about the stream's configuration is given to them.  Which
+windows hold an event for the reference, and which operator owns a window,
+is ``testbed.semantics.windows``; what each query computes is
 ``testbed.semantics.queries``.  This file only moves data through Spark.
-Count windows use the source's sequence number as the arrival index, which
-is what the splitter counts when delivery is lossless and in order
-(``testbed check`` verifies that separately).
 """
 from __future__ import annotations
 
@@ -45,48 +48,95 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from testbed.semantics.queries import query
+from testbed.semantics.topology import Stream
 from testbed.semantics.windows import make_assigner, window_owners
 
 EVENT_FIELDS = [T.StructField(name, T.LongType()) for name in ("stream", "seq", "ts", "key", "value")]
+#: The Windows header of each copy (``testbed.emulation.receiver.HEADER_COLUMNS``).
+HEADER_FIELDS = [T.StructField(name, T.LongType()) for name in
+                 ("hdr_window", "hdr_span", "hdr_stride", "hdr_epoch", "hdr_old_window", "hdr_old_span",
+                  "hdr_old_stride")]
 DELIVERY_SCHEMA = T.StructType(EVENT_FIELDS + [T.StructField("recv_ns", T.LongType()),
-                                               T.StructField("operator", T.StringType())])
-#: Bytes on the wire per delivered event: Ethernet 14 + IPv4 20 + UDP 8 + event 32.
-FRAME_BYTES = 74
+                                               T.StructField("operator", T.StringType())] + HEADER_FIELDS)
+#: Bytes on the wire per delivered copy: Ethernet 14 + IPv4 20 + UDP 8 + event 32 + windows 32.
+FRAME_BYTES = 106
 
 
 # ---------------------------------------------------------------------------
 # window assignment (the arithmetic is testbed.semantics.windows')
 # ---------------------------------------------------------------------------
-def assign(events: DataFrame, spec: dict, per_operator: bool) -> DataFrame:
-    """Explode the stream's events into (event, window, owner) rows.
+VALUE_COLUMNS = ["stream", "seq", "ts", "key", "value"]
+EXPLODED_SCHEMA = T.StructType([f for f in DELIVERY_SCHEMA.fields if f.name in VALUE_COLUMNS]
+                               + [T.StructField("window", T.LongType()), T.StructField("owner", T.StringType())])
 
-    With ``per_operator`` each row keeps only the windows that the operator
-    which received it owns; otherwise (the centralized reference) every
-    window is kept.
-    """
-    w = spec["window"]
-    assigner = make_assigner(w["kind"], w["size"], w["slide"])
-    operators = list(spec["operators"])
-    index = {op: i for i, op in enumerate(operators)}
-    origin = spec["origin"]
-    columns = ["stream", "seq", "ts", "key", "value"] + (["operator"] if per_operator else [])
-    df = events.where(F.col("stream") == spec["id"]).select(*columns)
-    schema = T.StructType([f for f in DELIVERY_SCHEMA.fields if f.name in columns]
-                          + [T.StructField("window", T.LongType()), T.StructField("owner", T.StringType())])
+
+def strided(window: np.ndarray, span: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One epoch's fields of many Windows headers: ``(row, window id)`` for
+    every window ``window - k * stride`` with ``k * stride < span``
+    (``testbed.dataplane.wire.copy_windows``, vectorized)."""
+    step = np.maximum(stride, 1)
+    count = np.where(span > 0, (span - 1) // step + 1, 0)
+    rows = np.repeat(np.arange(len(window)), count)
+    k = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return rows, window[rows] - k * step[rows]
+
+
+def header_windows(events: DataFrame) -> DataFrame:
+    """Explode delivered copies into (event, window, owner) rows, one per
+    window their Windows header names; the owner is the operator that
+    received the copy."""
 
     def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
-            owner = (batch["operator"].map(index).fillna(-1).to_numpy(dtype=np.int64)
-                     if per_operator else None)
-            ranges = assigner.assign_many(batch["seq"].to_numpy(), batch["ts"].to_numpy(), origin,
-                                          owner, len(operators))
+            col = {c: batch[c].fillna(0).to_numpy(dtype=np.int64) for c in batch.columns if c.startswith("hdr_")}
+            old_rows, old_ids = strided(col["hdr_old_window"], col["hdr_old_span"], col["hdr_old_stride"])
+            new_rows, new_ids = strided(col["hdr_window"], col["hdr_span"], col["hdr_stride"])
+            rows, ids = np.concatenate([old_rows, new_rows]), np.concatenate([old_ids, new_ids])
+            out = batch.iloc[rows][VALUE_COLUMNS].reset_index(drop=True)
+            out["window"] = ids
+            out["owner"] = batch["operator"].to_numpy()[rows]
+            yield out
+
+    return events.select(*VALUE_COLUMNS, "operator", *[f.name for f in HEADER_FIELDS]).mapInPandas(
+        explode, EXPLODED_SCHEMA)
+
+
+def reference_windows(events: DataFrame, spec: dict) -> DataFrame:
+    """The stream's events as the sources sent them, exploded into every window
+    that holds them by the definitions, each with the operator that owns it."""
+    w = spec["window"]
+    assigner = make_assigner(w["kind"], w["size"], w["slide"])
+    operators = list(spec["operators"])
+    origin = spec["origin"]
+
+    def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            ranges = assigner.assign_many(batch["seq"].to_numpy(), batch["ts"].to_numpy(), origin, None,
+                                          len(operators))
             out = batch.loc[batch.index.repeat([len(r) for r in ranges])].reset_index(drop=True)
             windows = np.fromiter(chain.from_iterable(ranges), dtype=np.int64, count=len(out))
             out["window"] = windows
             out["owner"] = window_owners(windows, operators) if len(out) else []
             yield out
 
-    return df.mapInPandas(explode, schema)
+    return events.where(F.col("stream") == spec["id"]).select(*VALUE_COLUMNS).mapInPandas(explode, EXPLODED_SCHEMA)
+
+
+def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
+                          changes: list[dict]) -> DataFrame:
+    """``reference_windows`` for a stream that changed during the run: the
+    epoch-aware oracle walks its events in send order (the order the switch
+    saw them), in the driver, since every event's windows depend on the
+    ones before it."""
+    stream = Stream.from_record({k: v for k, v in spec.items() if k != "origin"})
+    oracle = stream.oracle(stream.recorded_changes(changes))
+    sent = (sources.where(F.col("stream") == spec["id"]).select(*VALUE_COLUMNS, "send_ns").toPandas()
+            .sort_values("send_ns", kind="stable"))
+    rows = []
+    for ev in sent.itertuples(index=False):
+        for window in oracle.step(ev.seq, ev.ts).windows:
+            rows.append((ev.stream, ev.seq, ev.ts, ev.key, ev.value, int(window), oracle.owner(window)))
+    return spark.createDataFrame(pd.DataFrame(rows, columns=EXPLODED_SCHEMA.fieldNames()), EXPLODED_SCHEMA)
 
 
 # ---------------------------------------------------------------------------
@@ -154,7 +204,8 @@ class WindowJob:
     def operator_batch(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch: every operator's events folded into partial aggregates."""
         now = time.time_ns()
-        out = union_all([partials(assign(batch, spec, per_operator=True), spec) for spec in self.specs.values()])
+        copies = header_windows(batch)
+        out = union_all([partials(copies.where(F.col("stream") == sid), spec) for sid, spec in self.specs.items()])
         out.withColumn("batch_ns", F.lit(now)).write.mode("append").parquet(self.paths["partials"])
 
     def stream(self) -> None:
@@ -180,8 +231,16 @@ class WindowJob:
 
     def reference(self) -> None:
         sources = self.spark.read.parquet(self.paths["sources"])
-        self.write_windows(union_all([partials(assign(sources, spec, per_operator=False), spec)
-                                      for spec in self.specs.values()]), self.paths["windows_reference"])
+        changes_path = Path(self.paths["changes"])
+        changes = json.loads(changes_path.read_text()) if changes_path.exists() else {}
+        parts = []
+        for sid, spec in self.specs.items():
+            if changes.get(str(sid)):
+                exploded = reference_with_epochs(self.spark, sources, spec, changes[str(sid)])
+            else:
+                exploded = reference_windows(sources, spec)
+            parts.append(partials(exploded, spec))
+        self.write_windows(union_all(parts), self.paths["windows_reference"])
 
     def analysis(self) -> None:
         spark = self.spark

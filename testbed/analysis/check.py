@@ -20,8 +20,8 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from testbed.runs.rundir import RunDir
-from testbed.semantics.topology import Stream, WindowSpec
-from testbed.semantics.windows import TOO_LATE, StreamConfig
+from testbed.semantics.topology import Stream
+from testbed.semantics.windows import TOO_LATE
 
 
 @dataclass
@@ -74,17 +74,6 @@ class Expectation:
     owned_by_failed: dict = field(default_factory=dict)
 
 
-def recorded_changes(stream: Stream, changes: Optional[list[dict[str, Any]]]) -> list[tuple[int, StreamConfig]]:
-    """The changes that took effect during a run, as run.json keeps them under
-    ``changes`` per stream: ``{"start": B, "window": {...}, "operators": [...]}``
-    in order, ``start`` being where the switch began the epoch on the stream's
-    axis (docs/windows.md, "Reconfiguration").  Other keys (timings) are the
-    record's business, not the check's."""
-    return [(int(c["start"]), stream.config(WindowSpec.model_validate(c["window"]) if c.get("window") else None,
-                                            c.get("operators")))
-            for c in changes or ()]
-
-
 def stream_changes(record: Optional[dict[str, Any]], sid: int) -> Optional[list[dict[str, Any]]]:
     """The recorded changes of one stream, keyed by its id as text or int."""
     changes = (record or {}).get("changes", {})
@@ -105,11 +94,11 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
     received although the definition sends them somewhere.  Count windows
     number only the events the switch saw, as the switch does, so a loss
     counts once instead of shifting every later window.  ``changes`` (as
-    ``recorded_changes`` reads them) are the epochs the switch went through.
+    ``Stream.recorded_changes`` reads them) are the epochs the switch went through.
     For operators that ``failed``, each event's windows they own are kept,
     so that the windows a failure affected can be named.
     """
-    oracle = stream.oracle(recorded_changes(stream, changes))
+    oracle = stream.oracle(stream.recorded_changes(changes))
     out = Expectation()
     failed = set(failed)
     link = Counter(link_drops)
@@ -244,17 +233,22 @@ class WindowCheck:
     #: late: the splitter dropped them as the definition says, so these are
     #: explained, not failures.
     too_late: int = 0
+    #: Windows that are short or missing because an operator that owned them
+    #: failed during the run (the frame check names them): the failure's, not
+    #: the splitter's.
+    failed: int = 0
     examples: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.matching + self.too_late == self.reference and not (self.mismatched or self.incomplete
-                                                                        or self.missing or self.extra)
+        return (self.matching + self.too_late + self.failed == self.reference
+                and not (self.mismatched or self.incomplete or self.missing or self.extra))
 
     def as_json(self) -> dict[str, Any]:
         return {"reference_windows": self.reference, "produced_windows": self.produced,
                 "matching": self.matching, "mismatched": self.mismatched, "incomplete": self.incomplete,
                 "missing": self.missing, "extra": self.extra, "affected_by_lateness": self.too_late,
+                "affected_by_failure": self.failed,
                 "ok": self.ok, "examples": self.examples[:10]}
 
 
@@ -265,11 +259,14 @@ CHECK_LABELS = ("got", "reference", "missing", "extra")
 
 def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
                     late_windows: Optional[dict[int, set[int]]] = None,
-                    labels: tuple[str, str, str, str] = CHECK_LABELS) -> dict[int, WindowCheck]:
+                    labels: tuple[str, str, str, str] = CHECK_LABELS,
+                    failed_windows: Optional[dict[int, set[int]]] = None) -> dict[int, WindowCheck]:
     """Window by window: (stream, window, key) must agree on operator, events and result.
 
     ``late_windows`` names, per stream, the windows a too_late event would
-    have been in; a short or missing window among them is explained.
+    have been in; a short or missing window among them is explained.  So is
+    one among ``failed_windows``, per stream the windows that an operator
+    owned when it failed.
     ``testbed compare`` uses it on two runs' windows, with its own ``labels``.
     """
     got, ref, only_ref, only_got = labels
@@ -296,6 +293,12 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
                                 f"of {row['n_events_ref']} events were too late")
         res.missing -= int((explained & (rows["_merge"] == "left_only")).sum())
         rows = rows[~explained]
+        failed = rows["window"].isin((failed_windows or {}).get(int(sid), ()))
+        fewer = (rows["n_events"] < rows["n_events_ref"]).fillna(False).astype(bool)
+        lost = failed & ((rows["_merge"] == "left_only") | ((rows["_merge"] == "both") & fewer))
+        res.failed = int(lost.sum())
+        res.missing -= int((lost & (rows["_merge"] == "left_only")).sum())
+        rows = rows[~lost]
         both = rows[rows["_merge"] == "both"]
         short = both["n_events"] < both["n_events_ref"]
         tolerance = 1e-9 * both["result_ref"].abs().clip(lower=1)
@@ -315,9 +318,12 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
     return out
 
 
-def check_windows(rundir: RunDir, record: Optional[dict[str, Any]] = None) -> dict[int, WindowCheck]:
+def check_windows(rundir: RunDir, record: Optional[dict[str, Any]] = None,
+                  failed_windows: Optional[dict[int, set[int]]] = None) -> dict[int, WindowCheck]:
     """Per stream, the operators' windows against a centralized computation.
-    ``record`` is run.json's content (read from the run directory if not given)."""
+    ``record`` is run.json's content (read from the run directory if not
+    given); ``failed_windows`` are, per stream, the windows a failed operator
+    owned (``StreamCheck.affected_windows``)."""
     record = record if record is not None else rundir.read_record()
     sources = pd.read_parquet(rundir.sources)
     late: dict[int, set[int]] = {}
@@ -325,11 +331,13 @@ def check_windows(rundir: RunDir, record: Optional[dict[str, Any]] = None) -> di
         sent = sources[sources["stream"] == int(sid_text)].sort_values("send_ns", kind="stable")
         late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent,
                                                   changes=stream_changes(record, int(sid_text))).late_windows
-    return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference), late)
+    return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference), late,
+                           failed_windows=failed_windows)
 
 
 def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
     return verdict_lines(results, lambda sid, r: (
         f"stream {sid} windows: {'OK  ' if r.ok else 'FAIL'} reference={r.reference} "
         f"produced={r.produced} matching={r.matching} mismatched={r.mismatched} "
-        f"incomplete={r.incomplete} missing={r.missing} extra={r.extra} affected-by-lateness={r.too_late}"))
+        f"incomplete={r.incomplete} missing={r.missing} extra={r.extra} affected-by-lateness={r.too_late}"
+        + (f" affected-by-failure={r.failed}" if r.failed else "")))

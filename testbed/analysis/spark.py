@@ -114,8 +114,11 @@ class SparkApp:
         procs.wait_ready(self.proc, self.rundir.spark_ready.exists, "Spark application", timeout,
                          self.rundir.spark_log, SparkError, poll_s=0.2)
 
-    def finish(self, timeout: float = 600.0) -> dict:
-        """Mark the input complete and wait for the merger and analysis."""
+    def finish(self, timeout: float = 600.0, changes: Optional[dict] = None) -> dict:
+        """Mark the input complete and wait for the merger and analysis.
+        ``changes`` (run.json's, per stream) are the epochs the switch went
+        through: the centralized reference computes windows by them."""
+        write_json_atomic(self.rundir.spark_changes, changes or {})
         self.rundir.spark_input_done.write_text("")
         try:
             code = self.proc.wait(timeout=timeout)

@@ -33,7 +33,7 @@ class Change:
     timings: dict[str, float] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
-        """The change as run.json keeps it (``testbed.analysis.check.recorded_changes``)."""
+        """The change as run.json keeps it (``Stream.recorded_changes``)."""
         return {"boundary": self.boundary, "epoch": self.epoch, "window": self.new.window.as_json(),
                 "operators": list(self.new.operators), "armed_at": self.armed_at,
                 "applied_at": self.applied_at, "install_s": self.install_s, "operations": self.operations}

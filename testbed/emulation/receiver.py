@@ -1,8 +1,9 @@
 """Operator-host receiver: records every event that reaches an operator.
 
 Runs inside a Mininet host.  It binds a plain UDP socket (the splitter
-rewrote the destination to this host), records stream, seq, ts, key, value
-and the receive time of each event, and keeps a small status file up to date
+rewrote the destination to this host), records stream, seq, ts, key, value,
+the Windows header the splitter wrote (which of the event's windows are this
+operator's) and the receive time of each event, and keeps a small status file up to date
 so the run can see progress.  Every ``FLUSH_S`` it writes what it received
 since the last flush as the next Parquet part, so a receiver that dies
 loses at most that last fraction of a second, and links the part into the
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
-from testbed.dataplane.wire import EVENT_STRUCT, EVENT_UDP_PORT
+from testbed.dataplane.wire import EVENT_STRUCT, EVENT_UDP_PORT, FLAG_WINDOWS, WINDOWS_STRUCT
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
 from testbed.runs.rundir import RunDir, write_json_atomic
@@ -35,7 +36,11 @@ SOCKET_BUFFER = 32 << 20
 SO_RCVBUFFORCE = 33
 SO_TIMESTAMPNS = 35            # = SCM_TIMESTAMPNS: kernel receive time as a timespec
 TIMESPEC = struct.Struct("qq")
-COLUMNS = ("stream", "seq", "ts", "key", "value", "recv_ns")
+#: The Windows header's fields, as columns (all 0 when a copy carries none).
+HEADER_COLUMNS = ("hdr_window", "hdr_span", "hdr_stride", "hdr_epoch",
+                  "hdr_old_window", "hdr_old_span", "hdr_old_stride")
+COLUMNS = ("stream", "seq", "ts", "key", "value", "recv_ns") + HEADER_COLUMNS
+NO_WINDOWS = (0,) * len(HEADER_COLUMNS)
 
 
 def udp_kernel_drops() -> dict[str, int]:
@@ -132,11 +137,17 @@ class Receiver:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = TIMESPEC.unpack_from(data)
                 now = sec * 1_000_000_000 + nsec
-        self._record(buf, now if now is not None else time.time_ns())
+        self._record(buf, n, now if now is not None else time.time_ns())
 
-    def _record(self, buf: bytearray, now: int) -> None:
-        stream, _flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf)
+    def _record(self, buf: bytearray, n: int, now: int) -> None:
+        stream, flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf)
+        if flags & FLAG_WINDOWS and n >= EVENT_STRUCT.size + WINDOWS_STRUCT.size:
+            header = WINDOWS_STRUCT.unpack_from(buf, EVENT_STRUCT.size)[:len(HEADER_COLUMNS)]
+        else:
+            header = NO_WINDOWS
         cols = self.cols
+        for name, v in zip(HEADER_COLUMNS, header):
+            cols[name].append(v)
         self.received += 1
         cols["stream"].append(stream)
         cols["seq"].append(seq)

@@ -35,10 +35,10 @@ from pydantic import Field, field_validator
 from testbed import ROOT
 from testbed.analysis.plots import plt, save_figure
 from testbed.dataplane.contract import (
-    N_PORTS,
-    N_STREAMS,
     HEADER_REGISTERS,
     HEADER_TABLES,
+    N_PORTS,
+    N_STREAMS,
     RECONFIG_REGISTERS,
     REGISTERS,
     REGISTERS_USED,

@@ -136,7 +136,7 @@ class RunAdaptation:
 
     # -- what happened -------------------------------------------------------
     def changes(self) -> dict[str, list[dict[str, Any]]]:
-        """Applied changes per stream, in order, as ``check.recorded_changes`` reads them:
+        """Applied changes per stream, in order, as ``Stream.recorded_changes`` reads them:
         ``start`` is the boundary on the stream's axis relative to its origin."""
         out: dict[str, list[dict[str, Any]]] = {}
         applied = [d for d in self.adapter.decisions if d.change is not None and d.change.boundary is not None]

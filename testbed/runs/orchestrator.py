@@ -295,7 +295,7 @@ class Run:
 
     def finish_spark(self) -> None:
         try:
-            self.record["spark"] = self.spark.finish()
+            self.record["spark"] = self.spark.finish(changes=self.record.get("changes"))
         except (SparkError, OSError, ValueError) as err:   # a failed application, or its analysis unreadable
             self.spark_failed(err)
 
@@ -304,8 +304,6 @@ class Run:
         windows = self.options.spark and "error" not in self.record.get("spark", {})
         verdicts = evaluate(self.record, self.rundir, with_windows=windows)
         lines = summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
-        if verdicts.windows_not_compared:
-            lines.append(f"windows: not compared: {verdicts.windows_not_compared}")
         if self.options.spark and not windows:
             self.record["ok"] = False
             lines.append(f"windows: not computed (the Spark application failed: "

@@ -145,8 +145,6 @@ class Verdicts:
 
     frames: dict[int, StreamCheck]
     windows: dict[int, WindowCheck] = field(default_factory=dict)
-    #: Why the windows were not compared, when they were not.
-    windows_not_compared: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -160,16 +158,10 @@ def evaluate(record: dict[str, Any], rundir: RunDir, with_windows: bool) -> Verd
     verdicts = Verdicts(check_frames(record["streams"], sources, deliveries, record, read_link_drops(rundir)))
     record["accounting"] = account(record, rundir, sources, deliveries, verdicts.frames)
     record["check"] = {str(k): v.as_json() for k, v in verdicts.frames.items()}
-    adapted = bool(record.get("changes")) or bool(record.get("adaptation", {}).get("failures"))
-    if with_windows and adapted:
-        # The operators number their windows from the source's sequence
-        # numbers; across a change or a failure that is not their window
-        # (issue 9, step 3: window ids in the event header, not done yet).
-        verdicts.windows_not_compared = ("the run changed streams or lost an operator, and the operators cannot "
-                                         "yet learn their windows from the event header")
-        record["window_check"] = {"not_compared": verdicts.windows_not_compared}
-    elif with_windows:
-        verdicts.windows = check_windows(rundir, record)
+    if with_windows:
+        # Windows a failed operator owned are the failure's: named, not failures of the splitter.
+        failed = {sid: set(r.affected_windows) for sid, r in verdicts.frames.items() if r.affected_windows}
+        verdicts.windows = check_windows(rundir, record, failed)
         record["window_check"] = {str(k): v.as_json() for k, v in verdicts.windows.items()}
     record["ok"] = verdicts.ok
     return verdicts

@@ -115,6 +115,7 @@ class RunDir:
     spark_partials = At("spark", "partials")
     spark_checkpoint = At("spark", "checkpoint")
     spark_analysis = At("spark", "analysis.json")
+    spark_changes = At("spark", "changes.json")    # the epochs the run went through, for the reference
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).resolve())
@@ -262,7 +263,8 @@ class RunDir:
                 "ready": str(self.spark_ready), "partials": str(self.spark_partials),
                 "checkpoint": str(self.spark_checkpoint), "analysis": str(self.spark_analysis),
                 "sources": str(self.sources), "deliveries": str(self.deliveries),
-                "windows": str(self.windows), "windows_reference": str(self.windows_reference)}
+                "windows": str(self.windows), "windows_reference": str(self.windows_reference),
+                "changes": str(self.spark_changes)}
 
     def link_latest(self) -> None:
         """Point ``<parent>/latest`` at this run (results/<name>/latest)."""

@@ -220,6 +220,16 @@ class Stream(StrictModel):
             raise _FieldError("window.origin", "a change cannot move the stream's origin")
         return StreamConfig(w.assigner(), tuple(self.operators if operators is None else operators), w.lateness)
 
+    def recorded_changes(self, changes: Optional[Sequence[dict[str, Any]]]) -> list[tuple[int, StreamConfig]]:
+        """The changes that took effect during a run, as run.json keeps them
+        under ``changes`` per stream: ``{"start": B, "window": {...},
+        "operators": [...]}`` in order, ``start`` being where the switch began
+        the epoch on the stream's axis (docs/windows.md, "Reconfiguration").
+        Other keys (timings) are the record's business, not the oracle's."""
+        return [(int(c["start"]), self.config(WindowSpec.model_validate(c["window"]) if c.get("window") else None,
+                                              c.get("operators")))
+                for c in changes or ()]
+
     def record(self) -> dict[str, Any]:
         """The stream as JSON: the one shape run.json and the Spark job keep it in."""
         return self.model_dump(mode="json")

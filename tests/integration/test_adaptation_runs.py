@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from support.runs import new_tag, nothing_left, run_cli, small_topology
+from testbed.analysis.spark import spark_missing
 from testbed.emulation.network import mininet_missing
 from testbed.runs.rundir import RunDir
 from testbed.targets.bmv2.toolchain import toolchain_missing
@@ -32,9 +33,12 @@ def adaptive_topology(tmp_path, switch, window, schedule=None, adapt=None, n_ops
     return path
 
 
-def run(path, out, *extra):
+def run(path, out, *extra, spark=False):
+    """One run through the CLI; with ``spark`` the operators compute their
+    windows on Spark and the run compares them with the reference."""
     tag = new_tag()
-    res = run_cli("run", str(path), "--out", str(out), "--no-spark", *extra, tag=tag)
+    spark_args = ["--spark-master", "local[2]"] if spark else ["--no-spark"]
+    res = run_cli("run", str(path), "--out", str(out), *spark_args, *extra, tag=tag)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     nothing_left(tag)
     return RunDir(out).read_record()
@@ -44,12 +48,15 @@ def run(path, out, *extra):
     toolchain_missing() is not None, reason=f"bmv2 toolchain: {toolchain_missing()}"))])
 def test_n_changes_mid_stream_on_a_sliding_stream(tmp_path, target):
     """6 -> 3 operators and back, then a new window spec: each change lands
-    on a window boundary mid-stream and every event passes the check."""
+    on a window boundary mid-stream and every event passes the check.  On
+    the embedded target the operators also compute their windows on Spark,
+    from the Windows headers, and every window equals the reference."""
     path = adaptive_topology(tmp_path, "sa" + target[0], {"kind": "count", "size": 5, "slide": 1}, schedule=[
         {"at": 0.4, "change": {"stream": 5, "operators": ["op1", "op3", "op5"]}},
         {"at": 0.9, "change": {"stream": 5, "operators": ["op1", "op2", "op3", "op4", "op5", "op6"]}},
         {"at": 1.4, "change": {"stream": 5, "window": {"kind": "count", "size": 4, "slide": 2}}}])
-    record = run(path, tmp_path / "run", "--target", target)
+    with_spark = target == "model" and spark_missing() is None
+    record = run(path, tmp_path / "run", "--target", target, spark=with_spark)
     changes = record["changes"]["5"]
     assert [c["epoch"] for c in changes] == [1, 2, 3]
     starts = [c["start"] for c in changes]
@@ -60,6 +67,11 @@ def test_n_changes_mid_stream_on_a_sliding_stream(tmp_path, target):
     d = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
     middle = d[(d["seq"] >= starts[0] + 4) & (d["seq"] < starts[1])]
     assert set(middle["operator"]) == {"op1", "op3", "op5"}
+    # each copy's header names its epoch
+    assert set(d[d["seq"] >= starts[2] + 4]["hdr_epoch"]) == {3}
+    if with_spark:
+        windows = record["window_check"]["5"]
+        assert windows["ok"] and windows["matching"] == windows["reference_windows"] > 1000, windows
 
 
 def test_a_time_window_changes_spec_mid_stream(tmp_path):
@@ -75,7 +87,7 @@ def test_failover_detects_and_removes_a_killed_operator(tmp_path):
     path = adaptive_topology(tmp_path, "saf", {"kind": "count", "size": 3, "slide": 1}, n_ops=4, events=4000,
                              rate=1000, schedule=[{"at": 1.5, "fail": {"host": "op2", "how": "kill"}}],
                              adapt={"failover": True})
-    record = run(path, tmp_path / "run")
+    record = run(path, tmp_path / "run", spark=spark_missing() is None)
     adaptation = record["adaptation"]
     (failure,) = adaptation["failures"]
     (detection,) = adaptation["detections"]
@@ -87,3 +99,8 @@ def test_failover_detects_and_removes_a_killed_operator(tmp_path):
     assert check["ok"] and check["lost_at_failed_operators"] > 0 and check["windows_affected_by_failure"]
     d = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
     assert not ((d["operator"] == "op2") & (d["seq"] >= change["start"])).any()
+    if spark_missing() is None:
+        # every window op2 did not own is whole and equal to the reference
+        windows = record["window_check"]["5"]
+        assert windows["ok"] and windows["affected_by_failure"] > 0, windows
+        assert windows["matching"] + windows["affected_by_failure"] == windows["reference_windows"]

@@ -6,11 +6,12 @@ import pandas as pd
 import pytest
 
 from support import topologies
+from support.switched import through_model
 from testbed.analysis.check import check_windows
 from testbed.analysis.spark import SparkApp, job_description, loopback_env, spark_home, spark_missing
 from testbed.emulation.ports import free_loopback_port, port_listening
 from testbed.runs.rundir import RunDir
-from testbed.semantics.topology import load_topology
+from testbed.semantics.topology import WindowSpec, load_topology
 from testbed.semantics.workload import stream_events
 
 pytestmark = [pytest.mark.spark,
@@ -24,8 +25,10 @@ STREAMS = [
 ]
 
 
-def make_run_dir(tmp_path, drop_one=False):
-    """A run directory as the emulation leaves it, with deliveries from the oracle."""
+def make_run_dir(tmp_path, drop_one=False, change=None):
+    """A run directory as the emulation leaves it, with deliveries as the
+    pipeline model makes them (Windows headers included).  ``change``:
+    ``(seq, stream id, new window, new operators)``, armed before that event."""
     ops = ["o1", "o2", "o3"]
     streams = [topologies.stream(i + 1, window, ops[:n_ops], source="src", events=400, rate=1000,
                                  query={"kind": query}, timestamps={"start": 5, "step": 3})
@@ -34,19 +37,31 @@ def make_run_dir(tmp_path, drop_one=False):
                             topologies.topology_data(streams, ["src"] + ops, name="sp"))
     topo = load_topology(path)
     rundir = RunDir(tmp_path / "run").create()
-    rundir.write_record({"streams": {str(s.id): s.record() for s in topo.streams}})   # what the check reads
-    sources, deliveries = [], []
+    sources = []
     for s in topo.streams:
         ev = pd.DataFrame(stream_events(s, topo.seed))
         ev["stream"], ev["send_ns"] = s.id, range(len(ev))
         sources.append(ev)
-        oracle = s.oracle()
-        for row in ev.itertuples():
-            for op in oracle.step(row.seq, row.ts).operators:
-                deliveries.append({"stream": s.id, "seq": row.seq, "ts": row.ts, "key": row.key,
-                                   "value": row.value, "recv_ns": row.send_ns + 1000, "operator": op})
-    pd.concat(sources).to_parquet(rundir.sources)
-    d = pd.DataFrame(deliveries)
+    sources = pd.concat(sources)
+    sources.to_parquet(rundir.sources)
+    applied = []
+
+    def reconfigure(controller, plan, row):
+        if change and (row.stream, row.seq) == (change[1], change[0]):
+            old = next(s for s in topo.streams if s.id == row.stream)
+            new = old.model_copy(update={"window": WindowSpec.model_validate(change[2]),
+                                         "operators": change[3]})
+            applied.append((controller, controller.change(plan, new, timeout=0)))
+
+    d = through_model(topo, sources, reconfigure)
+    changes = {}
+    for controller, c in applied:
+        controller.wait_applied(c, timeout=0)
+        changes[str(c.stream)] = [{**c.record(), "start": c.boundary}]   # count windows: the origin is 0
+    record = {"streams": {str(s.id): s.record() for s in topo.streams}}   # what the check reads
+    if changes:
+        record["changes"] = changes
+    rundir.write_record(record)
     if drop_one:
         d = d.drop(index=d[(d["stream"] == 1) & (d["seq"] == 100)].index[:1])
     d.to_parquet(rundir.deliveries)
@@ -64,7 +79,7 @@ def run_app(topo, rundir, master):
     app.start()
     try:
         app.wait_ready()
-        return app.finish()
+        return app.finish(changes=rundir.read_record().get("changes"))
     finally:
         app.stop()
 
@@ -91,6 +106,25 @@ def test_operators_equal_centralized_run_local(tmp_path):
     assert all(r["p50"] == pytest.approx(1.0) for r in analysis["latency_us"])
     complete = {r["stream"]: (r["complete"], r["windows"]) for r in analysis["completeness"]}
     assert all(done == total > 0 for done, total in complete.values()), complete
+
+
+def test_operators_learn_their_windows_across_a_change(tmp_path):
+    """Stream 1 (count, n=5, delta=2 over o1..o3) becomes n=6, delta=3 over
+    o3, o1 mid-stream.  The operators know nothing of the change: their
+    windows come from the Windows headers alone, and every window equals the
+    reference computed with the run's epochs."""
+    topo, rundir = make_run_dir(tmp_path, change=(150, 1, {"kind": "count", "size": 6, "slide": 3}, ["o3", "o1"]))
+    (change,) = rundir.read_record()["changes"]["1"]
+    assert 150 <= change["start"] <= 152          # the first slide start at or after the arming
+    run_app(topo, rundir, "local[2]")
+    results = check_windows(rundir)
+    assert all(r.ok for r in results.values()), {sid: r.as_json() for sid, r in results.items()}
+    windows = pd.read_parquet(rundir.windows)
+    s1 = windows[windows["stream"] == 1].sort_values("window")
+    first_new = s1[s1["n_events"] == 6]["window"].min()     # the new epoch's first window
+    assert set(s1[s1["window"] >= first_new]["operator"]) == {"o3", "o1"}
+    assert set(s1[s1["window"] < first_new]["operator"]) == {"o1", "o2", "o3"}
+    assert results[1].reference == len(s1) > 100
 
 
 def test_missing_event_shows_as_incomplete_window(tmp_path):

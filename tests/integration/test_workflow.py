@@ -24,7 +24,7 @@ from support import runtime_output, topologies
 from testbed import ROOT, api
 from testbed.analysis.spark import spark_missing
 from testbed.dataplane.contract import SCHEMA
-from testbed.dataplane.wire import EVENT_UDP_PORT, Event
+from testbed.dataplane.wire import EVENT_UDP_PORT, Event, Windows
 from testbed.emulation.network import mininet_missing
 from testbed.runs.rundir import RunDir
 from testbed.semantics.plan import SplitterPlan
@@ -251,6 +251,22 @@ def scapy_fields(pcap: Path) -> list[tuple[int, ...]]:
     return [tuple(Ether(bytes(p))[Event].getfieldval(f) for f in EVENT_FIELDS) for p in rdpcap(str(pcap))]
 
 
+WINDOWS_FIELDS = ("window", "span", "stride", "epoch", "old_window", "old_span", "old_stride")
+
+
+def tshark_windows(pcap: Path) -> list[tuple[int, ...]]:
+    res = subprocess.run(["tshark", "-X", f"lua_script:{DISSECTOR}", "-r", str(pcap), "-Y", "event.windows.window",
+                          "-T", "fields", *[arg for f in WINDOWS_FIELDS for arg in ("-e", f"event.windows.{f}")]],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return [tuple(int(v, 0) for v in line.split("\t")) for line in res.stdout.splitlines()]
+
+
+def scapy_windows(pcap: Path) -> list[tuple[int, ...]]:
+    return [tuple(Ether(bytes(p))[Windows].getfieldval(f) for f in WINDOWS_FIELDS) for p in rdpcap(str(pcap))
+            if Windows in Ether(bytes(p))]
+
+
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (apt-get install tshark)")
 def test_the_wireshark_dissector_reads_what_scapy_reads(reference_run, tmp_path):
     pcaps = sorted(reference_run.rundir.pcaps.glob("*.pcap"))
@@ -262,6 +278,10 @@ def test_the_wireshark_dissector_reads_what_scapy_reads(reference_run, tmp_path)
         decoded += len(fields)
     copies = sum(a["switch_copies_out"] for a in reference_run.accounting["streams"].values())
     assert decoded == len(reference_run.sources) + copies      # the source's port, and every copy out
+    # every copy's Windows header, read alike by both
+    headers = [h for pcap in pcaps for h in tshark_windows(pcap)]
+    assert headers == [h for pcap in pcaps for h in scapy_windows(pcap)]
+    assert len(headers) == copies and all(span >= 1 and stride >= 1 for _, span, stride, *_ in headers)
     # the edges of every field: flags set, widest values, signed extremes
     edges = [Ether() / IP(src="10.0.0.1", dst="10.0.0.254") / UDP(sport=EVENT_UDP_PORT, dport=EVENT_UDP_PORT)
              / Event(stream=0xFFFF, flags=flags, seq=2**32 - 1, ts=2**64 - 1, key=2**63 + 5, value=value)

@@ -1,7 +1,7 @@
 """``testbed check``: losses count once, duplicates are expected, late windows are explained."""
 import pandas as pd
 
-from testbed.analysis.check import check_frames, compare_windows, expected_deliveries, recorded_changes
+from testbed.analysis.check import check_frames, compare_windows, expected_deliveries
 from testbed.semantics.topology import WindowSpec
 from testbed.semantics.windows import TOO_LATE
 
@@ -111,6 +111,20 @@ def test_window_check_explains_windows_short_of_too_late_events():
     assert not partly.ok and partly.too_late == 1 and partly.incomplete == 1
 
 
+def test_window_check_explains_windows_a_failed_operator_owned():
+    ref = pd.DataFrame({"stream": [1, 1, 1], "window": [0, 1, 2], "key": [None] * 3, "operator": ["a", "b", "a"],
+                        "result": [5.0, 4.0, 3.0], "n_events": [5, 4, 3]})
+    got = ref.iloc[[1, 2]].copy()                    # a failed before window 0 reached Spark
+    got.loc[got["window"] == 2, ["result", "n_events"]] = [2.0, 2]   # ... and with one event of window 2 unread
+    failed = compare_windows(got, ref, failed_windows={1: {0, 2}})[1]
+    assert failed.ok and failed.failed == 2 and failed.missing == 0 and failed.incomplete == 0
+    assert failed.as_json()["affected_by_failure"] == 2
+    # a window the failure did not touch must still be whole
+    wrong = got.copy()
+    wrong.loc[wrong["window"] == 1, ["result", "n_events"]] = [3.0, 3]
+    assert not compare_windows(wrong, ref, failed_windows={1: {0, 2}})[1].ok
+
+
 def test_a_run_with_a_change_is_checked_against_its_epochs(topo):
     """Deliveries made under a change armed after event 16 (n=5, delta=2 over
     h2-h4, then n=3, delta=1 over h5, h6): the check passes with the change
@@ -141,6 +155,6 @@ def test_a_recorded_change_must_keep_the_axis(topo):
     import pytest
     s = count_topology(topo).streams[0]
     with pytest.raises(ValueError, match="window.kind"):
-        recorded_changes(s, [{"start": 2, "window": {"kind": "time", "size": 3, "slide": 1}}])
+        s.recorded_changes([{"start": 2, "window": {"kind": "time", "size": 3, "slide": 1}}])
     with pytest.raises(ValueError, match="not a window start"):
-        s.oracle(recorded_changes(s, [{"start": 3, "operators": ["h5"]}]))
+        s.oracle(s.recorded_changes([{"start": 3, "operators": ["h5"]}]))

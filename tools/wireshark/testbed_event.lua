@@ -6,6 +6,11 @@
 --
 --   stream 16 | flags 16 | seq 32 | ts 64 | key 64 | value 64 (signed)
 --
+-- Copies the splitter sends set flags bit 0 and carry a 32-byte Windows
+-- header after it (docs/wire.md, "Windows header"):
+--
+--   window 64 | span 32 | stride 16 | epoch 16 | old_window 64 | old_span 32 | old_stride 16 | reserved 16
+--
 -- Load it for one command:   tshark -X lua_script:tools/wireshark/testbed_event.lua -r pcaps/w1-eth1.pcap
 -- or install it for good:    cp tools/wireshark/testbed_event.lua ~/.local/lib/wireshark/plugins/
 -- Display filters then work on its fields: event.stream == 291 && event.seq < 10
@@ -14,6 +19,8 @@ local event = Proto("event", "Testbed stream event")
 
 local EVENT_UDP_PORT = 50000
 local EVENT_LEN = 32
+local WINDOWS_LEN = 32
+local FLAG_WINDOWS = 1
 
 local f = {
     stream = ProtoField.uint16("event.stream", "Stream", base.DEC, nil, nil,
@@ -25,7 +32,19 @@ local f = {
     key    = ProtoField.uint64("event.key", "Key", base.DEC, nil, nil, "grouping key of the queries"),
     value  = ProtoField.int64("event.value", "Value", base.DEC, nil, nil, "the value operators compute on"),
 }
-event.fields = { f.stream, f.flags, f.seq, f.ts, f.key, f.value }
+local w = {
+    window     = ProtoField.uint64("event.windows.window", "Newest window", base.DEC, nil, nil,
+                                   "this copy's newest window in the epoch that served the event"),
+    span       = ProtoField.uint32("event.windows.span", "Span", base.DEC, nil, nil,
+                                   "windows from it back to the event's oldest; 0: none"),
+    stride     = ProtoField.uint16("event.windows.stride", "Stride", base.DEC, nil, nil, "N of that epoch"),
+    epoch      = ProtoField.uint16("event.windows.epoch", "Epoch", base.DEC),
+    old_window = ProtoField.uint64("event.windows.old_window", "Previous epoch: newest window", base.DEC),
+    old_span   = ProtoField.uint32("event.windows.old_span", "Previous epoch: span", base.DEC),
+    old_stride = ProtoField.uint16("event.windows.old_stride", "Previous epoch: stride", base.DEC),
+}
+event.fields = { f.stream, f.flags, f.seq, f.ts, f.key, f.value,
+                 w.window, w.span, w.stride, w.epoch, w.old_window, w.old_span, w.old_stride }
 
 local short_frame = ProtoExpert.new("event.short", "Event header truncated",
                                     expert.group.MALFORMED, expert.severity.ERROR)
@@ -50,6 +69,22 @@ function event.dissector(buffer, pinfo, tree)
     pinfo.cols.info = string.format("event stream=%d seq=%d ts=%s key=%s value=%s", stream, seq,
                                     tostring(buffer(8, 8):uint64()), tostring(buffer(16, 8):uint64()),
                                     tostring(buffer(24, 8):int64()))
+    local flags = buffer(2, 2):uint()
+    if flags % (2 * FLAG_WINDOWS) >= FLAG_WINDOWS and buffer:len() >= EVENT_LEN + WINDOWS_LEN then
+        local h = buffer(EVENT_LEN, WINDOWS_LEN)
+        local wt = tree:add(event, h, "Windows")
+        wt:add(w.window, h(0, 8))
+        wt:add(w.span, h(8, 4))
+        wt:add(w.stride, h(12, 2))
+        wt:add(w.epoch, h(14, 2))
+        wt:add(w.old_window, h(16, 8))
+        wt:add(w.old_span, h(24, 4))
+        wt:add(w.old_stride, h(28, 2))
+        pinfo.cols.info:append(string.format(" window=%s span=%d stride=%d epoch=%d",
+                                             tostring(h(0, 8):uint64()), h(8, 4):uint(), h(12, 2):uint(),
+                                             h(14, 2):uint()))
+        return EVENT_LEN + WINDOWS_LEN
+    end
     return EVENT_LEN
 end
 
