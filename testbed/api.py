@@ -72,7 +72,8 @@ class RunResult:
 
     @cached_property
     def deliveries(self) -> pd.DataFrame:
-        """Every copy an operator received: stream, seq, ts, key, value, recv_ns, operator."""
+        """Every copy an operator received: stream, seq, ts, key, value, recv_ns, operator, and the
+        Windows header the switch wrote into it (``hdr_*`` columns, docs/wire.md)."""
         return pd.read_parquet(self.rundir.deliveries)
 
     @cached_property

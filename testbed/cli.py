@@ -193,7 +193,13 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def check(run_dir: Path) -> None:
     """Compare a run's deliveries with the oracle; exit 1 on any violation."""
-    from testbed.analysis.check import check_run, check_windows, summary_lines, window_summary_lines
+    from testbed.analysis.check import (
+        check_run,
+        check_windows,
+        failed_operators_windows,
+        summary_lines,
+        window_summary_lines,
+    )
     from testbed.runs.rundir import RunDir
 
     rundir = RunDir(run_dir)
@@ -201,7 +207,7 @@ def check(run_dir: Path) -> None:
         with_windows = rundir.windows.exists()
         record = rundir.require(("sources", "deliveries") + (("windows", "windows_reference") if with_windows else ()))
         results = check_run(rundir)
-        windows = check_windows(rundir) if with_windows else {}
+        windows = check_windows(rundir, failed_windows=failed_operators_windows(results)) if with_windows else {}
     lines = summary_lines(results) + window_summary_lines(windows)
     spark = record.get("spark")
     if not with_windows and isinstance(spark, dict) and spark.get("error"):

@@ -184,6 +184,11 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
     return results
 
 
+def failed_operators_windows(results: dict[int, StreamCheck]) -> dict[int, set[int]]:
+    """Per stream, the windows a failed operator owned (for ``check_windows``)."""
+    return {sid: set(r.affected_windows) for sid, r in results.items() if r.affected_windows}
+
+
 def check_run(rundir: RunDir) -> dict[int, StreamCheck]:
     record = rundir.read_record()
     return check_frames(record["streams"], pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries),

@@ -65,6 +65,7 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
                                                  - detected["detected_at"]) * 1000, 1)
         failures.append(row)
     check = run.get("check", {})
+    windows = run.get("window_check", {})
     return {
         "ok": run.get("ok", False),
         "changes": changes,
@@ -74,6 +75,10 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
         "lost_at_failed_operators": sum(c.get("lost_at_failed_operators", 0) for c in check.values()),
         "windows_affected_by_failure": sum(len(c.get("windows_affected_by_failure", [])) for c in check.values()),
         "elastic_n": [(round(s["t"], 2), s["N"]) for s in adaptation.get("elastic_samples", [])],
+        # Spark's windows (computed from the Windows headers) against the reference with the run's epochs
+        "windows": {key: sum(w.get(field, 0) for w in windows.values())
+                    for key, field in (("reference", "reference_windows"), ("matching", "matching"),
+                                       ("affected_by_failure", "affected_by_failure"))} if windows else None,
     }
 
 

@@ -24,7 +24,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed import ROOT
-from testbed.analysis.check import StreamCheck, WindowCheck, check_frames, check_windows, read_link_drops
+from testbed.analysis.check import (
+    StreamCheck,
+    WindowCheck,
+    check_frames,
+    check_windows,
+    failed_operators_windows,
+    read_link_drops,
+)
 from testbed.runs.rundir import RunDir, read_json
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
@@ -160,8 +167,7 @@ def evaluate(record: dict[str, Any], rundir: RunDir, with_windows: bool) -> Verd
     record["check"] = {str(k): v.as_json() for k, v in verdicts.frames.items()}
     if with_windows:
         # Windows a failed operator owned are the failure's: named, not failures of the splitter.
-        failed = {sid: set(r.affected_windows) for sid, r in verdicts.frames.items() if r.affected_windows}
-        verdicts.windows = check_windows(rundir, record, failed)
+        verdicts.windows = check_windows(rundir, record, failed_operators_windows(verdicts.frames))
         record["window_check"] = {str(k): v.as_json() for k, v in verdicts.windows.items()}
     record["ok"] = verdicts.ok
     return verdicts
