@@ -81,7 +81,8 @@ def test_receiver_dying_is_counted_lost_at_its_operator(tmp_path):
     code, stdout, stderr, rundir, tag = strike(tmp_path, "r3", "receiver on op2", "--no-spark")
     assert code == 1, stderr[-3000:]                     # the check fails: op2 misses events
     record = rundir.read_record()
-    assert record["faults"] == [{"what": "receiver on op2", "phase": "stream", "exit": -signal.SIGKILL}]
+    assert record["faults"] == [{"what": "receiver on op2", "phase": "stream", "exit": -signal.SIGKILL,
+                                 "planned": False}]       # not asked for by a schedule
     acct = record["accounting"]
     lost = acct["streams"]["5"]["lost_per_operator"]
     assert set(lost) == {"op2"} and lost["op2"] > 0      # the run went on: op1 and op3 lost nothing
