@@ -27,7 +27,7 @@ from testbed.semantics.topology import Stream
 class Decision:
     """One change a policy asked for, and what became of it."""
 
-    policy: str                     # "failover", "elastic" or "schedule"
+    policy: str                     # "failover", "recovery", "elastic" or "schedule"
     stream: int
     operators: tuple[str, ...]
     reason: str
@@ -120,12 +120,27 @@ class Adapter:
 class FailoverPolicy:
     """Removes a failed operator from every stream it serves, at each stream's
     next window boundary.  Windows the failed operator owned are lost with
-    it; the check names them (``testbed.analysis.check``)."""
+    it; the check names them (``testbed.analysis.check``).  When its
+    heartbeats resume, it gets its place back in the streams it left, again
+    at their next boundaries."""
 
     def __init__(self, adapter: Adapter, host_of_port: dict[int, str]):
         self.adapter = adapter
         self.host_of_port = host_of_port
         self.detections: list[Detection] = []
+        #: host -> {stream: its operator list when the host was removed}
+        self.removed: dict[str, dict[int, tuple[str, ...]]] = {}
+        self.heard_again: list[tuple[int, float]] = []     # (port, wall clock)
+
+    def on_recovery(self, port: int) -> None:
+        self.heard_again.append((port, time.time()))
+        host = self.host_of_port.get(port)
+        for sid, before in sorted(self.removed.pop(host, {}).items()):
+            current = self.adapter.current(sid).operators
+            # its old place among the operators that are still there, newcomers after
+            back = [op for op in before if op in current or op == host] + [op for op in current if op not in before]
+            self.adapter.submit(Decision("recovery", sid, tuple(back), f"{host} heard again (port {port})"),
+                                self.adapter.current(sid).model_copy(update={"operators": back}))
 
     def on_failure(self, detection: Detection) -> None:
         self.detections.append(detection)
@@ -134,6 +149,7 @@ class FailoverPolicy:
             stream = self.adapter.current(sid)
             if host not in stream.operators:
                 continue
+            self.removed.setdefault(host, {})[sid] = tuple(stream.operators)
             left = tuple(op for op in stream.operators if op != host)
             decision = Decision("failover", sid, left, f"{host} failed (port {detection.port})")
             if not left:

@@ -27,7 +27,7 @@ from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
 from testbed.dataplane.wire import EVENT_STRUCT, EVENT_UDP_PORT, FLAG_WINDOWS, WINDOWS_STRUCT
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.runs.rundir import RunDir, read_json, write_json_atomic
 
 STATUS_EVERY_S = 0.2
 #: How often newly received events are written as a part (and handed to Spark).
@@ -60,8 +60,12 @@ class Receiver:
         self.rundir = rundir
         self.cols = {name: array("q") for name in COLUMNS}
         self.spark = spark
+        # A receiver restarted on the host (the operator recovered) carries
+        # on from its predecessor: its parts and, for progress, its count.
+        self.parts = rundir.next_receiver_part(host)     # parts written
         self.received = 0         # events recorded, flushed or not
-        self.parts = 0            # parts written
+        if self.parts and self.status_path.exists():
+            self.received = read_json(self.status_path).get("received", 0)
         if spark:
             rundir.spark_inbox(host).mkdir(parents=True, exist_ok=True)
         self.stopping = False

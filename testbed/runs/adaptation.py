@@ -30,20 +30,24 @@ class RunAdaptation:
 
     ``connect`` opens a new control connection to the run's switch;
     ``fail(host, how)`` makes an operator host fail (kill its receiver, or
-    take its link down); ``origins`` gives each time stream's origin on its
-    axis, to record where changes began relative to it.
+    take its link down) and ``recover(host, how)`` brings it back;
+    ``origins`` gives each time stream's origin on its axis, to record where
+    changes began relative to it.
     """
 
     def __init__(self, topo: Topology, plan: SplitterPlan, installed: Controller, connect: Callable[[], Any],
-                 fail: Callable[[str, str], None], origins: dict[int, int]):
+                 fail: Callable[[str, str], None], origins: dict[int, int],
+                 recover: Optional[Callable[[str, str], None]] = None):
         self.topo = topo
         self.plan = plan
         self.connect = connect
         self.fail = fail
+        self.recover = recover
         self.origins = origins
         self.apis: list[Any] = []
         self.adapter = Adapter(installed.fork(self._api()), plan, timeout=CHANGE_TIMEOUT_S)
         self.failures: list[dict[str, Any]] = []
+        self.recoveries: list[dict[str, Any]] = []
         self.monitor: Optional[HeartbeatMonitor] = None
         self.failover: Optional[FailoverPolicy] = None
         self.elastic: Optional[ElasticPolicy] = None
@@ -71,7 +75,8 @@ class RunAdaptation:
             self.failover = FailoverPolicy(self.adapter, self.plan.host_of_port())
             ports = [self.plan.ports[h] for h in self.topo.operator_hosts()]
             self.monitor = HeartbeatMonitor(self._api(), ports, timeout=adapt.detect_timeout,
-                                            on_failure=self.failover.on_failure).start()
+                                            on_failure=self.failover.on_failure,
+                                            on_recovery=self.failover.on_recovery).start()
         if adapt is not None and adapt.elastic:
             settings = {e.stream: ElasticSettings(e.pool, e.min, e.max, e.high, e.low, e.cooldown)
                         for e in adapt.elastic}
@@ -113,6 +118,11 @@ class RunAdaptation:
                 self.failures.append({"host": entry.fail.host, "how": entry.fail.how, "at": time.time(),
                                       "scheduled_s": entry.at, "port": self.plan.ports[entry.fail.host]})
                 self.fail(entry.fail.host, entry.fail.how)
+            elif entry.recover is not None:
+                host = entry.recover.host
+                how = next(f["how"] for f in reversed(self.failures) if f["host"] == host)
+                self.recoveries.append({"host": host, "at": time.time(), "scheduled_s": entry.at})
+                self.recover(host, how)
 
     def _tick(self, period: float) -> None:
         while not self._stop.wait(period):
@@ -148,11 +158,13 @@ class RunAdaptation:
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"decisions": [d.record() for d in self.adapter.decisions],
-                               "failures": self.failures}
+                               "failures": self.failures, "recoveries": self.recoveries}
         if self.monitor is not None:
             host_of = self.plan.host_of_port()
             out["detections"] = [{"host": host_of.get(d.port), "port": d.port, "detected_at": d.wall_clock,
                                   "silent_s": d.detected - d.last_heartbeat} for d in self.monitor.detections]
+            out["heard_again"] = [{"host": host_of.get(port), "port": port, "at": at}
+                                  for port, at in self.failover.heard_again]
         if self.elastic is not None:
             wall = time.time() - time.monotonic()      # the policy's clock is monotonic; figures use wall time
             out["elastic_samples"] = [{"t": t - self.t0, "at": t + wall, "stream": sid, "N": n, "load": load}

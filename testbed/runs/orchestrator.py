@@ -45,7 +45,7 @@ from testbed.emulation.network import SplitterNetwork, mininet_missing, netem_mi
 from testbed.runs.adaptation import RunAdaptation
 from testbed.runs.progress import ProcessDied, StreamWatch, exit_text
 from testbed.runs.record import base_record, collect, evaluate
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.runs.rundir import RunDir, read_json, write_json_atomic
 from testbed.runs.signals import Interrupts
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, Topology
@@ -204,16 +204,20 @@ class Run:
         self.record["install"] = self.controller.install(self.plan)
         self.record["plan_cost"] = self.plan.cost()
 
+    def start_receiver(self, name: str) -> None:
+        """The receiver on operator host ``name`` (again, for a recovered operator)."""
+        cmd = [sys.executable, "-m", "testbed.emulation.receiver", "--host", name, "--out", str(self.rundir.root)]
+        if self.spark is not None:
+            cmd.append("--spark")
+        if self.topo.adapt is not None and self.topo.adapt.failover:
+            ip, mac = self.topo.addresses()[name]
+            cmd += ["--heartbeat", self.network.intf_of(name), mac, ip, SPLITTER_MAC, SPLITTER_IP]
+        self.receivers[name] = procs.spawn(cmd, self.rundir.log(name, "receiver"), f"receiver on {name}",
+                                           host=self.network.host(name), cwd=ROOT)
+
     def start_operators(self) -> None:
         for name in self.topo.operator_hosts():
-            cmd = [sys.executable, "-m", "testbed.emulation.receiver", "--host", name, "--out", str(self.rundir.root)]
-            if self.spark is not None:
-                cmd.append("--spark")
-            if self.topo.adapt is not None and self.topo.adapt.failover:
-                ip, mac = self.topo.addresses()[name]
-                cmd += ["--heartbeat", self.network.intf_of(name), mac, ip, SPLITTER_MAC, SPLITTER_IP]
-            self.receivers[name] = procs.spawn(cmd, self.rundir.log(name, "receiver"), f"receiver on {name}",
-                                               host=self.network.host(name), cwd=ROOT)
+            self.start_receiver(name)
         if self.spark is not None:
             with self.console.status("waiting for the Spark application"):
                 try:
@@ -268,7 +272,7 @@ class Run:
     def adaptation(self) -> Optional[RunAdaptation]:
         """The schedule and the controller's policies, started with the sources (or nothing to do)."""
         run = RunAdaptation(self.topo, self.plan, self.controller, self.network.switch.control_api,
-                            self.fail_operator, self.origins())
+                            self.fail_operator, self.origins(), recover=self.recover_operator)
         return run.start() if run.needed else None
 
     def origins(self) -> dict[int, int]:
@@ -282,6 +286,19 @@ class Run:
             self.receivers[host].send_signal(signal.SIGKILL)
         else:
             self.network.net.configLinkStatus(host, self.network.switch.name, "down")
+
+    def recover_operator(self, host: str, how: str) -> None:
+        """A scheduled recovery of a host that failed ``how``: a new receiver
+        (it carries on the old one's parts), or its link up again."""
+        if how == "kill":
+            status = self.rundir.receiver_status(host)
+            before = read_json(status).get("pid") if status.exists() else None
+            self.start_receiver(host)
+            # Ready once the new receiver has bound its socket and written its first status.
+            procs.wait_ready(self.receivers[host], lambda: read_json(status).get("pid") not in (None, before),
+                             f"receiver on {host}", 30, self.rundir.log(host, "receiver"), RunError)
+        else:
+            self.network.net.configLinkStatus(host, self.network.switch.name, "up")
 
     def interact(self) -> None:
         """Mininet's CLI on the network, until the user leaves it."""

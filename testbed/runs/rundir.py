@@ -237,6 +237,14 @@ class RunDir:
     def receiver_status(self, host: str) -> Path:
         return self.host_file("status", host)
 
+    def next_receiver_part(self, host: str) -> int:
+        """The first part number no receiver on ``host`` has written: where one
+        restarted on the host (a recovered operator) carries on."""
+        part = 0
+        while self.receiver_events(host, part).exists():
+            part += 1
+        return part
+
     def relay_status(self, host: str) -> Path:
         """Status of the link relay on ``host``'s link (user-space impairment)."""
         return self.host_file("relay_status", host)

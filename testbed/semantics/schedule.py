@@ -9,7 +9,11 @@ start, each exactly one of:
 - ``rate: {stream, rate, ramp?}``: the source's rate from then on, reached
   linearly over ``ramp`` seconds;
 - ``fail: {host, how}``: an operator host fails: its receiver is killed
-  (``kill``) or its link goes down (``link``).
+  (``kill``) or its link goes down (``link``);
+- ``recover: {host}``: a failed operator host comes back: a new receiver
+  starts (after ``kill``) or its link comes up (after ``link``), and its
+  heartbeats resume.  With ``adapt.failover`` the controller gives it back
+  its streams at their next boundaries.
 
 ``adapt`` turns on controller policies: ``failover`` (detect failed
 operators from heartbeats and remove them) and ``elastic`` (scale a
@@ -66,22 +70,31 @@ class FailAction(_Strict):
     how: Literal["kill", "link"] = "kill"
 
 
+class RecoverAction(_Strict):
+    host: str
+
+
+#: The actions a schedule entry may carry, exactly one per entry.
+ACTIONS = ("change", "rate", "fail", "recover")
+
+
 class ScheduleEntry(_Strict):
     at: float = Field(ge=0, allow_inf_nan=False, description="seconds after the streams start")
     change: Optional[ChangeAction] = None
     rate: Optional[RateAction] = None
     fail: Optional[FailAction] = None
+    recover: Optional[RecoverAction] = None
 
     @model_validator(mode="after")
     def _one_action(self):
-        given = [name for name in ("change", "rate", "fail") if getattr(self, name) is not None]
+        given = [name for name in ACTIONS if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError(f"an entry has exactly one of change, rate, fail (got {', '.join(given) or 'none'})")
+            raise ValueError(f"an entry has exactly one of {', '.join(ACTIONS)} (got {', '.join(given) or 'none'})")
         return self
 
     @property
     def action(self) -> str:
-        return next(name for name in ("change", "rate", "fail") if getattr(self, name) is not None)
+        return next(name for name in ACTIONS if getattr(self, name) is not None)
 
 
 class ElasticPolicySpec(_Strict):
@@ -129,6 +142,7 @@ def check_schedule(topo) -> None:
     streams = {s.id: s for s in topo.streams}
     operator_hosts = set(topo.hosts) - {s.source for s in topo.streams}
     order = sorted(range(len(topo.schedule)), key=lambda i: topo.schedule[i].at)
+    down: set[str] = set()        # hosts failed and not yet recovered, in time order
     for i in order:
         entry = topo.schedule[i]
         where = f"schedule[{i}].{entry.action}"
@@ -159,6 +173,13 @@ def check_schedule(topo) -> None:
         elif entry.fail is not None:
             if entry.fail.host not in operator_hosts:
                 raise ScheduleError(f"{where}.host", f"{entry.fail.host!r} is not an operator host")
+            if entry.fail.host in down:
+                raise ScheduleError(f"{where}.host", f"{entry.fail.host} has already failed and not recovered")
+            down.add(entry.fail.host)
+        elif entry.recover is not None:
+            if entry.recover.host not in down:
+                raise ScheduleError(f"{where}.host", f"{entry.recover.host!r} has not failed before this entry")
+            down.discard(entry.recover.host)
     if topo.adapt is not None:
         for i, e in enumerate(topo.adapt.elastic):
             if e.stream not in streams:

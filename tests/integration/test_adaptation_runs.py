@@ -104,3 +104,27 @@ def test_failover_detects_and_removes_a_killed_operator(tmp_path):
         windows = record["window_check"]["5"]
         assert windows["ok"] and windows["affected_by_failure"] > 0, windows
         assert windows["matching"] + windows["affected_by_failure"] == windows["reference_windows"]
+
+
+def test_a_killed_operator_comes_back_and_gets_its_windows_again(tmp_path):
+    """op2's receiver is killed, detected and removed; the schedule brings it
+    back and, heard again, it returns to its place at the next boundary.  The
+    new receiver carries on the old one's parts, and the check passes."""
+    path = adaptive_topology(tmp_path, "sar", {"kind": "count", "size": 3, "slide": 1}, n_ops=4, events=4500,
+                             rate=1000, schedule=[{"at": 1.0, "fail": {"host": "op2", "how": "kill"}},
+                                                  {"at": 2.0, "recover": {"host": "op2"}}],
+                             adapt={"failover": True})
+    record = run(path, tmp_path / "run")
+    adaptation = record["adaptation"]
+    assert [r["host"] for r in adaptation["recoveries"]] == ["op2"]
+    assert [h["host"] for h in adaptation["heard_again"]] == ["op2"]
+    removed, restored = record["changes"]["5"]
+    assert removed["policy"] == "failover" and removed["operators"] == ["op1", "op3", "op4"]
+    assert restored["policy"] == "recovery" and restored["operators"] == ["op1", "op2", "op3", "op4"]
+    assert restored["applied_at"] > adaptation["heard_again"][0]["at"]
+    check = record["check"]["5"]
+    assert check["ok"] and check["missing"] == 0
+    d = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
+    at_op2 = d[d["operator"] == "op2"]["seq"]
+    assert not at_op2.between(removed["start"], restored["start"] - 1).any()    # nothing while it was out
+    assert (at_op2 >= restored["start"]).sum() > 500                            # and its share afterwards

@@ -70,6 +70,31 @@ def test_failover_removes_the_failed_operator_at_the_next_boundary():
     sw.adapter.stop()
 
 
+def test_a_recovered_operator_gets_its_place_back():
+    """h3 fails and is removed from both its streams; when its heartbeats
+    resume it returns to its old position in each, at their boundaries."""
+    sw = Switch([topologies.stream(1, {"kind": "count", "size": 3, "slide": 1}, ["h2", "h3", "h4"]),
+                 topologies.stream(2, {"kind": "count", "size": 2, "slide": 2}, ["h3", "h6"])])
+    policy = FailoverPolicy(sw.adapter, sw.host_of)
+    sw.send(1, 10), sw.send(2, 10)
+    policy.on_failure(Detection(sw.plan.ports["h3"], 0.0, 0.1))
+    for sid in (1, 2):
+        feed_until(sw, sid, lambda: sw.ctl.settled(sid) and "h3" not in sw.ctl.streams[sid].operators)
+    policy.on_recovery(sw.plan.ports["h3"])
+    back = [d for d in sw.adapter.decisions if d.policy == "recovery"]
+    assert sorted((d.stream, d.operators) for d in back) == [(1, ("h2", "h3", "h4")), (2, ("h3", "h6"))]
+    for sid in (1, 2):
+        feed_until(sw, sid, lambda: all(d.change and d.change.boundary is not None for d in back if d.stream == sid))
+    sw.adapter.drain()
+    assert all(d.error is None for d in back)
+    for sid in (1, 2):
+        feed_until(sw, sid, lambda: sw.ctl.settled(sid))
+        assert "h3" in set().union(*(set(h) for _, h in sw.send(sid, 30)))
+    policy.on_recovery(sw.plan.ports["h3"])                  # heard again without a failure: nothing to do
+    assert len([d for d in sw.adapter.decisions if d.policy == "recovery"]) == 2
+    sw.adapter.stop()
+
+
 def test_failover_of_a_streams_last_operator_is_reported_not_applied():
     sw = Switch([topologies.stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2"])])
     FailoverPolicy(sw.adapter, sw.host_of).on_failure(Detection(sw.plan.ports["h2"], 0.0, 0.1))

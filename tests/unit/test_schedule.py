@@ -25,15 +25,21 @@ def test_a_good_schedule_loads_and_its_hosts_become_operators():
         [{"at": 1, "change": {"stream": 5, "operators": ["h4", "h5"]}},
          {"at": 2, "change": {"stream": 5, "window": {"kind": "count", "size": 6, "slide": 3}}},
          {"at": 2.5, "fail": {"host": "h4", "how": "link"}},
+         {"at": 3.5, "recover": {"host": "h4"}},
          {"at": 0.5, "rate": {"stream": 5, "rate": 2000, "ramp": 1}}],
         {"failover": True, "elastic": [{"stream": 5, "pool": ["h2", "h3", "h6"], "min": 1, "max": 3,
                                         "high": 900, "low": 100}]}))
-    assert [e.action for e in topo.schedule] == ["change", "change", "fail", "rate"]
+    assert [e.action for e in topo.schedule] == ["change", "change", "fail", "recover", "rate"]
     assert set(topo.operator_hosts()) == {"h2", "h3", "h4", "h5", "h6"}
 
 
 BAD = {
-    "no action": ([{"at": 1}], "schedule[0]: an entry has exactly one of change, rate, fail (got none)"),
+    "no action": ([{"at": 1}], "schedule[0]: an entry has exactly one of change, rate, fail, recover (got none)"),
+    "recover unfailed": ([{"at": 1, "recover": {"host": "h2"}}], "schedule[0].recover.host: 'h2' has not failed"),
+    "recover before fail": ([{"at": 2, "fail": {"host": "h2"}}, {"at": 1, "recover": {"host": "h2"}}],
+                            "schedule[1].recover.host"),
+    "fail twice": ([{"at": 1, "fail": {"host": "h2"}}, {"at": 2, "fail": {"host": "h2", "how": "link"}}],
+                   "schedule[1].fail.host: h2 has already failed"),
     "two actions": ([{"at": 1, "fail": {"host": "h2"}, "rate": {"stream": 5, "rate": 9}}], "schedule[0]"),
     "negative time": ([{"at": -1, "fail": {"host": "h2"}}], "schedule[0].at"),
     "infinite time": ([{"at": math.inf, "fail": {"host": "h2"}}], "schedule[0].at"),
