@@ -85,6 +85,8 @@ class HeartbeatMonitor:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.lock = threading.Lock()
+        #: Why the monitor stopped before it was asked to, if it did.
+        self.error: Optional[str] = None
 
     def poll(self) -> list[Detection]:
         """Read every watched counter once; returns the failures declared by this poll."""
@@ -120,7 +122,13 @@ class HeartbeatMonitor:
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            self.poll()
+            try:
+                self.poll()
+            except Exception as err:     # noqa: BLE001 - each target's client raises its own kinds
+                # The switch stopped answering: the run's watch on the switch
+                # process reports that; the monitor only stops watching.
+                self.error = f"{type(err).__name__}: {err}"
+                return
 
     def stop(self) -> None:
         self._stop.set()

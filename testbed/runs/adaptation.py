@@ -165,6 +165,8 @@ class RunAdaptation:
                                   "silent_s": d.detected - d.last_heartbeat} for d in self.monitor.detections]
             out["heard_again"] = [{"host": host_of.get(port), "port": port, "at": at}
                                   for port, at in self.failover.heard_again]
+            if self.monitor.error is not None:
+                out["monitor_stopped"] = self.monitor.error
         if self.elastic is not None:
             wall = time.time() - time.monotonic()      # the policy's clock is monotonic; figures use wall time
             out["elastic_samples"] = [{"t": t - self.t0, "at": t + wall, "stream": sid, "N": n, "load": load}

@@ -281,11 +281,17 @@ class Run:
                 for s in self.topo.streams if s.window.kind == "time" and len(self.sends[s.id]["ts"])}
 
     def fail_operator(self, host: str, how: str) -> None:
-        """A scheduled failure: the host's receiver is killed, or its link goes down."""
+        """A scheduled failure: the host's receiver is killed, or its link goes down.
+
+        The link goes down at the host's end, as a pulled cable or a dead
+        NIC would: the switch's port loses its carrier but stays configured.
+        (An administrative down of the switch's own interface is a different
+        event, and bmv2's libpcap then blocks the switch's one receive thread
+        until the port is up again, stalling every other port.)"""
         if how == "kill":
             self.receivers[host].send_signal(signal.SIGKILL)
         else:
-            self.network.net.configLinkStatus(host, self.network.switch.name, "down")
+            self.network.net.get(host).defaultIntf().ifconfig("down")
 
     def recover_operator(self, host: str, how: str) -> None:
         """A scheduled recovery of a host that failed ``how``: a new receiver
@@ -298,7 +304,7 @@ class Run:
             procs.wait_ready(self.receivers[host], lambda: read_json(status).get("pid") not in (None, before),
                              f"receiver on {host}", 30, self.rundir.log(host, "receiver"), RunError)
         else:
-            self.network.net.configLinkStatus(host, self.network.switch.name, "up")
+            self.network.net.get(host).defaultIntf().ifconfig("up")
 
     def interact(self) -> None:
         """Mininet's CLI on the network, until the user leaves it."""

@@ -106,15 +106,20 @@ def test_failover_detects_and_removes_a_killed_operator(tmp_path):
         assert windows["matching"] + windows["affected_by_failure"] == windows["reference_windows"]
 
 
-def test_a_killed_operator_comes_back_and_gets_its_windows_again(tmp_path):
-    """op2's receiver is killed, detected and removed; the schedule brings it
-    back and, heard again, it returns to its place at the next boundary.  The
-    new receiver carries on the old one's parts, and the check passes."""
-    path = adaptive_topology(tmp_path, "sar", {"kind": "count", "size": 3, "slide": 1}, n_ops=4, events=4500,
-                             rate=1000, schedule=[{"at": 1.0, "fail": {"host": "op2", "how": "kill"}},
-                                                  {"at": 2.0, "recover": {"host": "op2"}}],
+@pytest.mark.parametrize("how,target", [("kill", "model"), ("link", "model"), pytest.param(
+    "link", "bmv2", marks=pytest.mark.skipif(toolchain_missing() is not None,
+                                             reason=f"bmv2 toolchain: {toolchain_missing()}"))])
+def test_a_failed_operator_comes_back_and_gets_its_windows_again(tmp_path, how, target):
+    """op2 fails (its receiver killed, or its link down), is detected and
+    removed; the schedule brings it back and, heard again, it returns to its
+    place at the next boundary.  A new receiver carries on the old one's
+    parts, and the check passes."""
+    path = adaptive_topology(tmp_path, "sr" + target[0] + how[0], {"kind": "count", "size": 3, "slide": 1},
+                             n_ops=4, events=4500, rate=1000,
+                             schedule=[{"at": 1.0, "fail": {"host": "op2", "how": how}},
+                                       {"at": 2.0, "recover": {"host": "op2"}}],
                              adapt={"failover": True})
-    record = run(path, tmp_path / "run")
+    record = run(path, tmp_path / "run", "--target", target)
     adaptation = record["adaptation"]
     assert [r["host"] for r in adaptation["recoveries"]] == ["op2"]
     assert [h["host"] for h in adaptation["heard_again"]] == ["op2"]

@@ -59,3 +59,18 @@ def test_monitor_declares_a_silent_port_failed_once_and_alive_again():
 
 def test_detection_bound_of_the_defaults_is_within_half_a_second():
     assert detection_bound() <= 0.5
+
+
+class GoneSwitch:
+    """A switch that stopped answering its control channel."""
+
+    def counter_read(self, name, index):
+        raise ConnectionResetError("switch closed the control connection")
+
+
+def test_a_monitor_whose_switch_stops_answering_stops_and_says_why():
+    monitor = HeartbeatMonitor(GoneSwitch(), [2], poll=0.01).start()
+    monitor._thread.join(timeout=5)
+    assert not monitor._thread.is_alive()
+    assert monitor.error == "ConnectionResetError: switch closed the control connection"
+    monitor.stop()

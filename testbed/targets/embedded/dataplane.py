@@ -12,6 +12,7 @@ is on the wire: not an event, counted as such, never forwarded.
 """
 from __future__ import annotations
 
+import errno
 import selectors
 import socket
 import struct
@@ -85,6 +86,13 @@ class EmbeddedDataPlane:
                 frame, ancillary, _flags, addr = sock.recvmsg(MAX_FRAME, ANCILLARY)
             except BlockingIOError:
                 break
+            except OSError as err:
+                # A port whose link went down reports it once (ENETDOWN) and
+                # then stays quiet until the link is up again: a port state,
+                # not a fault of the switch.
+                if err.errno in (errno.ENETDOWN, errno.ENXIO):
+                    break
+                raise
             if addr[2] != PACKET_OUTGOING:
                 frames.append(with_vlan_tag(frame, ancillary) if ancillary else frame)
         if not frames:
