@@ -201,6 +201,11 @@ def run_until_signalled(worker) -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     worker.run()
+    # Everything is written.  The stopper may signal again while the
+    # interpreter shuts down, when Python has put back the default handlers:
+    # that would turn a clean exit into a death by SIGTERM.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def wait_ready(proc, is_ready, what: str, timeout: float, log_path: Optional[Path] = None,
