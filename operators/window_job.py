@@ -18,9 +18,11 @@ What it does, in one application:
    reduced into the output stream ``windows.parquet``: stream, window,
    operator, key, result, n_events, completed_ns.
 3. **Centralized reference.** The same windows are computed over the full
-   stream that the sources sent, without splitting, by the definitions
+   stream that reached the switch, without splitting, by the definitions
    (with the epochs the run went through, when it changed a stream):
-   ``windows_reference.parquet``.
+   ``windows_reference.parquet``.  Events lost before the switch are left
+   out, as the switch's windows left them out: the frame check counts
+   such a loss, once.
 4. **Analysis.** Load per operator, per-window completeness, amplification
    and delivery-latency percentiles: ``analysis.json``.
 
@@ -124,10 +126,10 @@ def reference_windows(events: DataFrame, spec: dict) -> DataFrame:
 
 def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
                           changes: list[dict]) -> DataFrame:
-    """``reference_windows`` for a stream that changed during the run: the
-    epoch-aware oracle walks its events in send order (the order the switch
-    saw them), in the driver, since every event's windows depend on the
-    ones before it."""
+    """``reference_windows`` for a stream that changed during the run, or
+    lost events before the switch: the epoch-aware oracle walks its events
+    in send order (the order the switch saw them), in the driver, since
+    every event's windows depend on the ones before it."""
     stream = Stream.from_record({k: v for k, v in spec.items() if k != "origin"})
     oracle = stream.oracle(stream.recorded_changes(changes))
     sent = (sources.where(F.col("stream") == spec["id"]).select(*VALUE_COLUMNS, "send_ns").toPandas()
@@ -231,12 +233,19 @@ class WindowJob:
 
     def reference(self) -> None:
         sources = self.spark.read.parquet(self.paths["sources"])
-        changes_path = Path(self.paths["changes"])
-        changes = json.loads(changes_path.read_text()) if changes_path.exists() else {}
+        changes, unseen = (json.loads(Path(self.paths[name]).read_text()) if Path(self.paths.get(name, "")).is_file()
+                           else {} for name in ("changes", "unseen"))
+        if any(unseen.values()):
+            # The switch's windows hold only the events it saw; so does the reference.
+            lost = self.spark.createDataFrame([(int(sid), int(seq)) for sid, seqs in unseen.items() for seq in seqs],
+                                              "stream long, seq long")
+            sources = sources.join(lost, ["stream", "seq"], "left_anti")
         parts = []
         for sid, spec in self.specs.items():
-            if changes.get(str(sid)):
-                exploded = reference_with_epochs(self.spark, sources, spec, changes[str(sid)])
+            if changes.get(str(sid)) or unseen.get(str(sid)):
+                # The oracle counts the events it is given, so after a loss
+                # its count windows are the switch's, whatever the seqs say.
+                exploded = reference_with_epochs(self.spark, sources, spec, changes.get(str(sid), []))
             else:
                 exploded = reference_windows(sources, spec)
             parts.append(partials(exploded, spec))

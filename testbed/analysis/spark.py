@@ -114,11 +114,15 @@ class SparkApp:
         procs.wait_ready(self.proc, self.rundir.spark_ready.exists, "Spark application", timeout,
                          self.rundir.spark_log, SparkError, poll_s=0.2)
 
-    def finish(self, timeout: float = 600.0, changes: Optional[dict] = None) -> dict:
+    def finish(self, timeout: float = 600.0, changes: Optional[dict] = None,
+               unseen: Optional[dict[str, list[int]]] = None) -> dict:
         """Mark the input complete and wait for the merger and analysis.
         ``changes`` (run.json's, per stream) are the epochs the switch went
-        through: the centralized reference computes windows by them."""
+        through, and ``unseen`` (per stream) the seqs of events that never
+        reached it: the centralized reference computes windows by the one and
+        without the other."""
         write_json_atomic(self.rundir.spark_changes, changes or {})
+        write_json_atomic(self.rundir.spark_unseen, unseen or {})
         self.rundir.spark_input_done.write_text("")
         try:
             code = self.proc.wait(timeout=timeout)

@@ -35,7 +35,13 @@ import yaml
 from rich.console import Console
 
 from testbed import ROOT
-from testbed.analysis.check import expected_deliveries, summary_lines, window_summary_lines
+from testbed.analysis.check import (
+    StreamCheck,
+    events_the_switch_never_saw,
+    expected_deliveries,
+    summary_lines,
+    window_summary_lines,
+)
 from testbed.analysis.plots import plot_run
 from testbed.analysis.spark import SparkApp, SparkError, job_description, spark_missing
 from testbed.dataplane.control import Controller
@@ -44,7 +50,7 @@ from testbed.emulation import procs
 from testbed.emulation.network import SplitterNetwork, mininet_missing, netem_missing
 from testbed.runs.adaptation import RunAdaptation
 from testbed.runs.progress import ProcessDied, StreamWatch, exit_text
-from testbed.runs.record import base_record, collect, evaluate
+from testbed.runs.record import base_record, check_deliveries, collect, evaluate
 from testbed.runs.rundir import RunDir, read_json, write_json_atomic
 from testbed.runs.signals import Interrupts
 from testbed.semantics.plan import SplitterPlan
@@ -124,6 +130,8 @@ class Run:
         self.sources: dict[str, subprocess.Popen] = {}
         self.captures: list[subprocess.Popen] = []
         self.record: dict[str, Any] = {}
+        #: The frame check, once made (before Spark's reference, which needs it).
+        self.frames: Optional[dict[int, StreamCheck]] = None
         self.interrupts = Interrupts()
 
     # -- the run, phase by phase -------------------------------------------------
@@ -317,15 +325,18 @@ class Run:
             raise RunError("the CLI was left before `stream`: no event was sent, so there is nothing to check")
 
     def finish_spark(self) -> None:
+        # The frame check first: the reference leaves out the events it finds the switch never saw.
+        self.frames = check_deliveries(self.record, self.rundir)
         try:
-            self.record["spark"] = self.spark.finish(changes=self.record.get("changes"))
+            self.record["spark"] = self.spark.finish(changes=self.record.get("changes"),
+                                                     unseen=events_the_switch_never_saw(self.frames))
         except (SparkError, OSError, ValueError) as err:   # a failed application, or its analysis unreadable
             self.spark_failed(err)
 
     def conclude(self) -> bool:
         """Checks, accounting, figures and the record of a run whose phases all ran."""
         windows = self.options.spark and "error" not in self.record.get("spark", {})
-        verdicts = evaluate(self.record, self.rundir, with_windows=windows)
+        verdicts = evaluate(self.record, self.rundir, with_windows=windows, frames=self.frames)
         lines = summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
         if self.options.spark and not windows:
             self.record["ok"] = False

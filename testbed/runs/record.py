@@ -158,11 +158,20 @@ class Verdicts:
         return all(r.ok for r in self.frames.values()) and all(w.ok for w in self.windows.values())
 
 
-def evaluate(record: dict[str, Any], rundir: RunDir, with_windows: bool) -> Verdicts:
-    """Check the run's deliveries (and windows), and put accounting and verdicts into ``record``."""
+def check_deliveries(record: dict[str, Any], rundir: RunDir) -> dict[int, StreamCheck]:
+    """The frame check of a collected run, per stream."""
+    return check_frames(record["streams"], pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries),
+                        record, read_link_drops(rundir))
+
+
+def evaluate(record: dict[str, Any], rundir: RunDir, with_windows: bool,
+             frames: Optional[dict[int, StreamCheck]] = None) -> Verdicts:
+    """Check the run's deliveries (and windows), and put accounting and verdicts into ``record``;
+    ``frames`` is the frame check if it was already made (``check_deliveries``)."""
     sources = pd.read_parquet(rundir.sources)
     deliveries = pd.read_parquet(rundir.deliveries)
-    verdicts = Verdicts(check_frames(record["streams"], sources, deliveries, record, read_link_drops(rundir)))
+    verdicts = Verdicts(frames if frames is not None else
+                        check_frames(record["streams"], sources, deliveries, record, read_link_drops(rundir)))
     record["accounting"] = account(record, rundir, sources, deliveries, verdicts.frames)
     record["check"] = {str(k): v.as_json() for k, v in verdicts.frames.items()}
     if with_windows:

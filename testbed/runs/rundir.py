@@ -116,6 +116,7 @@ class RunDir:
     spark_checkpoint = At("spark", "checkpoint")
     spark_analysis = At("spark", "analysis.json")
     spark_changes = At("spark", "changes.json")    # the epochs the run went through, for the reference
+    spark_unseen = At("spark", "unseen.json")      # events the switch never saw, left out of the reference
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).resolve())
@@ -272,7 +273,7 @@ class RunDir:
                 "checkpoint": str(self.spark_checkpoint), "analysis": str(self.spark_analysis),
                 "sources": str(self.sources), "deliveries": str(self.deliveries),
                 "windows": str(self.windows), "windows_reference": str(self.windows_reference),
-                "changes": str(self.spark_changes)}
+                "changes": str(self.spark_changes), "unseen": str(self.spark_unseen)}
 
     def link_latest(self) -> None:
         """Point ``<parent>/latest`` at this run (results/<name>/latest)."""

@@ -7,9 +7,10 @@ import pytest
 
 from support import topologies
 from support.switched import through_model
-from testbed.analysis.check import check_windows
+from testbed.analysis.check import check_windows, events_the_switch_never_saw
 from testbed.analysis.spark import SparkApp, job_description, loopback_env, spark_home, spark_missing
 from testbed.emulation.ports import free_loopback_port, port_listening
+from testbed.runs.record import check_deliveries
 from testbed.runs.rundir import RunDir
 from testbed.semantics.topology import WindowSpec, load_topology
 from testbed.semantics.workload import stream_events
@@ -25,10 +26,11 @@ STREAMS = [
 ]
 
 
-def make_run_dir(tmp_path, drop_one=False, change=None):
+def make_run_dir(tmp_path, drop_one=False, change=None, lose=()):
     """A run directory as the emulation leaves it, with deliveries as the
     pipeline model makes them (Windows headers included).  ``change``:
-    ``(seq, stream id, new window, new operators)``, armed before that event."""
+    ``(seq, stream id, new window, new operators)``, armed before that event;
+    ``lose``: (stream id, seq) of events sent but lost before the switch."""
     ops = ["o1", "o2", "o3"]
     streams = [topologies.stream(i + 1, window, ops[:n_ops], source="src", events=400, rate=1000,
                                  query={"kind": query}, timestamps={"start": 5, "step": 3})
@@ -53,12 +55,15 @@ def make_run_dir(tmp_path, drop_one=False, change=None):
                                          "operators": change[3]})
             applied.append((controller, controller.change(plan, new, timeout=0)))
 
-    d = through_model(topo, sources, reconfigure)
+    lost = sources.set_index(["stream", "seq"]).index.isin(list(lose))
+    d = through_model(topo, sources[~lost], reconfigure)
     changes = {}
     for controller, c in applied:
         controller.wait_applied(c, timeout=0)
         changes[str(c.stream)] = [{**c.record(), "start": c.boundary}]   # count windows: the origin is 0
-    record = {"streams": {str(s.id): s.record() for s in topo.streams}}   # what the check reads
+    record = {"streams": {str(s.id): s.record() for s in topo.streams},   # what the check reads
+              "switch": {"streams": {str(sid): {"in": int(n), "dropped": {}}      # the switch's counters
+                                     for sid, n in sources[~lost].groupby("stream").size().items()}}}
     if changes:
         record["changes"] = changes
     rundir.write_record(record)
@@ -79,7 +84,9 @@ def run_app(topo, rundir, master):
     app.start()
     try:
         app.wait_ready()
-        return app.finish(changes=rundir.read_record().get("changes"))
+        record = rundir.read_record()
+        return app.finish(changes=record.get("changes"),
+                          unseen=events_the_switch_never_saw(check_deliveries(record, rundir)))
     finally:
         app.stop()
 
@@ -125,6 +132,25 @@ def test_operators_learn_their_windows_across_a_change(tmp_path):
     assert set(s1[s1["window"] >= first_new]["operator"]) == {"o3", "o1"}
     assert set(s1[s1["window"] < first_new]["operator"]) == {"o1", "o2", "o3"}
     assert results[1].reference == len(s1) > 100
+
+
+def test_a_loss_before_the_switch_counts_once(tmp_path):
+    """Events 7, 8 and 200 of the count streams never reach the switch.  The
+    switch numbers the rest 0, 1, 2, ... and writes those window ids; the
+    reference leaves the lost events out as the switch did, so the loss is
+    counted by the frame check and no window after it differs."""
+    lose = {(sid, seq) for sid in (1, 3) for seq in (7, 8, 200)}
+    topo, rundir = make_run_dir(tmp_path, lose=lose)
+    frames = check_deliveries(rundir.read_record(), rundir)
+    assert {sid: r.unseen for sid, r in frames.items() if r.unseen} == {1: [7, 8, 200], 3: [7, 8, 200]}
+    assert not frames[1].ok and frames[1].missing == frames[1].extra == 0
+    run_app(topo, rundir, "local[2]")
+    results = check_windows(rundir)
+    assert all(r.ok for r in results.values()), {sid: r.as_json() for sid, r in results.items()}
+    # 397 events in tumbling windows of 4: 99 whole windows and a last one of 1 event
+    ref = pd.read_parquet(rundir.windows_reference)
+    s3 = ref[ref["stream"] == 3].sort_values("window")
+    assert len(s3) == 100 and s3["n_events"].tolist() == [4] * 99 + [1]
 
 
 def test_missing_event_shows_as_incomplete_window(tmp_path):

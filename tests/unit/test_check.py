@@ -125,6 +125,27 @@ def test_window_check_explains_windows_a_failed_operator_owned():
     assert not compare_windows(wrong, ref, failed_windows={1: {0, 2}})[1].ok
 
 
+def test_a_short_window_under_another_key_is_the_failed_window_not_an_extra_one():
+    """The failover experiment's case: an argmax query whose operator died
+    two events into window 7 computes that window's maximum over those two,
+    under another key than the whole window's."""
+    ref = pd.DataFrame({"stream": [1, 1], "window": [7, 8], "key": [631, 886], "operator": ["h4", "h5"],
+                        "result": [6765.0, 15547.0], "n_events": [5, 5]})
+    got = pd.DataFrame({"stream": [1, 1], "window": [7, 8], "key": [263, 886], "operator": ["h4", "h5"],
+                        "result": [5273.0, 15547.0], "n_events": [2, 5]})
+    plain = compare_windows(got, ref)[1]
+    assert not plain.ok and plain.missing == 1 and plain.extra == 1
+    failed = compare_windows(got, ref, failed_windows={1: {7}})[1]
+    assert failed.ok and failed.failed == 1 and failed.extra == 0 and failed.matching == 1
+    late = compare_windows(got, ref, late_windows={1: {7}})[1]
+    assert late.ok and late.too_late == 1 and late.extra == 0
+    # a row with as many events as the whole window is no short window: still extra
+    whole = got.assign(n_events=[5, 5])
+    assert compare_windows(whole, ref, failed_windows={1: {7}})[1].extra == 1
+    # and a window the failure did not touch is not excused
+    assert not compare_windows(got, ref, failed_windows={1: {8}})[1].ok
+
+
 def test_a_run_with_a_change_is_checked_against_its_epochs(topo):
     """Deliveries made under a change armed after event 16 (n=5, delta=2 over
     h2-h4, then n=3, delta=1 over h5, h6): the check passes with the change
