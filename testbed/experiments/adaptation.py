@@ -13,11 +13,13 @@ property) without a number, so the record says so beside ours.
 """
 from __future__ import annotations
 
+import copy
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
+import yaml
 from pydantic import Field, field_validator
 
 from testbed.analysis.plots import plt, save_figure
@@ -25,6 +27,8 @@ from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
 from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
 from testbed.runs.rundir import ExperimentDir, RunDir
+from testbed.semantics.plan import load_planned
+from testbed.semantics.topology import Topology
 
 #: Width of one bin of the load-over-time figure (seconds).
 BIN_S = 0.1
@@ -34,6 +38,9 @@ class AdaptationParams(KindParams):
     #: A topology with a ``schedule`` and/or ``adapt`` section.
     topology: str
     targets: list[str] = Field(default=["model", "bmv2"], min_length=1)
+    #: Per target, a factor on every rate of the run (``paced``), for a
+    #: target that cannot carry the topology's rates on this machine.
+    pace: dict[Literal["model", "bmv2"], Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict)
 
     @field_validator("topology")
     @classmethod
@@ -43,6 +50,25 @@ class AdaptationParams(KindParams):
         if not (topo.schedule or topo.adapt):
             raise ValueError(f"{name} has neither a schedule nor an adapt section: nothing would change")
         return name
+
+
+def paced(data: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A topology file's data with every rate times ``factor``: the streams'
+    rates and event counts, the schedule's rates and the elastic policies'
+    thresholds.  The run keeps its timeline (the same seconds, the same
+    ramps, the same boundaries in time) and, scaled alike, the load that
+    drives the policies, so N takes the same course at a pace the target
+    carries."""
+    out = copy.deepcopy(data)
+    for stream in out.get("streams", []):
+        stream["rate"] = stream["rate"] * factor
+        stream["events"] = max(1, round(stream["events"] * factor))
+    for entry in out.get("schedule") or []:
+        if "rate" in entry:
+            entry["rate"]["rate"] = entry["rate"]["rate"] * factor
+    for policy in (out.get("adapt") or {}).get("elastic") or []:
+        policy["high"], policy["low"] = policy["high"] * factor, policy["low"] * factor
+    return out
 
 
 def summarize(run: dict[str, Any]) -> dict[str, Any]:
@@ -89,14 +115,26 @@ class Adaptation(ExperimentKind):
     paper = {"p4ss_adaptability": paper.P4SS_ADAPTABILITY}
 
     def measure(self) -> dict[str, Any]:
-        path, topo = scenario(self.params.topology)
         runs: dict[str, Any] = {}
         for target in self.targets():
+            path, topo = self.topology(target)
             rundir = self.expdir.run(target)
             ok = scenario_run(topo, path, target, rundir, self.settings)
             runs[target] = {"ok": ok, "run_dir": str(rundir.root.relative_to(self.expdir.root)),
-                            **summarize(rundir.read_record())}
+                            "pace": self.params.pace.get(target, 1.0), **summarize(rundir.read_record())}
         return {"runs": runs}
+
+    def topology(self, target: str) -> tuple[Path, Topology]:
+        """The experiment's topology, paced for ``target`` if the parameters say so
+        (written into raw/, and copied into the run directory as every run's is)."""
+        path, topo = scenario(self.params.topology)
+        factor = self.params.pace.get(target)
+        if factor is None or factor == 1:
+            return path, topo
+        out = self.expdir.paced_topology(target)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(yaml.safe_dump(paced(yaml.safe_load(path.read_text()), factor), sort_keys=False))
+        return out, load_planned(out)[0]
 
     def ok(self, ours: dict[str, Any]) -> bool:
         return bool(ours["runs"]) and all(r["ok"] for r in ours["runs"].values())
@@ -107,8 +145,9 @@ class Adaptation(ExperimentKind):
         for target, r in record["ours"]["runs"].items():
             rundir = RunDir(expdir.root / r["run_dir"])
             if rundir.is_run():
+                pace = f", at {r['pace']:g}x the rates" if r.get("pace", 1) != 1 else ""
                 out.append(draw_run(rundir, expdir.figure(f"adaptation-{target}"),
-                                    f"{record['experiment']['description']} ({target})"))
+                                    f"{record['experiment']['description']} ({target}{pace})"))
         return out
 
 

@@ -322,6 +322,10 @@ class ExperimentDir:
     def run(self, name: str) -> RunDir:
         return RunDir(self.runs_folder / name)
 
+    def paced_topology(self, target: str) -> Path:
+        """The topology an adaptation experiment ran on ``target`` at another pace."""
+        return self.raw / f"topology-{target}.yaml"
+
     def runs(self) -> Iterator[RunDir]:
         found = sorted(self.runs_folder.iterdir()) if self.runs_folder.is_dir() else []
         return (RunDir(path) for path in found if RunDir(path).is_run())

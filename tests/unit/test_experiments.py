@@ -15,6 +15,7 @@ from testbed.dataplane.contract import HEADER_REGISTERS, RECONFIG_REGISTERS, REG
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.experiments import KINDS, kind_class
+from testbed.experiments.adaptation import Adaptation
 from testbed.experiments.base import ExperimentError, Settings, all_experiments, load_experiment
 from testbed.experiments.latency import FORWARD, delivery_check, samples, summarize
 from testbed.experiments.rates import saturation
@@ -32,6 +33,7 @@ from testbed.experiments.resources import (
     sweep_topology,
 )
 from testbed.experiments.scenarios import scenario
+from testbed.runs.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import WindowSpec
 
@@ -73,6 +75,8 @@ def test_command_line_overrides_reach_only_kinds_that_take_them():
     ("name: x\nkind: scenarios\nparams: {runs: [cbsw1, nosuch]}\n", r"params.runs: [1]: nosuch: no such topology"),
     ("name: x\nkind: rates\nparams: {targets: [tofino]}\n", "params.targets: unknown target 'tofino'"),
     ("name: x\nkind: latency\nextra: 1\n", "extra: unknown field"),
+    ("name: x\nkind: adaptation\nparams: {topology: elastic, pace: {bmv2: 2}}\n", "params.pace.bmv2:"),
+    ("name: x\nkind: adaptation\nparams: {topology: elastic, pace: {tofino: 0.5}}\n", "params.pace.tofino:"),
 ])
 def test_bad_experiment_file_names_file_and_field(tmp_path, text, where):
     folder = tmp_path / "experiments"
@@ -248,3 +252,22 @@ def test_largest_fitting_respects_every_table_and_the_port_space():
     assert largest_fitting(rows, "N", sizes)["cbsw"] == {"largest_fitting": 16, "first_not_fitting": 32}
     roomy = {t: 10_000 for t in SCHEMA}
     assert largest_fitting(rows, "N", roomy)["cbsw"]["first_not_fitting"] == 600     # 601 ports > 511
+
+
+def test_a_paced_adaptation_keeps_its_timeline_and_scales_every_rate(tmp_path):
+    """elastic on bmv2 runs at half pace: rates, events and the policy's
+    thresholds halve; the schedule's times and N's bounds stay."""
+    spec, params = load_experiment(ROOT / "experiments" / "elastic.yaml", Settings())
+    assert params.pace == {"bmv2": 0.5}
+    kind = Adaptation(spec, params, Settings(), ExperimentDir(tmp_path / "e"))
+    path, topo = kind.topology("model")
+    assert path == ROOT / "topologies" / "elastic.yaml"
+    paced_path, slow = kind.topology("bmv2")
+    assert paced_path.parent == tmp_path / "e" / "raw" and paced_path.exists()
+    (fast_stream,), (slow_stream,) = topo.streams, slow.streams
+    assert (slow_stream.rate, slow_stream.events) == (fast_stream.rate / 2, fast_stream.events // 2)
+    assert [(e.at, e.rate.rate) for e in slow.schedule] == [(e.at, e.rate.rate / 2) for e in topo.schedule]
+    (fast_policy,), (slow_policy,) = topo.adapt.elastic, slow.adapt.elastic
+    assert (slow_policy.high, slow_policy.low) == (fast_policy.high / 2, fast_policy.low / 2)
+    assert (slow_policy.min, slow_policy.max, slow_policy.pool) == (fast_policy.min, fast_policy.max,
+                                                                     fast_policy.pool)
