@@ -13,6 +13,7 @@ const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<4>  IPV4_VERSION   = 4;
 const bit<4>  IPV4_IHL_NO_OPTIONS = 5;   /* 20-byte header: options are not parsed */
 const bit<8>  IP_PROTO_UDP   = 17;
+const bit<3>  IPV4_FLAG_MF   = 0b001;    /* more fragments; with a non-zero offset, marks a fragment */
 const bit<16> EVENT_UDP_PORT = 50000;    /* UDP destination port that marks an event */
 const bit<16> HEARTBEAT_UDP_PORT = 50001; /* an operator host's heartbeat: counted per port, dropped */
 const bit<16> FLAG_WINDOWS = 0x0001;     /* event.flags of a copy: a windows header follows */

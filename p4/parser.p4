@@ -1,8 +1,10 @@
 /*
  * Parser, deparser and the checksum controls.
  *
- * A frame is an event only when it is IPv4 without options, UDP, and sent
- * to EVENT_UDP_PORT, with the whole 32-byte event header present; anything
+ * A frame is an event only when it is a whole IPv4 datagram without
+ * options (not a fragment: a later fragment has no UDP header, only bytes
+ * that may look like one), UDP, and sent to EVENT_UDP_PORT, with the whole
+ * 32-byte event header present; anything
  * else leaves hdr.event invalid and ingress counts and drops it
  * (non_event).  A frame too short for a header it selects stops the parser
  * with error.PacketTooShort, which v1model passes on to ingress with the
@@ -25,8 +27,9 @@ parser MyParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) {
-            (IPV4_VERSION, IPV4_IHL_NO_OPTIONS, IP_PROTO_UDP): parse_udp;
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.flags,
+                          hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (IPV4_VERSION, IPV4_IHL_NO_OPTIONS, 0 &&& IPV4_FLAG_MF, 0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }

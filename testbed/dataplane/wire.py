@@ -30,6 +30,8 @@ EVENT_STRUCT = struct.Struct("!HHIQQq")
 EVENT_LEN = EVENT_STRUCT.size  # 32 bytes
 ETH_LEN, IPV4_LEN, UDP_LEN = 14, 20, 8
 EVENT_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN
+#: The IPv4 flags-and-offset bits that mark a fragment: MF and the 13-bit offset.
+IPV4_FRAGMENT_BITS = 0x3FFF
 #: ``flags`` bit the splitter sets on every copy: a ``Windows`` header follows the event.
 FLAG_WINDOWS = 0x0001
 #: window(64) span(32) stride(16) epoch(16) old_window(64) old_span(32)
@@ -125,14 +127,24 @@ def ipv4_checksum(header: bytes) -> int:
     return (~total) & 0xFFFF
 
 
+def _udp_to(frame: bytes, port: int, min_len: int) -> bool:
+    """Whether a frame is a whole UDP datagram to ``port`` over IPv4 without
+    options, as the P4 parser selects it.  A fragment is not: a later one
+    carries no UDP header at all, only bytes that may look like one, and the
+    switch cannot route a first one's missing rest (sources set DF)."""
+    return (len(frame) >= min_len
+            and frame[12:14] == b"\x08\x00"                                        # IPv4
+            and frame[ETH_LEN] == 0x45                                               # version 4, no options
+            and struct.unpack_from("!H", frame, ETH_LEN + 6)[0] & IPV4_FRAGMENT_BITS == 0
+            and frame[ETH_LEN + 9] == 17                                             # UDP
+            and struct.unpack_from("!H", frame, ETH_LEN + 22)[0] == port)
+
+
 def is_event_frame(frame: bytes) -> bool:
     """Whether an Ethernet frame carries an event, tested as the P4 parser does:
-    IPv4 without options, UDP, destination port ``EVENT_UDP_PORT``, room for the header."""
-    return (len(frame) >= EVENT_OFFSET + EVENT_STRUCT.size
-            and frame[12:14] == b"\x08\x00"          # IPv4
-            and frame[ETH_LEN] == 0x45                 # version 4, no options
-            and frame[ETH_LEN + 9] == 17               # UDP
-            and struct.unpack_from("!H", frame, ETH_LEN + 22)[0] == EVENT_UDP_PORT)
+    an unfragmented IPv4 datagram without options, UDP, destination port
+    ``EVENT_UDP_PORT``, room for the header."""
+    return _udp_to(frame, EVENT_UDP_PORT, EVENT_OFFSET + EVENT_STRUCT.size)
 
 
 def heartbeat_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, seq: int) -> bytes:
@@ -145,13 +157,10 @@ def heartbeat_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, seq: i
 
 
 def is_heartbeat_frame(frame: bytes) -> bool:
-    """IPv4 without options, UDP to ``HEARTBEAT_UDP_PORT``: what the P4 parser
-    and ingress test (the payload is not looked at)."""
-    return (len(frame) >= EVENT_OFFSET
-            and frame[12:14] == b"\x08\x00"
-            and frame[ETH_LEN] == 0x45
-            and frame[ETH_LEN + 9] == 17
-            and struct.unpack_from("!H", frame, ETH_LEN + 22)[0] == HEARTBEAT_UDP_PORT)
+    """An unfragmented IPv4 datagram without options, UDP to
+    ``HEARTBEAT_UDP_PORT``: what the P4 parser and ingress test (the payload
+    is not looked at)."""
+    return _udp_to(frame, HEARTBEAT_UDP_PORT, EVENT_OFFSET)
 
 
 class FrameTemplate:

@@ -53,5 +53,12 @@ def not_events() -> dict[str, bytes]:
         "vlan-tagged-event": bytes(Ether(src=SRC_MAC, dst=SPLITTER_MAC) / Dot1Q(vlan=7)
                                    / IP(src=SRC_IP, dst=SPLITTER_IP) / UDP(dport=EVENT_UDP_PORT) / body),
         "jumbo-not-event": bytes(_ip() / UDP(dport=4000) / Raw(bytes(JUMBO))),
+        # an event's datagram cut in two: the first part holds the whole event header
+        "first-fragment": bytes(_ip(flags="MF", proto=17)
+                                / Raw(bytes(UDP(sport=EVENT_UDP_PORT, dport=EVENT_UDP_PORT, len=8 + 64, chksum=0)
+                                            / body))),
+        # a later fragment whose payload happens to read as UDP to the event port
+        "later-fragment": bytes(_ip(frag=4, proto=17)
+                                / Raw(bytes(UDP(sport=EVENT_UDP_PORT, dport=EVENT_UDP_PORT, chksum=0) / body))),
         "garbage": bytes(range(7, 67)),
     }
