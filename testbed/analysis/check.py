@@ -13,6 +13,7 @@ windows that differ because an event in them was too late.
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
@@ -165,8 +166,11 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
                           lost_on_link=len(exp.lost_on_link), lost_before_switch=len(exp.unseen),
                           unseen=exp.unseen, lost_on_link_seqs=exp.lost_on_link)
         missing = exp.copies - counts
-        # Copies a failed operator never recorded are the failure's, not the splitter's.
-        at_failed = {pair: n for pair, n in missing.items() if pair[1] in failed}
+        # Copies a failed operator never recorded while it was down are the
+        # failure's, not the splitter's; one missing while it was up is not.
+        outages = outage_spans(record, sent, got) if failed else {}
+        at_failed = {pair: n for pair, n in missing.items()
+                     if any(after < pair[0] < until for after, until in outages.get(pair[1], ()))}
         missing = missing - Counter(at_failed)
         res.lost_at_failed = sum(at_failed.values())
         res.affected_windows = sorted({w for pair in at_failed for w in exp.owned_by_failed.get(pair, ())})
@@ -185,6 +189,31 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
                 res.examples.append(f"{label}: {len(seqs)} events, first seqs {', '.join(map(str, seqs[:5]))}")
         results[sid] = res
     return results
+
+
+def outage_spans(record: Optional[dict[str, Any]], sent: pd.DataFrame,
+                 got: pd.DataFrame) -> dict[str, list[tuple[float, float]]]:
+    """Per failed operator, the seqs of one stream its failures explain, as
+    open spans: from the last copy it recorded before it came back (before
+    the end, if it never did) to the first copy it recorded after.
+
+    An operator records its copies in the order the source sent them (one
+    source, one switch, one link), so a copy missing before the last one it
+    recorded ahead of its failure was lost while it was up: the splitter's
+    or the network's doing, and not excused."""
+    adaptation = (record or {}).get("adaptation", {})
+    recoveries = adaptation.get("recoveries", [])
+    send_ns = dict(zip(sent["seq"].tolist(), sent["send_ns"].tolist()))
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for failure in adaptation.get("failures", []):
+        host = failure["host"]
+        back = min((r["at"] for r in recoveries if r["host"] == host and r["at"] >= failure["at"]), default=None)
+        recorded = sorted(set(got.loc[got["operator"] == host, "seq"].tolist()))
+        until = math.inf if back is None else next(
+            (seq for seq in recorded if send_ns.get(seq, -1) >= back * 1e9), math.inf)
+        after = max((seq for seq in recorded if seq < until), default=-1)
+        spans.setdefault(host, []).append((after, until))
+    return spans
 
 
 def events_the_switch_never_saw(results: dict[int, StreamCheck]) -> dict[str, list[int]]:

@@ -13,8 +13,10 @@ from testbed.semantics.workload import stream_events
 def oracle_run(topo, rundir: RunDir, lose=None):
     """Per-host files as sources and receivers write them, deliveries per the oracle.
 
-    ``lose`` is an optional ``(seq, operator)`` delivery to leave out.
+    ``lose`` is an optional ``(seq, operator)`` delivery to leave out, or a
+    set of them.  ``send_ns`` is the seq, so seq i was sent at i ns.
     """
+    lost = {lose} if isinstance(lose, tuple) else set(lose or ())
     s = topo.streams[0]
     ev = stream_events(s, topo.seed)
     sources = pd.DataFrame(ev).assign(stream=s.id, send_ns=range(len(ev["seq"])))
@@ -23,7 +25,7 @@ def oracle_run(topo, rundir: RunDir, lose=None):
     rows = {op: [] for op in s.operators}
     for seq, ts in zip(ev["seq"].tolist(), ev["ts"].tolist()):
         for op in oracle.step(seq, ts).operators:
-            if (seq, op) != lose:
+            if (seq, op) not in lost:
                 rows[op].append({"stream": s.id, "seq": seq, "ts": ts, "key": 0, "value": 0, "recv_ns": seq,
                                  "operator": op})
     for op, part in rows.items():
@@ -108,19 +110,63 @@ def test_rundir_owns_the_layout(tmp_path):
     assert (tmp_path / "latest").resolve() == rundir.root and rundir.is_run()
 
 
+def _h3_copies(topo, seqs):
+    oracle = topo.streams[0].oracle()
+    return {(seq, "h3") for seq in range(60) if "h3" in oracle.step(seq, seq).operators and seq in seqs}
+
+
 def test_missing_copies_at_a_failed_operator_are_the_failures(sliding, rundir):
-    """h3 fails: what it never recorded is counted at it, with the windows those
-    copies belonged to, and the run still passes."""
-    oracle_run(sliding, rundir, lose=(10, "h3"))
+    """h3 fails at seq 10 and records nothing after: what it never recorded is
+    counted at it, with the windows those copies belonged to, and the run
+    still passes."""
+    down = _h3_copies(sliding, range(10, 60))
+    oracle_run(sliding, rundir, lose=down)
     collect(rundir)
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
     record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
-    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 0.0}]}
+    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}]}
     verdicts = evaluate(record, rundir, with_windows=False)
     assert verdicts.ok
     check = record["check"]["3"]
     oracle = sliding.streams[0].oracle()
-    for seq in range(11):
-        windows = oracle.step(seq, seq).windows
-    assert check["lost_at_failed_operators"] == 1 and check["missing"] == 0
-    assert check["windows_affected_by_failure"] == [w for w in windows if oracle.owner(w) == "h3"]
+    owned = set()
+    for seq in range(60):
+        owned |= {w for w in oracle.step(seq, seq).windows if oracle.owner(w) == "h3" and seq >= 10}
+    assert check["lost_at_failed_operators"] == len(down) > 10 and check["missing"] == 0
+    assert check["windows_affected_by_failure"] == sorted(owned)
+
+
+def test_a_copy_lost_while_the_failed_operator_was_up_is_not_the_failures(sliding, rundir):
+    """h3 missed seq 4's copy long before it failed at seq 10: that loss is
+    the splitter's (it recorded seqs 5-9 after it), and the check says so."""
+    oracle_run(sliding, rundir, lose=_h3_copies(sliding, [4]) | _h3_copies(sliding, range(10, 60)))
+    collect(rundir)
+    record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
+    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
+    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}]}
+    assert not evaluate(record, rundir, with_windows=False).ok
+    check = record["check"]["3"]
+    assert check["missing"] == 1 and check["examples"] == ["missing: seq 4 at h3"]
+
+
+def test_after_a_recovery_a_missing_copy_is_not_the_failures(sliding, rundir):
+    """h3 is down from seq 10 to its recovery at seq 40: the copies between
+    are the failure's, one missing at seq 50 after it came back is not."""
+    down = _h3_copies(sliding, range(10, 40))
+    record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
+    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
+    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}],
+                            "recoveries": [{"host": "h3", "at": 39.5e-9}]}
+    oracle_run(sliding, rundir, lose=down)
+    collect(rundir)
+    assert evaluate(record, rundir, with_windows=False).ok
+    assert record["check"]["3"]["lost_at_failed_operators"] == len(down)
+    (late,) = sorted(_h3_copies(sliding, range(50, 60)))[:1]
+    for path in rundir.raw.glob("*"):
+        path.unlink() if path.is_file() else None
+    oracle_run(sliding, rundir, lose=down | {late})
+    collect(rundir)
+    assert not evaluate(record, rundir, with_windows=False).ok
+    check = record["check"]["3"]
+    assert check["lost_at_failed_operators"] == len(down)
+    assert check["examples"] == [f"missing: seq {late[0]} at h3"]
