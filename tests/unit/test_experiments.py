@@ -255,19 +255,22 @@ def test_largest_fitting_respects_every_table_and_the_port_space():
 
 
 def test_a_paced_adaptation_keeps_its_timeline_and_scales_every_rate(tmp_path):
-    """elastic on bmv2 runs at half pace: rates, events and the policy's
-    thresholds halve; the schedule's times and N's bounds stay."""
+    """elastic on bmv2 runs at a slower pace: rates, events and the policy's
+    thresholds scale by the factor; the schedule's times and N's bounds stay."""
     spec, params = load_experiment(ROOT / "experiments" / "elastic.yaml", Settings())
-    assert params.pace == {"bmv2": 0.5}
+    assert set(params.pace) == {"bmv2"} and 0 < params.pace["bmv2"] < 1
+    f = params.pace["bmv2"]
     kind = Adaptation(spec, params, Settings(), ExperimentDir(tmp_path / "e"))
     path, topo = kind.topology("model")
     assert path == ROOT / "topologies" / "elastic.yaml"
     paced_path, slow = kind.topology("bmv2")
     assert paced_path.parent == tmp_path / "e" / "raw" and paced_path.exists()
     (fast_stream,), (slow_stream,) = topo.streams, slow.streams
-    assert (slow_stream.rate, slow_stream.events) == (fast_stream.rate / 2, fast_stream.events // 2)
-    assert [(e.at, e.rate.rate) for e in slow.schedule] == [(e.at, e.rate.rate / 2) for e in topo.schedule]
+    assert slow_stream.rate == pytest.approx(fast_stream.rate * f) and slow_stream.rate < fast_stream.rate
+    assert slow_stream.events == round(fast_stream.events * f)
+    assert [e.at for e in slow.schedule] == [e.at for e in topo.schedule]
+    assert [e.rate.rate for e in slow.schedule] == pytest.approx([e.rate.rate * f for e in topo.schedule])
     (fast_policy,), (slow_policy,) = topo.adapt.elastic, slow.adapt.elastic
-    assert (slow_policy.high, slow_policy.low) == (fast_policy.high / 2, fast_policy.low / 2)
+    assert (slow_policy.high, slow_policy.low) == pytest.approx((fast_policy.high * f, fast_policy.low * f))
     assert (slow_policy.min, slow_policy.max, slow_policy.pool) == (fast_policy.min, fast_policy.max,
                                                                      fast_policy.pool)
