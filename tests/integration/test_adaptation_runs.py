@@ -61,7 +61,8 @@ def test_n_changes_mid_stream_on_a_sliding_stream(tmp_path, target):
     on a window boundary mid-stream and every event passes the check.  On
     the embedded target the operators also compute their windows on Spark,
     from the Windows headers, and every window equals the reference."""
-    path = adaptive_topology(tmp_path, "sa" + target[0], {"kind": "count", "size": 5, "slide": 1}, rate=RATE[target], schedule=[
+    path = adaptive_topology(tmp_path, "sa" + target[0], {"kind": "count", "size": 5, "slide": 1},
+                             rate=RATE[target], schedule=[
         {"at": 0.4, "change": {"stream": 5, "operators": ["op1", "op3", "op5"]}},
         {"at": 0.9, "change": {"stream": 5, "operators": ["op1", "op2", "op3", "op4", "op5", "op6"]}},
         {"at": 1.4, "change": {"stream": 5, "window": {"kind": "count", "size": 4, "slide": 2}}}])
