@@ -204,11 +204,12 @@ def outage_spans(record: Optional[dict[str, Any]], sent: pd.DataFrame,
     adaptation = (record or {}).get("adaptation", {})
     recoveries = adaptation.get("recoveries", [])
     send_ns = dict(zip(sent["seq"].tolist(), sent["send_ns"].tolist()))
+    recorded_by = {host: sorted(set(seqs)) for host, seqs in got.groupby("operator")["seq"]}
     spans: dict[str, list[tuple[float, float]]] = {}
     for failure in adaptation.get("failures", []):
         host = failure["host"]
         back = min((r["at"] for r in recoveries if r["host"] == host and r["at"] >= failure["at"]), default=None)
-        recorded = sorted(set(got.loc[got["operator"] == host, "seq"].tolist()))
+        recorded = recorded_by.get(host, [])
         until = math.inf if back is None else next(
             (seq for seq in recorded if send_ns.get(seq, -1) >= back * 1e9), math.inf)
         after = max((seq for seq in recorded if seq < until), default=-1)
