@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 import pandas as pd
+from rich.console import Console
 
 from testbed import ROOT
-from testbed.runs.rundir import ExperimentDir, RunDir
+from testbed.rundir import ExperimentDir, RunDir, RunRecord, RunVerdicts
 from testbed.semantics.topology import Topology, load_topology, parse_topology, resolve_topology
 
 TopologyLike = Union[str, Path, dict, Topology]
@@ -47,22 +48,27 @@ class RunResult:
         return self.rundir.root
 
     @cached_property
-    def record(self) -> dict[str, Any]:
-        """``run.json``: topology, target, versions, timings, accounting, checks."""
+    def record(self) -> RunRecord:
+        """``run.json``, typed: topology, target, versions, timings, counters, changes."""
         return self.rundir.read_record()
+
+    @cached_property
+    def verdicts(self) -> Optional[RunVerdicts]:
+        """``verdicts.json``, typed: accounting and checks (``None`` for a run never checked)."""
+        return self.rundir.read_verdicts()
 
     @property
     def name(self) -> str:
-        return self.record["name"]
+        return self.record.name
 
     @property
     def target(self) -> str:
-        return self.record["target"]
+        return self.record.target
 
     @property
     def ok(self) -> bool:
         """Whether every check passed (``False`` for a run that did not finish)."""
-        return bool(self.record.get("ok", False))
+        return self.verdicts is not None and self.verdicts.ok
 
     # -- raw data ---------------------------------------------------------------
     @cached_property
@@ -92,17 +98,17 @@ class RunResult:
     @property
     def accounting(self) -> dict[str, Any]:
         """Per stream: planned, sent, received per operator, dropped and why, lost."""
-        return self.record.get("accounting", {})
+        return self.verdicts.accounting if self.verdicts else {}
 
     @property
     def checks(self) -> pd.DataFrame:
         """The deliveries' verdict per stream (rows): expected, delivered, missing, extra, ok..."""
-        return _verdicts(self.record.get("check", {}))
+        return _verdicts(self.verdicts.model_dump()["check"] if self.verdicts else {})
 
     @property
     def window_checks(self) -> pd.DataFrame:
         """The windows' verdict per stream; empty for a run without Spark."""
-        return _verdicts(self.record.get("window_check", {}))
+        return _verdicts(self.verdicts.model_dump()["window_check"] if self.verdicts else {})
 
     # -- views -------------------------------------------------------------------------
     def load(self) -> pd.DataFrame:
@@ -149,10 +155,13 @@ def run(topology: TopologyLike, target: Optional[str] = None, **options: Any) ->
     are ``testbed run``'s: ``out``, ``seed``, ``timeout``, ``spark`` (``False``
     for ``--no-spark``), ``spark_master``, ``pcap``.
     """
+    from testbed.experiments.launch import real_parts
     from testbed.runs.orchestrator import Run, RunOptions
 
     path, topo = _topology(topology)
-    runner = Run(topo, path, RunOptions(target=target or topo.switch.target, **options))
+    run_options = RunOptions(target=target or topo.switch.target, **options)
+    console = Console(stderr=True)
+    runner = Run(topo, path, run_options, real_parts(run_options, console), console)
     runner.execute()
     return RunResult(runner.rundir)
 

@@ -45,7 +45,7 @@ from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.footprint import TAG_ENV, memory_of
-from testbed.runs.rundir import BenchDir, RunDir
+from testbed.rundir import BenchDir, RunDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import load_topology, parse_topology
 from testbed.semantics.windows import CountWindows, StreamOracle

@@ -59,7 +59,7 @@ def _refuse(err: Exception | str) -> NoReturn:
 @contextmanager
 def _run_dir_errors(run_dir: Path):
     """A run directory that cannot be read: one line naming it, exit 2."""
-    from testbed.runs.rundir import RunDirError
+    from testbed.rundir import RunDirError
 
     try:
         yield
@@ -119,13 +119,14 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
         timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False,
         cli: Optional[str] = None) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
-    from testbed.runs.orchestrator import Run, RunOptions
+    from testbed.experiments.launch import launch
+    from testbed.runs.orchestrator import RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
                          spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli)
     with _run_errors():
-        ok = Run(topo, path, options).execute()
+        ok = launch(topo, path, options)
     sys.exit(0 if ok else 1)
 
 
@@ -192,30 +193,23 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def check(run_dir: Path) -> None:
-    """Compare a run's deliveries with the oracle; exit 1 on any violation."""
-    from testbed.analysis.check import (
-        check_run,
-        check_windows,
-        failed_operators_windows,
-        summary_lines,
-        window_summary_lines,
-    )
-    from testbed.runs.rundir import RunDir
+    """Judge a run again: deliveries (and windows) against the oracle, into its verdicts.json.
+
+    The run's facts (run.json) are not touched.  Exit 1 on any violation.
+    """
+    from testbed.analysis.check import require_run
+    from testbed.analysis.verdicts import evaluate, verdict_summary
+    from testbed.rundir import RunDir
 
     rundir = RunDir(run_dir)
     with _run_dir_errors(run_dir):
         with_windows = rundir.windows.exists()
-        record = rundir.require(("sources", "deliveries") + (("windows", "windows_reference") if with_windows else ()))
-        results = check_run(rundir)
-        windows = check_windows(rundir, failed_windows=failed_operators_windows(results)) if with_windows else {}
-    lines = summary_lines(results) + window_summary_lines(windows)
-    spark = record.get("spark")
-    if not with_windows and isinstance(spark, dict) and spark.get("error"):
-        lines.append(f"windows: not computed (the Spark application failed: {spark['error'].splitlines()[0]})")
-    for line in lines:
+        record = require_run(rundir, ("sources", "deliveries")
+                             + (("windows", "windows_reference") if with_windows else ()))
+        verdicts = evaluate(record, rundir, with_windows=with_windows or record.spark_failed() is not None)
+    for line in verdict_summary(record, verdicts):
         click.echo(line)
-    ok = all(r.ok for r in results.values()) and all(w.ok for w in windows.values())
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if verdicts.ok else 1)
 
 
 @main.command()
@@ -229,12 +223,14 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
     after a change to the P4 program.
     """
     from testbed.analysis.compare import compare_runs, diff_lines
-    from testbed.runs.rundir import RunDir
+    from testbed.rundir import RunDir, RunDirError
 
     a, b = RunDir(run_a), RunDir(run_b)
     try:
         records = {"A": a.read_record(), "B": b.read_record()}
         diffs = compare_runs(a, b)
+    except RunDirError as err:
+        _fail(str(err), 2)
     except (OSError, KeyError, ValueError) as err:
         _fail(f"not two complete run directories ({type(err).__name__}: {err})", 2)
     same = all(d.same for d in diffs.values())
@@ -244,8 +240,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
     else:
         for side, rundir in (("A", a), ("B", b)):
             record = records[side]
-            click.echo(f"{side}: {rundir.root} ({record.get('name')} on {record.get('target')}, "
-                       f"seed {record.get('seed')})")
+            click.echo(f"{side}: {rundir.root} ({record.name} on {record.target}, seed {record.seed})")
         for line in diff_lines(diffs):
             click.echo(line)
         click.echo("no difference" if same else "the runs differ")
@@ -256,9 +251,10 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def plot(run_dir: Path) -> None:
     """Redraw the figures of a run or an experiment directory from its raw data."""
+    from testbed.analysis.check import require_run
     from testbed.analysis.plots import plot_run
     from testbed.experiments.base import redraw
-    from testbed.runs.rundir import ExperimentDir, RunDir
+    from testbed.rundir import ExperimentDir, RunDir
 
     expdir = ExperimentDir(run_dir)
     if expdir.is_experiment():
@@ -266,7 +262,7 @@ def plot(run_dir: Path) -> None:
     else:
         rundir = RunDir(run_dir)
         with _run_dir_errors(run_dir):
-            rundir.require(("sources", "deliveries"), analysis=rundir.spark_analysis.exists())
+            require_run(rundir, ("sources", "deliveries"), analysis=rundir.spark_analysis.exists())
             figures = plot_run(rundir)
     for p in figures:
         click.echo(str(p))

@@ -32,7 +32,7 @@ import yaml
 
 from testbed import ROOT
 from testbed.emulation.footprint import TAG_ENV, Footprint, leaks, tagged_processes
-from testbed.runs.rundir import SoakDir
+from testbed.rundir import SoakDir
 
 #: The phases of a run in order, as its state file names them (``Run.phase``).
 PHASES = ["starting", "spark submit", "network", "plan", "operators", "stream", "stop", "spark", "conclude"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from support import topologies
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 
 TESTS = Path(__file__).resolve().parent
 

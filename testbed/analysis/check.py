@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir, RunDirError, RunRecord
 from testbed.semantics.topology import Stream
 from testbed.semantics.windows import TOO_LATE
 
@@ -77,12 +77,6 @@ class Expectation:
     owned_by_failed: dict = field(default_factory=dict)
 
 
-def stream_changes(record: Optional[dict[str, Any]], sid: int) -> Optional[list[dict[str, Any]]]:
-    """The recorded changes of one stream, keyed by its id as text or int."""
-    changes = (record or {}).get("changes", {})
-    return changes.get(str(sid)) or changes.get(sid)
-
-
 def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[Counter] = None,
                         unseen: int = 0, link_drops: Iterable[int] = (),
                         changes: Optional[list[dict[str, Any]]] = None,
@@ -127,41 +121,41 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
     return out
 
 
-def switch_unseen(record: dict[str, Any], sid: int, sent: int, link_lost: int) -> int:
+def switch_unseen(record: RunRecord, sid: int, sent: int, link_lost: int) -> int:
     """Events of a stream that reached neither the switch's pipeline counters nor a
-    link relay's drop records: sent - (accepted + dropped at the switch) - lost on a link."""
-    counters = (record.get("switch", {}).get("streams", {}).get(str(sid))
-                or record.get("switch", {}).get("streams", {}).get(sid))
-    if not counters:
+    link relay's drop records: sent - (accepted + dropped at the switch) - lost on a link.
+    Without the switch's counters (a run that ended early) nothing is known unseen."""
+    counters = record.switch.streams.get(str(sid)) if record.switch is not None else None
+    if counters is None:
         return 0
-    seen = counters.get("in", 0) + sum(counters.get("dropped", {}).values())
+    seen = counters.accepted + sum(counters.dropped.values())
     return max(0, sent - link_lost - seen)
 
 
-def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deliveries: pd.DataFrame,
-                 record: Optional[dict[str, Any]] = None,
+def check_frames(record: RunRecord, sources: pd.DataFrame, deliveries: pd.DataFrame,
                  link_drops: Optional[pd.DataFrame] = None) -> dict[int, StreamCheck]:
-    """Per stream (``streams`` as run.json keeps them), the deliveries against the oracle.
+    """Per stream of the run, the deliveries against the oracle.
 
-    ``record`` (run.json) brings the switch's counters and ``link_drops``
-    (stream, seq) the events link relays dropped; with them the check knows
-    which events the switch saw (``expected_deliveries``).
+    The record brings the streams, the switch's counters, the changes and
+    failures, and ``link_drops`` (stream, seq) the events link relays
+    dropped; with them the check knows which events the switch saw
+    (``expected_deliveries``).
     """
     results: dict[int, StreamCheck] = {}
-    failed = {f["host"] for f in (record or {}).get("adaptation", {}).get("failures", [])}
+    failed = record.failed_hosts()
     # Split once: filtering the whole table per stream is quadratic in the number of streams.
     sent_by = dict(tuple(sources.sort_values("send_ns", kind="stable").groupby("stream", sort=False)))
     got_by = dict(tuple(deliveries.groupby("stream", sort=False)))
     drops_by = {} if link_drops is None else dict(tuple(link_drops.groupby("stream", sort=False)))
-    for sid_text, stream_record in streams.items():
+    for sid_text, stream_record in record.streams.items():
         sid = int(sid_text)
         sent = sent_by.get(sid, sources.iloc[:0])
         got = got_by.get(sid, deliveries.iloc[:0])
         dropped = drops_by[sid]["seq"].tolist() if sid in drops_by else []
         counts = Counter(zip(got["seq"].tolist(), got["operator"].tolist()))
-        unseen = switch_unseen(record or {}, sid, len(sent), len(dropped))
+        unseen = switch_unseen(record, sid, len(sent), len(dropped))
         exp = expected_deliveries(Stream.from_record(stream_record), sent, Counter(got["seq"].tolist()),
-                                  unseen, dropped, stream_changes(record, sid), failed)
+                                  unseen, dropped, record.stream_changes(sid), failed)
         res = StreamCheck(sid, sent=len(sent), expected=sum(exp.copies.values()), by_design=dict(exp.by_design),
                           lost_on_link=len(exp.lost_on_link), lost_before_switch=len(exp.unseen),
                           unseen=exp.unseen, lost_on_link_seqs=exp.lost_on_link)
@@ -191,7 +185,7 @@ def check_frames(streams: dict[str, dict[str, Any]], sources: pd.DataFrame, deli
     return results
 
 
-def outage_spans(record: Optional[dict[str, Any]], sent: pd.DataFrame,
+def outage_spans(record: RunRecord, sent: pd.DataFrame,
                  got: pd.DataFrame) -> dict[str, list[tuple[float, float]]]:
     """Per failed operator, the seqs of one stream its failures explain, as
     open spans: from the last copy it recorded before it came back (before
@@ -201,7 +195,7 @@ def outage_spans(record: Optional[dict[str, Any]], sent: pd.DataFrame,
     source, one switch, one link), so a copy missing before the last one it
     recorded ahead of its failure was lost while it was up: the splitter's
     or the network's doing, and not excused."""
-    adaptation = (record or {}).get("adaptation", {})
+    adaptation = record.adaptation or {}
     recoveries = adaptation.get("recoveries", [])
     send_ns = dict(zip(sent["seq"].tolist(), sent["send_ns"].tolist()))
     recorded_by = {host: sorted(set(seqs)) for host, seqs in got.groupby("operator")["seq"]}
@@ -231,10 +225,28 @@ def failed_operators_windows(results: dict[int, StreamCheck]) -> dict[int, set[i
     return {sid: set(r.affected_windows) for sid, r in results.items() if r.affected_windows}
 
 
-def check_run(rundir: RunDir) -> dict[int, StreamCheck]:
-    record = rundir.read_record()
-    return check_frames(record["streams"], pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries),
-                        record, read_link_drops(rundir))
+def require_run(rundir: RunDir, tables: tuple[str, ...], analysis: bool = False) -> RunRecord:
+    """The record of a run whose files the tools can read (``RunDir.require``),
+    and whose streams are valid topology streams; else ``RunDirError`` naming
+    the file and the key."""
+    from pydantic import ValidationError
+
+    from testbed.semantics.topology import describe
+
+    record = rundir.require(tables, analysis)
+    for sid, stream in record.streams.items():
+        try:
+            Stream.from_record(stream)
+        except ValidationError as err:
+            raise RunDirError(f"{rundir.record}: streams.{sid}.{describe(err)}") from None
+    return record
+
+
+def check_run(rundir: RunDir, record: Optional[RunRecord] = None) -> dict[int, StreamCheck]:
+    """The frame check of a collected run (its record read from ``rundir`` unless given)."""
+    record = record if record is not None else rundir.read_record()
+    return check_frames(record, pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries),
+                        read_link_drops(rundir))
 
 
 def read_link_drops(rundir: RunDir) -> Optional[pd.DataFrame]:
@@ -377,19 +389,19 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
     return out
 
 
-def check_windows(rundir: RunDir, record: Optional[dict[str, Any]] = None,
+def check_windows(rundir: RunDir, record: Optional[RunRecord] = None,
                   failed_windows: Optional[dict[int, set[int]]] = None) -> dict[int, WindowCheck]:
     """Per stream, the operators' windows against a centralized computation.
-    ``record`` is run.json's content (read from the run directory if not
+    ``record`` is the run's record (read from the run directory if not
     given); ``failed_windows`` are, per stream, the windows a failed operator
     owned (``StreamCheck.affected_windows``)."""
     record = record if record is not None else rundir.read_record()
     sources = pd.read_parquet(rundir.sources)
     late: dict[int, set[int]] = {}
-    for sid_text, stream_record in record["streams"].items():
+    for sid_text, stream_record in record.streams.items():
         sent = sources[sources["stream"] == int(sid_text)].sort_values("send_ns", kind="stable")
         late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent,
-                                                  changes=stream_changes(record, int(sid_text))).late_windows
+                                                  changes=record.stream_changes(sid_text)).late_windows
     return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference), late,
                            failed_windows=failed_windows)
 

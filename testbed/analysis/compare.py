@@ -21,7 +21,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from testbed.analysis.check import WindowCheck, compare_windows
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 
 EXAMPLES = 5
 #: How window differences are worded: B's side, A's side, only in A, only in B.
@@ -107,7 +107,7 @@ def _frame(rundir: RunDir, path_name: str) -> Optional[pd.DataFrame]:
 
 def compare_runs(a: RunDir, b: RunDir) -> dict[int, StreamDiff]:
     """Every stream of either run, with how it differs."""
-    streams_a, streams_b = a.read_record()["streams"], b.read_record()["streams"]
+    streams_a, streams_b = a.read_record().streams, b.read_record().streams
     frames = {side: {name: _frame(rundir, name) for name in ("sources", "deliveries", "windows")}
               for side, rundir in (("a", a), ("b", b))}
     out: dict[int, StreamDiff] = {}

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from testbed.runs.rundir import RunDir  # noqa: E402
+from testbed.rundir import RunDir, RunDirError  # noqa: E402
 
 #: Beyond this many streams a figure shows them summed (or pooled), in one
 #: bar or curve: a legend of 1,000 streams is neither readable nor quick to draw.
@@ -32,11 +32,11 @@ def load_table(rundir: RunDir) -> pd.DataFrame:
     run = rundir.read_record()
     deliveries = pd.read_parquet(rundir.deliveries, columns=["stream", "operator"])
     counts = deliveries.groupby(["operator", "stream"]).size().unstack(fill_value=0)
-    order = [h for h in run["operator_hosts"]]
+    order = [h for h in run.operator_hosts]
     counts = counts.reindex(order, fill_value=0)
     if len(counts.columns) > MAX_STREAMS_SHOWN:
         return counts.sum(axis=1).to_frame(f"all {len(counts.columns)} streams")
-    counts.columns = [run["streams"][str(c)].get("name") or str(c) for c in counts.columns]
+    counts.columns = [run.streams[str(c)].get("name") or str(c) for c in counts.columns]
     return counts
 
 
@@ -47,7 +47,7 @@ def plot_load(rundir: RunDir) -> Path:
     counts.plot.bar(ax=ax, width=0.8, rot=0)
     ax.set_xlabel("operator instance (host)")
     ax.set_ylabel("events received")
-    ax.set_title(f"{run['name']}: load per operator ({run['target']} target)")
+    ax.set_title(f"{run.name}: load per operator ({run.target} target)")
     ax.legend(title="stream")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -75,12 +75,12 @@ def plot_latency(rundir: RunDir) -> Path:
     for sid, part in groups:
         values = np.sort(part["latency_us"].to_numpy())
         points = np.unique(np.linspace(0, len(values) - 1, min(len(values), CDF_POINTS)).astype(int))
-        label = f"all {streams} streams" if sid is None else run["streams"][str(sid)].get("name") or str(sid)
+        label = f"all {streams} streams" if sid is None else run.streams[str(sid)].get("name") or str(sid)
         ax.plot(values[points], (points + 1) / len(values), label=label)
     ax.set_xscale("log")
     ax.set_xlabel("delivery latency (us, source send to operator receive)")
     ax.set_ylabel("fraction of deliveries")
-    ax.set_title(f"{run['name']}: latency ({run['target']} target)")
+    ax.set_title(f"{run.name}: latency ({run.target} target)")
     ax.legend(title="stream")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -96,11 +96,11 @@ def plot_analysis(rundir: RunDir) -> Path:
     the aggregation over the raw events was done on Spark."""
     run = rundir.read_record()
     analysis = json.loads(rundir.spark_analysis.read_text())
-    name = lambda sid: run["streams"][str(sid)].get("name") or str(sid)  # noqa: E731
+    name = lambda sid: run.streams[str(sid)].get("name") or str(sid)  # noqa: E731
     load = pd.DataFrame(analysis["load"])
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     windows = load.pivot_table(index="operator", columns="stream", values="windows", fill_value=0)
-    windows = windows.reindex(run["operator_hosts"], fill_value=0).rename(columns=name)
+    windows = windows.reindex(run.operator_hosts, fill_value=0).rename(columns=name)
     windows.plot.bar(ax=axes[0], rot=0)
     axes[0].set_title("windows computed per operator")
     axes[0].set_ylabel("windows")
@@ -112,7 +112,7 @@ def plot_analysis(rundir: RunDir) -> Path:
     lat.index = [name(s) for s in lat.index]
     lat.plot.bar(ax=axes[2], rot=0, logy=True)
     axes[2].set_title("delivery latency (us)")
-    fig.suptitle(f"{run['name']} on {run['target']}: Spark analysis ({analysis['spark_master']})")
+    fig.suptitle(f"{run.name} on {run.target}: Spark analysis ({analysis['spark_master']})")
     fig.tight_layout()
     out = rundir.figure("analysis")
     fig.savefig(out, dpi=120)
@@ -147,16 +147,18 @@ def lateness_table(runs: dict[str, RunDir]) -> pd.DataFrame:
     too late, and the windows that differ from the centralized reference."""
     rows = []
     for name, rundir in runs.items():
-        record = rundir.read_record()
-        for sid, stream in record["streams"].items():
+        record, verdicts = rundir.read_record(), rundir.read_verdicts()
+        if verdicts is None:
+            raise RunDirError(f"{rundir.verdicts}: missing (the run was never checked: testbed check)")
+        for sid, stream in record.streams.items():
             window = stream["window"]
-            check = record.get("window_check", {}).get(sid, {})
+            frames, windows = verdicts.check[sid], verdicts.window_check.get(sid)
             rows.append({"run": name, "lateness_slides": window["lateness"] / window["slide"],
-                         "too_late": record["check"][sid]["undelivered_by_design"].get("too_late", 0),
-                         "sent": record["check"][sid]["sent"],
-                         "windows": check.get("reference_windows"),
-                         "windows_differing": check.get("affected_by_lateness"),
-                         "windows_check_ok": check.get("ok")})
+                         "too_late": frames.undelivered_by_design.get("too_late", 0),
+                         "sent": frames.sent,
+                         "windows": windows.reference_windows if windows else None,
+                         "windows_differing": windows.affected_by_lateness if windows else None,
+                         "windows_check_ok": windows.ok if windows else None})
     return pd.DataFrame(rows)
 
 

@@ -21,7 +21,8 @@ from typing import Optional
 
 from testbed import ROOT
 from testbed.emulation import procs
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.rundir import RunDir, write_json_atomic
+from testbed.runs.parts import PartFailed
 from testbed.semantics.topology import Topology
 from testbed.semantics.workload import sent_events
 
@@ -30,7 +31,7 @@ PACKAGE = ROOT / "testbed"
 DEFAULT_MASTER = "local[*]"
 
 
-class SparkError(RuntimeError):
+class SparkError(PartFailed):
     """The Spark application failed to start, failed, or did not finish in time."""
 
 

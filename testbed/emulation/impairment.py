@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame
 from testbed.emulation.packet_socket import PACKET_OUTGOING, packet_socket
 from testbed.emulation.procs import run_until_signalled
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.rundir import RunDir, write_json_atomic
 
 STATUS_EVERY_S = 0.2
 #: Which way a frame travels, as recorded for drops.

@@ -22,10 +22,8 @@ from typing import Optional
 from testbed import ROOT
 from testbed.emulation.impairment import Impairment, parse_duration
 from testbed.emulation.procs import register_pid, spawn, stop, wait_ready
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 from testbed.semantics.topology import Topology
-from testbed.targets import switch_class
-from testbed.targets.base import SplitterSwitch
 
 
 def mininet_missing() -> Optional[str]:
@@ -73,14 +71,18 @@ def _host_class():
 
 
 class SplitterNetwork:
-    """The emulated network of one run."""
+    """The emulated network of one run, around a switch of the class it is given.
 
-    def __init__(self, topo: Topology, target: str, rundir: RunDir):
+    ``switch_cls`` is a Mininet switch class (a target's ``SplitterSwitch``);
+    the network does not choose the target, the run's composer does.
+    """
+
+    def __init__(self, topo: Topology, switch_cls: type, rundir: RunDir):
         self.topo = topo
-        self.target = target
+        self.switch_cls = switch_cls
         self.rundir = rundir
         self.net = None
-        self.switch: Optional[SplitterSwitch] = None
+        self.switch = None
         #: host -> how its link is shaped ("netem", "user-space relay", "htb", or absent)
         self.link_modes: dict[str, str] = {}
         self.relays: dict[str, tuple[object, Impairment]] = {}     # host -> (relay node, impairment)
@@ -94,7 +96,7 @@ class SplitterNetwork:
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
-        self.switch = net.addSwitch(topo.switch.name, cls=switch_class(self.target),
+        self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls,
                                     run_dir=str(self.rundir.root))
         addresses = topo.addresses()
         prefix = topo.subnet().prefixlen
@@ -156,6 +158,17 @@ class SplitterNetwork:
 
     def intf_of(self, host: str) -> str:
         return self.host(host).defaultIntf().name
+
+    def link_down(self, host: str) -> None:
+        """Fail ``host``'s link at the host's end, as a pulled cable or a dead NIC
+        would: the switch's port loses its carrier but stays configured.  (An
+        administrative down of the switch's own interface is a different event,
+        and bmv2's libpcap then blocks the switch's one receive thread until the
+        port is up again, stalling every other port.)"""
+        self.host(host).defaultIntf().ifconfig("down")
+
+    def link_up(self, host: str) -> None:
+        self.host(host).defaultIntf().ifconfig("up")
 
     def stop(self) -> None:
         """Stop the relays (they send what they hold and write their records), then Mininet."""

@@ -27,7 +27,7 @@ from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
 from testbed.dataplane.wire import EVENT_STRUCT, EVENT_UDP_PORT, FLAG_WINDOWS, WINDOWS_STRUCT
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
-from testbed.runs.rundir import RunDir, read_json, write_json_atomic
+from testbed.rundir import RunDir, read_json, write_json_atomic
 
 STATUS_EVERY_S = 0.2
 #: How often newly received events are written as a part (and handed to Spark).

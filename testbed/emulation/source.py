@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.packet_socket import packet_socket
 from testbed.emulation.procs import run_until_signalled
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.rundir import RunDir, write_json_atomic
 from testbed.semantics.schedule import rate_profile, send_offsets
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, load_topology
 from testbed.semantics.workload import sent_events

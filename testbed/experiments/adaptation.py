@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Optional
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
 from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
-from testbed.runs.rundir import ExperimentDir, RunDir
+from testbed.rundir import ExperimentDir, RunDir, RunRecord, RunVerdicts
 from testbed.semantics.plan import load_planned
 from testbed.semantics.topology import Topology
 
@@ -71,14 +71,14 @@ def paced(data: dict[str, Any], factor: float) -> dict[str, Any]:
     return out
 
 
-def summarize(run: dict[str, Any]) -> dict[str, Any]:
-    """What one run's record says about its adaptation."""
-    adaptation = run.get("adaptation", {})
+def summarize(run: RunRecord, verdicts: Optional[RunVerdicts]) -> dict[str, Any]:
+    """What one run's facts and verdicts say about its adaptation."""
+    adaptation = run.adaptation or {}
     changes = [
         {"stream": int(sid), "epoch": c["epoch"], "policy": c["policy"], "operators": c["operators"],
          "boundary": c["boundary"], "install_ms": round(c["install_s"] * 1000, 2),
          "arm_to_boundary_ms": round((c["applied_at"] - c["armed_at"]) * 1000, 2)}
-        for sid, cs in run.get("changes", {}).items() for c in cs]
+        for sid, cs in run.changes.items() for c in cs]
     failures = []
     for f in adaptation.get("failures", []):
         detected = next((d for d in adaptation.get("detections", []) if d["host"] == f["host"]), None)
@@ -90,10 +90,10 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
             row["detect_to_removed_ms"] = round((max(c["applied_at"] for c in removal)
                                                  - detected["detected_at"]) * 1000, 1)
         failures.append(row)
-    check = run.get("check", {})
-    windows = run.get("window_check", {})
+    check = {k: v.model_dump() for k, v in verdicts.check.items()} if verdicts else {}
+    windows = {k: v.model_dump() for k, v in verdicts.window_check.items()} if verdicts else {}
     return {
-        "ok": run.get("ok", False),
+        "ok": verdicts is not None and verdicts.ok,
         "changes": changes,
         "failures": failures,
         "events_sent": sum(c["sent"] for c in check.values()),
@@ -121,7 +121,8 @@ class Adaptation(ExperimentKind):
             rundir = self.expdir.run(target)
             ok = scenario_run(topo, path, target, rundir, self.settings)
             runs[target] = {"ok": ok, "run_dir": str(rundir.root.relative_to(self.expdir.root)),
-                            "pace": self.params.pace.get(target, 1.0), **summarize(rundir.read_record())}
+                            "pace": self.params.pace.get(target, 1.0),
+                            **summarize(rundir.read_record(), rundir.read_verdicts())}
         return {"runs": runs}
 
     def topology(self, target: str) -> tuple[Path, Topology]:
@@ -158,20 +159,20 @@ def draw_run(rundir: RunDir, path: Path, title: str) -> Path:
     t0 = deliveries["recv_ns"].min()
     deliveries["t"] = (deliveries["recv_ns"] - t0) / 1e9
     bins = np.arange(0, deliveries["t"].max() + BIN_S, BIN_S)
-    elastic = run.get("adaptation", {}).get("elastic_samples", [])
+    elastic = (run.adaptation or {}).get("elastic_samples", [])
     fig, axes = plt.subplots(2 if elastic else 1, 1, figsize=(9, 6 if elastic else 4), sharex=True, squeeze=False)
     ax = axes[0][0]
     for op, group in deliveries.groupby("operator"):
         counts, _ = np.histogram(group["t"], bins=bins)
         ax.plot(bins[:-1], counts / BIN_S, label=op, linewidth=1)
     ymax = ax.get_ylim()[1]
-    for sid, changes in run.get("changes", {}).items():
+    for sid, changes in run.changes.items():
         for c in changes:
             x = (c["applied_at"] * 1e9 - t0) / 1e9
             ax.axvline(x, color="grey", linestyle="--", linewidth=0.8)
             ax.text(x, ymax * 0.97, f" s{sid} e{c['epoch']}: N={len(c['operators'])}", rotation=90,
                     va="top", fontsize=7)
-    adaptation = run.get("adaptation", {})
+    adaptation = run.adaptation or {}
     for f in adaptation.get("failures", []):
         ax.axvline((f["at"] * 1e9 - t0) / 1e9, color="red", linewidth=1)
         ax.text((f["at"] * 1e9 - t0) / 1e9, ymax * 0.5, f" {f['host']} fails", color="red", fontsize=8)

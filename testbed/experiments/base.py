@@ -33,8 +33,8 @@ from rich.console import Console
 from testbed import ROOT
 from testbed.emulation import procs
 from testbed.emulation.veth import VethRig
+from testbed.rundir import ExperimentDir
 from testbed.runs.record import git_revision
-from testbed.runs.rundir import ExperimentDir
 from testbed.semantics.topology import TopologyError
 from testbed.targets import PROCESSES, switch_process
 

@@ -29,7 +29,7 @@ from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.resources import semantic_windows, sweep_topology
 from testbed.experiments.scenarios import check_scenarios
-from testbed.runs.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 
 FIG_9 = "s4_fig9"

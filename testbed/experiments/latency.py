@@ -34,7 +34,7 @@ from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.resources import SEMANTICS
 from testbed.experiments.scenarios import check_scenarios, scenario
-from testbed.runs.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
 from testbed.semantics.workload import stream_events

@@ -28,7 +28,7 @@ from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
 from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
-from testbed.runs.rundir import ExperimentDir, RunDir
+from testbed.rundir import ExperimentDir, RunDir
 
 FIG_8 = "s4_fig8"
 #: A source that achieves less than this share of the offered rate is the
@@ -68,8 +68,8 @@ class RateParams(KindParams):
 
 def point_row(rundir: RunDir) -> dict[str, Any]:
     """What one run says about rates: achieved input, received output, losses."""
-    run = rundir.read_record()
-    acct = run.get("accounting", {}).get("streams", {})
+    run, verdicts = rundir.read_record(), rundir.read_verdicts()
+    acct = verdicts.accounting.get("streams", {}) if verdicts else {}
     sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
     deliveries = pd.read_parquet(rundir.deliveries, columns=["recv_ns"])
 
@@ -78,16 +78,16 @@ def point_row(rundir: RunDir) -> dict[str, Any]:
         return (len(ns) - 1) / span if span > 0 else float("nan")
 
     input_rate, output_rate = rate(sources["send_ns"]), rate(deliveries["recv_ns"])
-    copies = (run.get("expected_deliveries") or 0) / max(1, len(sources))
+    copies = (run.expected_deliveries or 0) / max(1, len(sources))
     lost = sum(s.get("lost", 0) for s in acct.values())
     return {"sent": len(sources), "input_rate": input_rate,
-            "copies_expected": run.get("expected_deliveries"), "copies_received": len(deliveries),
+            "copies_expected": run.expected_deliveries, "copies_received": len(deliveries),
             "output_rate": output_rate, "sustained": bool(lost == 0 and output_rate >= KEEP_UP * input_rate * copies),
             "switch_copies_out": sum(s.get("switch_copies_out") or 0 for s in acct.values()),
             "lost": lost,
             "lost_before_switch": sum(s.get("lost_before_switch") or 0 for s in acct.values()),
             "lost_after_switch": sum(s.get("lost_after_switch") or 0 for s in acct.values()),
-            "checks_ok": bool(run.get("ok"))}
+            "checks_ok": verdicts is not None and verdicts.ok}
 
 
 class RateSweep(ExperimentKind):

@@ -52,7 +52,7 @@ from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.scenarios import check_scenarios, scenario
-from testbed.runs.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology, WindowSpec, parse_topology
 from testbed.targets.bmv2 import toolchain

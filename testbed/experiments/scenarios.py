@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 from testbed.analysis.plots import plot_experiment
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, Settings
-from testbed.runs.rundir import ExperimentDir, RunDir
+from testbed.rundir import ExperimentDir, RunDir
 from testbed.semantics.plan import load_planned
 from testbed.semantics.topology import Topology, TopologyError, distinct, resolve_topology
 
@@ -44,14 +44,15 @@ def scenario_run(topo: Topology, path: Path, target: str, rundir: RunDir, settin
     ``settings.switch_name`` renames the Mininet switch, so that runs on a
     shared machine never meet another's interfaces.
     """
-    from testbed.runs.orchestrator import Run, RunOptions
+    from testbed.experiments.launch import launch
+    from testbed.runs.orchestrator import RunOptions
 
     if settings.switch_name:
         topo = topo.model_copy(update={"switch": topo.switch.model_copy(update={"name": settings.switch_name})})
     options = RunOptions(target=target, out=rundir.root, spark=settings.spark,
                          spark_master=settings.spark_master, timeout=timeout)
     settings.console.print(f"== {topo.name} on {target}")
-    return Run(topo, path, options, console=settings.console).execute()
+    return launch(topo, path, options, settings.console)
 
 
 class ScenarioParams(KindParams):

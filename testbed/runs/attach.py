@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from testbed.emulation import procs
-from testbed.runs.rundir import RunDir, read_json
+from testbed.rundir import RunDir, read_json
 from testbed.targets import switch_class
 
 

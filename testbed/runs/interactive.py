@@ -17,16 +17,28 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import Any, Protocol, TextIO
 
 from mininet.cli import CLI
 from mininet.log import error, output
 
 from testbed.dataplane.control import Controller
-from testbed.runs.rundir import read_json
+from testbed.rundir import RunDir, RunRecord, read_json
+from testbed.semantics.topology import Topology
 
-if TYPE_CHECKING:
-    from testbed.runs.orchestrator import Run
+
+class InteractiveRun(Protocol):
+    """What the CLI uses of the run it is opened on (``testbed.runs.orchestrator.Run``)."""
+
+    topo: Topology
+    rundir: RunDir
+    record: RunRecord
+    network: Any         # its ``net`` is the Mininet network
+    api: Any             # the switch's control API
+
+    def stream(self) -> None: ...
+
+    def expected(self) -> int: ...
 
 RUN_HELP = (
     "The run adds:\n"
@@ -42,7 +54,7 @@ class RunCLI(CLI):
 
     helpStr = CLI.helpStr + "\n" + RUN_HELP
 
-    def __init__(self, run: "Run", stdin: TextIO = sys.stdin):
+    def __init__(self, run: InteractiveRun, stdin: TextIO = sys.stdin):
         self.testbed_run = run    # before CLI.__init__, which runs the command loop (CLI.run is taken)
         # Ctrl-C stops the command at the prompt, as in Mininet, not the run.
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -53,8 +65,8 @@ class RunCLI(CLI):
 
     def do_stream(self, _line: str) -> None:
         """Start the sources and follow them until every expected copy arrived: stream"""
-        if "stream_end" in self.testbed_run.record:
-            error(f"*** the run has streamed already ({self.testbed_run.record['stream_end']})\n")
+        if self.testbed_run.record.stream_end is not None:
+            error(f"*** the run has streamed already ({self.testbed_run.record.stream_end})\n")
             return
         self.testbed_run.stream()
 
@@ -73,7 +85,7 @@ class RunCLI(CLI):
                    f"copies out {c['out']}, dropped {dropped}\n")
         received = {h: read_json(rundir.receiver_status(h)).get("received", 0) for h in topo.operator_hosts()}
         output("received: " + ", ".join(f"{h} {n}" for h, n in received.items())
-               + f" (expected in all: {self.testbed_run.expected_deliveries()})\n")
+               + f" (expected in all: {self.testbed_run.expected()})\n")
         output(f"frames that were no event: {counters['non_event']}\n")
 
     def waitForNode(self, node) -> None:

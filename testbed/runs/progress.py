@@ -21,7 +21,7 @@ from typing import Callable, Optional
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from testbed.runs.rundir import RunDir, read_json
+from testbed.rundir import RunDir, read_json
 
 POLL_S = 0.2
 

@@ -22,7 +22,7 @@ from mininet.node import Switch
 from testbed.emulation import netns
 from testbed.emulation.ports import free_loopback_port
 from testbed.emulation.procs import register_pid, spawn, stop_group, wait_ready
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 from testbed.targets.process import SwitchNotReady
 
 __all__ = ["SplitterSwitch", "SwitchNotReady"]

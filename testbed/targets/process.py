@@ -16,7 +16,7 @@ from typing import Any, Optional
 from testbed.emulation import netns
 from testbed.emulation.ports import free_loopback_port, port_listening
 from testbed.emulation.procs import spawn, stop_group, wait_ready
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 
 
 class SwitchNotReady(RuntimeError):

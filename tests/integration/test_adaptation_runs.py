@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from support.records import written
 from support.runs import new_tag, nothing_left, run_cli, small_topology
 from testbed.analysis.spark import spark_missing
 from testbed.emulation.network import mininet_missing
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 from testbed.targets.bmv2.toolchain import toolchain_missing
 
 MISSING = mininet_missing()
@@ -51,7 +52,7 @@ def run(path, out, *extra, spark=False):
     res = run_cli("run", str(path), "--out", str(out), *spark_args, *extra, tag=tag)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     nothing_left(tag)
-    return RunDir(out).read_record()
+    return written(RunDir(out))
 
 
 @pytest.mark.parametrize("target", ["model", pytest.param("bmv2", marks=pytest.mark.skipif(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from support.records import written
 from support.runs import new_tag, nothing_left, small_topology, start_run, wait_for
 from testbed.emulation.network import mininet_missing
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 
 pytestmark = [pytest.mark.mininet,
               pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation skipped: {mininet_missing()}")]
@@ -27,12 +28,12 @@ def test_two_runs_of_one_topology_side_by_side(tmp_path):
     results = [proc.communicate(timeout=300) for proc in procs]
     for proc, (_, stderr), out in zip(procs, results, outs):
         assert proc.returncode == 0, stderr[-3000:]
-        record = RunDir(out).read_record()
+        record = written(RunDir(out))
         assert record["ok"] and record["accounting"]["streams"]["5"]["lost"] == 0
         # each switch saw its own run's events only
         assert record["switch"]["streams"]["5"]["in"] == 2000 and record["switch"]["non_event"] == 0
-    starts = [RunDir(out).read_record()["start"] for out in outs]
-    ends = [RunDir(out).read_record()["end"] for out in outs]
+    starts = [written(RunDir(out))["start"] for out in outs]
+    ends = [written(RunDir(out))["end"] for out in outs]
     assert max(starts) < min(ends), "the runs did not overlap"
     for tag in tags:
         nothing_left(tag)
@@ -51,7 +52,7 @@ def test_second_run_in_the_same_directory_is_refused_at_once(tmp_path):
     assert f"{out} is the directory of run " in stderr_second and "phase " in stderr_second
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-3000:]
-    record = RunDir(out).read_record()
+    record = written(RunDir(out))
     assert record["ok"] and f"run {record['run_id']} (pid {proc.pid}" in stderr_second
     nothing_left(first)
     nothing_left(second)

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from support.records import written
 from support.runs import new_tag, nothing_left, run_cli, small_topology, start_run, state_files, wait_for
 from testbed.emulation.footprint import tagged_processes
 from testbed.emulation.network import mininet_missing
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 
 pytestmark = pytest.mark.mininet
 MISSING = mininet_missing()
@@ -28,7 +29,7 @@ def test_run_passes_check(tmp_path, window):
     tag = new_tag()
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
-    run = RunDir(out).read_record()
+    run = written(RunDir(out))
     assert run["ok"] is True
     acct = run["accounting"]["streams"]["5"]
     assert acct["sent"] == 300 and acct["lost"] == 0
@@ -51,7 +52,7 @@ def test_gap_events_are_counted_not_lost(tmp_path):
     out = tmp_path / "run"
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
     assert res.returncode == 0, res.stderr[-3000:]
-    acct = RunDir(out).read_record()["accounting"]["streams"]["5"]
+    acct = written(RunDir(out))["accounting"]["streams"]["5"]
     assert acct["undelivered_by_design"] == {"no_window": 60}
     assert acct["dropped_at_switch"]["no_window"] == 60
 
@@ -125,7 +126,7 @@ def test_run_with_spark_operators(tmp_path):
     tag = new_tag()
     res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
-    run = RunDir(out).read_record()
+    run = written(RunDir(out))
     assert run["window_check"]["5"]["ok"] and run["window_check"]["5"]["reference_windows"] == 200
     assert run["spark"]["spark_master"] == "local[2]"
     windows = pd.read_parquet(RunDir(out).windows)
@@ -160,7 +161,7 @@ def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
         out = tmp_path / f"run{lateness}"
         res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
         assert res.returncode == 0, res.stderr[-3000:]
-        run = RunDir(out).read_record()
+        run = written(RunDir(out))
         windows, check = run["window_check"]["5"], run["check"]["5"]
         assert check["ok"] and windows["ok"]
         if lateness == 0:
@@ -187,7 +188,7 @@ def test_run_on_bmv2_passes_check(tmp_path, window):
     tag = new_tag()
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark", "--target", "bmv2", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
-    run = RunDir(out).read_record()
+    run = written(RunDir(out))
     assert run["ok"] and run["target"] == "bmv2" and run["versions"]["simple_switch"].startswith("1.")
     assert run["accounting"]["streams"]["5"]["switch_copies_out"] == run["expected_deliveries"]
     assert RunDir(out).bmv2_log("sw7").exists()
@@ -219,7 +220,7 @@ def test_link_delay_is_applied(tmp_path):
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark", tag=tag)
     assert res.returncode == 0, res.stderr[-3000:]
     from testbed.emulation.network import netem_missing
-    run = RunDir(out).read_record()
+    run = written(RunDir(out))
     assert run["links"] == {"src": "user-space relay" if netem_missing() else "netem"}
     d = pd.read_parquet(RunDir(out).deliveries).merge(
         pd.read_parquet(RunDir(out).sources)[["stream", "seq", "send_ns"]], on=["stream", "seq"])
@@ -240,7 +241,7 @@ def test_link_loss_is_attributed_to_the_link(tmp_path):
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
     assert res.returncode == 0, res.stderr[-3000:]
     rundir = RunDir(out)
-    run = rundir.read_record()
+    run = written(rundir)
     acct, check = run["accounting"]["streams"]["5"], run["check"]["5"]
     dropped = pd.read_parquet(rundir.link_drops)
     assert run["links"] == {"src": "user-space relay"}
@@ -263,7 +264,7 @@ def test_reordering_link_with_lateness_passes_end_to_end(tmp_path):
     out = tmp_path / "run"
     res = run_cli("run", str(topo), "--out", str(out), "--no-spark")
     assert res.returncode == 0, res.stderr[-3000:]
-    run = RunDir(out).read_record()
+    run = written(RunDir(out))
     relay = pd.read_json(RunDir(out).raw / RunDir(out).relay_status("src").name, typ="series")
     assert relay["frames"]["switch"]["reordered"] > 20
     check, acct = run["check"]["5"], run["accounting"]["streams"]["5"]

@@ -18,7 +18,7 @@ from testbed import ROOT
 from testbed.emulation.network import mininet_missing
 from testbed.experiments.base import Settings, load_experiment, redraw, run_experiment
 from testbed.experiments.scenarios import scenario
-from testbed.runs.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir
 from testbed.semantics.workload import stream_events
 from testbed.targets.bmv2 import toolchain
 

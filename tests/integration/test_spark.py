@@ -6,12 +6,13 @@ import pandas as pd
 import pytest
 
 from support import topologies
+from support.records import record_of, written
 from support.switched import through_model
 from testbed.analysis.check import check_windows, events_the_switch_never_saw
 from testbed.analysis.spark import SparkApp, job_description, loopback_env, spark_home, spark_missing
+from testbed.analysis.verdicts import frame_check
 from testbed.emulation.ports import free_loopback_port, port_listening
-from testbed.runs.record import check_deliveries
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 from testbed.semantics.topology import WindowSpec, load_topology
 from testbed.semantics.workload import stream_events
 
@@ -61,11 +62,11 @@ def make_run_dir(tmp_path, drop_one=False, change=None, lose=()):
     for controller, c in applied:
         controller.wait_applied(c, timeout=0)
         changes[str(c.stream)] = [{**c.record(), "start": c.boundary}]   # count windows: the origin is 0
-    record = {"streams": {str(s.id): s.record() for s in topo.streams},   # what the check reads
-              "switch": {"streams": {str(sid): {"in": int(n), "dropped": {}}      # the switch's counters
-                                     for sid, n in sources[~lost].groupby("stream").size().items()}}}
-    if changes:
-        record["changes"] = changes
+    accepted = sources[~lost].groupby("stream").size()
+    record = record_of({str(s.id): s.record() for s in topo.streams},    # what the check reads
+                       switch={"streams": {str(sid): {"in": int(n), "out": 0, "dropped": {}}
+                                           for sid, n in accepted.items()}, "ports": {}, "non_event": 0},
+                       changes=changes)
     rundir.write_record(record)
     if drop_one:
         d = d.drop(index=d[(d["stream"] == 1) & (d["seq"] == 100)].index[:1])
@@ -85,8 +86,8 @@ def run_app(topo, rundir, master):
     try:
         app.wait_ready()
         record = rundir.read_record()
-        return app.finish(changes=record.get("changes"),
-                          unseen=events_the_switch_never_saw(check_deliveries(record, rundir)))
+        return app.finish(changes=record.changes,
+                          unseen=events_the_switch_never_saw(frame_check(record, rundir)))
     finally:
         app.stop()
 
@@ -121,7 +122,7 @@ def test_operators_learn_their_windows_across_a_change(tmp_path):
     windows come from the Windows headers alone, and every window equals the
     reference computed with the run's epochs."""
     topo, rundir = make_run_dir(tmp_path, change=(150, 1, {"kind": "count", "size": 6, "slide": 3}, ["o3", "o1"]))
-    (change,) = rundir.read_record()["changes"]["1"]
+    (change,) = written(rundir)["changes"]["1"]
     assert 150 <= change["start"] <= 152          # the first slide start at or after the arming
     run_app(topo, rundir, "local[2]")
     results = check_windows(rundir)
@@ -141,7 +142,7 @@ def test_a_loss_before_the_switch_counts_once(tmp_path):
     counted by the frame check and no window after it differs."""
     lose = {(sid, seq) for sid in (1, 3) for seq in (7, 8, 200)}
     topo, rundir = make_run_dir(tmp_path, lose=lose)
-    frames = check_deliveries(rundir.read_record(), rundir)
+    frames = frame_check(rundir.read_record(), rundir)
     assert {sid: r.unseen for sid, r in frames.items() if r.unseen} == {1: [7, 8, 200], 3: [7, 8, 200]}
     assert not frames[1].ok and frames[1].missing == frames[1].extra == 0
     run_app(topo, rundir, "local[2]")

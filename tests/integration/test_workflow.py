@@ -21,12 +21,13 @@ from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap, wrpcap
 
 from support import runtime_output, topologies
+from support.records import written
 from testbed import ROOT, api
 from testbed.analysis.spark import spark_missing
 from testbed.dataplane.contract import SCHEMA
 from testbed.dataplane.wire import EVENT_UDP_PORT, Event, Windows
 from testbed.emulation.network import mininet_missing
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import load_topology
 from testbed.targets.bmv2.toolchain import toolchain_missing
@@ -113,7 +114,7 @@ def test_cli_streams_on_command_and_the_run_finishes_when_left(tmp_path):
     assert "op1-eth0" in before and "UP" in before        # a host command ran on the host
     assert "the run has streamed already" in after
     assert "stream 5: sent 300/300; switch: in 300" in after and "stream 7: sent 200/200" in after
-    record = RunDir(out).read_record()
+    record = written(RunDir(out))
     assert record["ok"] is True and record["phases_s"]["cli"] > 0
     assert f"received: op1 {record['accounting']['streams']['5']['received_per_operator']['op1']}, " in after
     assert interfaces_left("w2") == []
@@ -127,7 +128,7 @@ def test_leaving_the_cli_before_stream_fails_the_run_and_cleans_up(tmp_path):
                           "--cli"], cwd=ROOT, input="", capture_output=True, text=True, timeout=120)
     assert res.returncode == 1
     assert "the CLI was left before `stream`" in res.stderr
-    assert "RunError" in RunDir(out).read_record()["error"]
+    assert "RunError" in written(RunDir(out))["error"]
     state = Path(os.environ["TESTBED_STATE_DIR"])          # this test's own (conftest.state_dir)
     assert interfaces_left("w5") == [] and state.is_dir() and list(state.glob("*.json")) == []
 
@@ -171,7 +172,7 @@ def test_switch_cli_reads_what_plan_and_accounting_predict(tmp_path, target):
 
     # the counters the run's accounting reports
     counters = runtime_output.counters(printed)
-    accounting = RunDir(out).read_record()["accounting"]
+    accounting = written(RunDir(out))["accounting"]
     for s in topo.streams:
         acct = accounting["streams"][str(s.id)]
         assert acct["lost"] == 0

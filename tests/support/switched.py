@@ -17,15 +17,18 @@ from testbed.semantics.topology import SPLITTER_IP, Topology
 
 
 def through_model(topo: Topology, sources: pd.DataFrame,
-                  before: Optional[Callable[[Controller, SplitterPlan, Any], None]] = None) -> pd.DataFrame:
+                  before: Optional[Callable[[Controller, SplitterPlan, Any], None]] = None,
+                  model: Optional[SplitterPipeline] = None) -> pd.DataFrame:
     """Every row of ``sources`` (stream, seq, ts, key, value, send_ns), in
     send order, through a model switch holding ``topo``'s plan; one row per
     copy.  ``before(controller, plan, row)`` runs before each event, so a
-    test can reconfigure a stream while events flow."""
+    test can reconfigure a stream while events flow.  ``model`` is a switch
+    that holds the plan already (a new one is made and programmed if not)."""
     plan = SplitterPlan(topo)
-    model = SplitterPipeline()
-    controller = Controller(model)
-    controller.install(plan)
+    controller = Controller(model if model is not None else SplitterPipeline())
+    if model is None:
+        controller.install(plan)
+    model = controller.api
     host_of = plan.host_of_port()
     templates = {}
     for s in topo.streams:

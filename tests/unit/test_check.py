@@ -1,6 +1,8 @@
 """``testbed check``: losses count once, duplicates are expected, late windows are explained."""
 import pandas as pd
 
+from support.records import record_of
+from support.records import switch_saw as saw
 from testbed.analysis.check import check_frames, compare_windows, expected_deliveries
 from testbed.semantics.topology import WindowSpec
 from testbed.semantics.windows import TOO_LATE
@@ -30,7 +32,7 @@ def frames(topo, ts=None, lose=(), duplicate=(), received_too=()):
 
 
 def switch_saw(n_events):
-    return {"switch": {"streams": {"9": {"in": n_events, "out": 0, "dropped": {}}}}}
+    return {"switch": saw(9, n_events)}
 
 
 def count_topology(topo):
@@ -42,7 +44,7 @@ def test_events_lost_before_the_switch_count_once(topo):
     0, 1, 2, ...; so does the check, and nothing after the loss is wrong."""
     t = count_topology(topo)
     streams, sources, deliveries = frames(t, lose={7, 8, 20})
-    r = check_frames(streams, sources, deliveries, switch_saw(37))[9]
+    r = check_frames(record_of(streams, **switch_saw(37)), sources, deliveries)[9]
     assert (r.lost_before_switch, r.missing, r.extra, r.duplicates) == (3, 0, 0, 0)
     assert not r.ok and r.lost == 3
     assert "never reached the switch: 3 events, first seqs 7, 8, 20" in r.examples
@@ -52,7 +54,7 @@ def test_without_the_switch_counters_a_loss_shifts_count_windows(topo):
     """The same loss judged without the switch's testimony: what the old check saw."""
     t = count_topology(topo)
     streams, sources, deliveries = frames(t, lose={7, 8, 20})
-    r = check_frames(streams, sources, deliveries)[9]
+    r = check_frames(record_of(streams), sources, deliveries)[9]
     assert r.lost == 0 and r.missing + r.extra > 20
 
 
@@ -61,7 +63,7 @@ def test_copies_lost_after_the_switch_stay_missing_copies(topo):
     t = count_topology(topo)
     streams, sources, deliveries = frames(t)
     deliveries = deliveries.drop(index=deliveries.index[0])
-    r = check_frames(streams, sources, deliveries, switch_saw(40))[9]
+    r = check_frames(record_of(streams, **switch_saw(40)), sources, deliveries)[9]
     assert (r.missing, r.extra, r.lost) == (1, 0, 0)
 
 
@@ -69,7 +71,7 @@ def test_link_drops_name_their_events(topo):
     t = count_topology(topo)
     streams, sources, deliveries = frames(t, lose={3, 30})
     drops = pd.DataFrame({"stream": [9, 9], "seq": [3, 30]})
-    r = check_frames(streams, sources, deliveries, switch_saw(38), drops)[9]
+    r = check_frames(record_of(streams, **switch_saw(38)), sources, deliveries, drops)[9]
     assert (r.lost_on_link, r.lost_before_switch, r.missing, r.extra) == (2, 0, 0, 0)
     assert r.ok          # a lossy link's drops are named and explained
 
@@ -77,10 +79,10 @@ def test_link_drops_name_their_events(topo):
 def test_duplicates_sent_by_the_source_are_expected_twice(topo):
     t = count_topology(topo)
     streams, sources, deliveries = frames(t, duplicate={5, 6})
-    r = check_frames(streams, sources, deliveries, switch_saw(42))[9]
+    r = check_frames(record_of(streams, **switch_saw(42)), sources, deliveries)[9]
     assert r.ok and r.sent == 42
     extra_copy = deliveries[deliveries["seq"] == 10].iloc[[0]]
-    r = check_frames(streams, sources, pd.concat([deliveries, extra_copy]), switch_saw(42))[9]
+    r = check_frames(record_of(streams, **switch_saw(42)), sources, pd.concat([deliveries, extra_copy]))[9]
     assert r.duplicates == 1 and not r.ok
 
 
@@ -165,10 +167,10 @@ def test_a_run_with_a_change_is_checked_against_its_epochs(topo):
     assert {"h2", "h3", "h4"} & set(got[got["seq"] == 18]["operator"])   # old windows still open at 18
     change = {"start": start, "window": new, "operators": ["h5", "h6"], "armed_ns": 1}
     record = {**switch_saw(40), "changes": {"9": [change]}}
-    assert check_frames({"9": s.record()}, sources, got, record)[9].ok
-    assert not check_frames({"9": s.record()}, sources, got, switch_saw(40))[9].ok
+    assert check_frames(record_of({"9": s.record()}, **record), sources, got)[9].ok
+    assert not check_frames(record_of({"9": s.record()}, **switch_saw(40)), sources, got)[9].ok
     off = {**record, "changes": {"9": [{**change, "start": start + 2}]}}
-    r = check_frames({"9": s.record()}, sources, got, off)[9]
+    r = check_frames(record_of({"9": s.record()}, **off), sources, got)[9]
     assert not r.ok and r.missing and r.extra
 
 

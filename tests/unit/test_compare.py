@@ -5,9 +5,11 @@ import pandas as pd
 import pytest
 
 from support import topologies
+from support.records import record_of
 from testbed import api
 from testbed.analysis.compare import compare_runs, diff_lines
-from testbed.runs.rundir import RunDir
+from testbed.analysis.verdicts import evaluate
+from testbed.rundir import RunDir
 
 OPS = ["h2", "h3", "h4"]
 
@@ -19,29 +21,30 @@ def write_run(root, windows=True, **stream_changes) -> RunDir:
     stream = {**topo.streams[0].record(), **stream_changes}
     sources = pd.DataFrame({"stream": 4, "seq": range(6), "ts": range(6), "key": 0, "value": [3, -1, 4, 1, -5, 9],
                             "send_ns": range(100, 106)})
-    # event k is in windows k-1 and k; window j goes to OPS[j % 3]
-    copies = [(k, OPS[j % 3]) for k in range(6) for j in (k - 1, k) if 0 <= j <= 4]
+    # event k is in windows k-1 and k (the last, window 5, is partial); window j goes to OPS[j % 3]
+    copies = [(k, OPS[j % 3]) for k in range(6) for j in (k - 1, k) if 0 <= j <= 5]
     deliveries = pd.DataFrame({"stream": 4, "seq": [k for k, _ in copies], "operator": [op for _, op in copies],
                                "recv_ns": 1000}).merge(sources.drop(columns="send_ns"), on=["stream", "seq"])
-    record = {"name": "t", "target": "model", "seed": 1, "streams": {"4": stream}, "operator_hosts": OPS,
-              "accounting": {"streams": {"4": {"sent": 6}}}, "ok": True,
-              "check": {"4": {"sent": 6, "expected_deliveries": 10, "ok": True}}}
+    record = record_of({"4": stream}, name="t")
     sources.to_parquet(rundir.sources)
     deliveries.to_parquet(rundir.deliveries)
+    rundir.write_record(record)
     if windows:
         values = sources["value"].tolist()
-        pd.DataFrame({"stream": 4, "window": range(5), "operator": [OPS[j % 3] for j in range(5)], "key": None,
-                      "result": [float(values[j] + values[j + 1]) for j in range(5)], "n_events": 2,
-                      "completed_ns": 2000}).to_parquet(rundir.windows)
-        record["window_check"] = {"4": {"reference_windows": 5, "ok": True}}
-    rundir.write_record(record)
+        produced = pd.DataFrame({"stream": 4, "window": range(5), "operator": [OPS[j % 3] for j in range(5)],
+                                 "key": None, "result": [float(values[j] + values[j + 1]) for j in range(5)],
+                                 "n_events": 2, "completed_ns": 2000})
+        produced.to_parquet(rundir.windows)
+        produced.to_parquet(rundir.windows_reference)     # judged against itself, for the verdicts
+    evaluate(record, rundir, with_windows=windows)
+    rundir.windows_reference.unlink(missing_ok=True)
     return rundir
 
 
 def test_identical_runs_do_not_differ(tmp_path):
     a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
     diff = compare_runs(a, b)[4]
-    assert diff.same and diff.events == 6 and diff.copies == (10, 10) and diff.windows.matching == 5
+    assert diff.same and diff.events == 6 and diff.copies == (11, 11) and diff.windows.matching == 5
     assert diff_lines({4: diff})[0].startswith("stream 4: same    events 6 (0 only in A, 0 only in B, 0 with other")
 
 
@@ -61,7 +64,7 @@ def test_each_kind_of_difference_is_found(tmp_path):
     assert not diff.same
     assert diff.definition == ["operators: A ['h2', 'h3', 'h4'] B ['h2', 'h4', 'h3']"]
     assert (diff.events, diff.only_a, diff.only_b, diff.content) == (5, 1, 0, 1)
-    assert diff.copies == (10, 11) and diff.operator_sets == 2
+    assert diff.copies == (11, 12) and diff.operator_sets == 2
     assert (diff.windows.mismatched, diff.windows.missing, diff.windows.extra) == (1, 1, 0)
     assert "seq 5: sent only in A" in diff.examples
     assert "seq 2: A (ts 2, key 0, value 4) B (ts 2, key 0, value 40)" in diff.examples
@@ -78,7 +81,7 @@ def test_windows_of_a_run_without_spark_are_not_compared(tmp_path):
 def test_a_stream_only_one_run_has_differs(tmp_path):
     a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
     record = b.read_record()
-    record["streams"]["9"] = record["streams"]["4"]
+    record.streams = {**record.streams, "9": record.streams["4"]}
     b.write_record(record)
     diffs = compare_runs(a, b)
     assert diffs[4].same and not diffs[9].same and diffs[9].definition
@@ -90,10 +93,10 @@ def test_a_stream_only_one_run_has_differs(tmp_path):
 def test_a_loaded_run_has_its_record_frames_and_verdicts(tmp_path):
     run = api.load(write_run(tmp_path / "a").root)
     assert run.ok and run.name == "t" and run.target == "model"
-    assert len(run.sources) == 6 and len(run.deliveries) == 10 and len(run.windows) == 5
+    assert len(run.sources) == 6 and len(run.deliveries) == 11 and len(run.windows) == 5
     assert run.reference is None                     # this run has no reference windows
-    assert run.checks.loc[4, "expected_deliveries"] == 10 and run.window_checks.loc[4, "reference_windows"] == 5
-    assert run.load().to_dict() == {"4": {"h2": 4, "h3": 4, "h4": 2}}
+    assert run.checks.loc[4, "expected_deliveries"] == 11 and run.window_checks.loc[4, "reference_windows"] == 5
+    assert run.load().to_dict() == {"4": {"h2": 4, "h3": 4, "h4": 3}}
     assert all(d.same for d in run.compare(api.load(write_run(tmp_path / "b").root)).values())
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         api.load(tmp_path)

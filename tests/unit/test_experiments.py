@@ -33,7 +33,7 @@ from testbed.experiments.resources import (
     sweep_topology,
 )
 from testbed.experiments.scenarios import scenario
-from testbed.runs.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import WindowSpec
 

@@ -16,8 +16,9 @@ import yaml
 from click.testing import CliRunner
 
 from support import topologies
+from support.records import record_of
 from testbed.cli import main
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir, write_json_atomic
 
 GOOD = {
     "name": "t", "hosts": {"h1": {}, "h2": {}, "h3": {}},
@@ -301,8 +302,7 @@ def finished_run(tmp_path) -> RunDir:
            for k in range(30) for op in oracle.step(k, k).operators]
     sent.to_parquet(rundir.sources)
     pd.DataFrame(got).to_parquet(rundir.deliveries)
-    rundir.write_record({"name": "t", "target": "model", "operator_hosts": ["h2", "h3"],
-                         "streams": {"3": s.record()}})
+    rundir.write_record(record_of({"3": s.record()}, name="t"))
     return rundir
 
 
@@ -318,10 +318,16 @@ def damage(rundir: RunDir, what: str) -> None:
         rundir.record.write_text("[]")
     elif what == "record-no-streams":
         del record["streams"]
-        rundir.write_record(record)
+        write_json_atomic(rundir.record, record)
     elif what == "record-bad-stream":
         record["streams"]["3"]["window"]["size"] = 0
-        rundir.write_record(record)
+        write_json_atomic(rundir.record, record)
+    elif what == "record-unknown-key":
+        write_json_atomic(rundir.record, {**record, "colour": "blue"})
+    elif what == "record-wrong-type":
+        write_json_atomic(rundir.record, {**record, "changes": ["not", "a", "mapping"]})
+    elif what == "record-nested-deep":
+        rundir.record.write_text(json.dumps(record)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     elif what == "no-sources":
         rundir.sources.unlink()
     elif what == "corrupt-deliveries":
@@ -337,7 +343,10 @@ def damage(rundir: RunDir, what: str) -> None:
 
 RUN_DAMAGE = {"no-record": "run.json: missing", "record-not-json": "run.json: not valid JSON",
               "record-not-utf8": "run.json: not valid JSON", "record-list": "run.json: (top level)",
-              "record-no-streams": "run.json: streams", "record-bad-stream": "run.json: streams.3.window.size",
+              "record-no-streams": "run.json: streams: missing",
+              "record-bad-stream": "run.json: streams.3.window.size",
+              "record-unknown-key": "run.json: colour: unknown key", "record-wrong-type": "run.json: changes",
+              "record-nested-deep": "run.json: nested more than",
               "no-sources": "sources.parquet: missing", "corrupt-deliveries": "deliveries.parquet: not a readable",
               "deliveries-no-operator": "deliveries.parquet: no column 'operator'",
               "windows-without-reference": "windows_reference.parquet: missing"}

@@ -4,8 +4,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from testbed.runs.record import account, base_record, collect, evaluate
-from testbed.runs.rundir import ExperimentDir, RunDir, read_json, write_json_atomic
+from support.records import record_of
+from testbed.analysis.verdicts import account, evaluate
+from testbed.rundir import ExperimentDir, RunDir, read_json, write_json_atomic
+from testbed.runs.record import base_record, collect
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.workload import stream_events
 
@@ -34,6 +36,11 @@ def oracle_run(topo, rundir: RunDir, lose=None):
     return sources
 
 
+def judged(rundir: RunDir) -> dict:
+    """verdicts.json as the check wrote it."""
+    return rundir.read_verdicts().model_dump()
+
+
 @pytest.fixture
 def sliding(topo):
     return topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"],
@@ -55,26 +62,26 @@ def test_evaluate_passes_an_oracle_run_and_accounts_every_event(sliding, rundir)
     oracle_run(sliding, rundir)
     collect(rundir)
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
-    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {"no_window": 0}}}}
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {"no_window": 0}}}, "ports": {}, "non_event": 0}
     verdicts = evaluate(record, rundir, with_windows=False)
-    assert verdicts.ok and record["ok"] is True
-    acct = record["accounting"]["streams"]["3"]
+    assert verdicts.ok and judged(rundir)["ok"] is True
+    acct = judged(rundir)["accounting"]["streams"]["3"]
     # n=5, slide 2: copies per event 1,1,2,2, then 3,2,3,2,...: 6 + 28*5 = 146 in all
     assert acct["sent"] == 60 and sum(acct["received_per_operator"].values()) == 146
     assert acct["lost"] == 0 and acct["lost_before_switch"] == 0 and acct["lost_after_switch"] == 0
-    assert record["check"]["3"]["expected_deliveries"] == 146
+    assert judged(rundir)["check"]["3"]["expected_deliveries"] == 146
 
 
 def test_a_lost_copy_is_named_and_placed(sliding, rundir):
     oracle_run(sliding, rundir, lose=(10, "h3"))
     collect(rundir)
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
-    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "ports": {}, "non_event": 0}
     verdicts = evaluate(record, rundir, with_windows=False)
     assert not verdicts.ok
-    acct = record["accounting"]["streams"]["3"]
+    acct = judged(rundir)["accounting"]["streams"]["3"]
     assert acct["lost"] == 1 and acct["lost_after_switch"] == 1 and acct["lost_before_switch"] == 0
-    assert record["check"]["3"]["examples"] == ["missing: seq 10 at h3"]
+    assert judged(rundir)["check"]["3"]["examples"] == ["missing: seq 10 at h3"]
 
 
 def test_account_without_switch_counters_leaves_placement_unknown(sliding, rundir):
@@ -83,14 +90,14 @@ def test_account_without_switch_counters_leaves_placement_unknown(sliding, rundi
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
     deliveries = pd.read_parquet(rundir.deliveries)
     from testbed.analysis.check import check_frames
-    acct = account(record, rundir, sources, deliveries, check_frames(record["streams"], sources, deliveries))
+    acct = account(record, rundir, sources, deliveries, check_frames(record, sources, deliveries))
     assert acct["streams"]["3"]["lost_before_switch"] is None
 
 
 def test_record_streams_round_trip_to_the_oracle(sliding):
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
     from testbed.semantics.topology import Stream
-    again = Stream.from_record(record["streams"]["3"])
+    again = Stream.from_record(record.streams["3"])
     assert again == sliding.streams[0]
 
 
@@ -105,7 +112,7 @@ def test_rundir_owns_the_layout(tmp_path):
     exp = ExperimentDir(tmp_path / "e")
     assert exp.run("cbsw1").root == exp.root / "runs" / "cbsw1"
     assert list(exp.runs()) == []
-    rundir.write_record({"x": 1})
+    rundir.write_record(record_of({}, name="x"))
     rundir.link_latest()
     assert (tmp_path / "latest").resolve() == rundir.root and rundir.is_run()
 
@@ -123,11 +130,11 @@ def test_missing_copies_at_a_failed_operator_are_the_failures(sliding, rundir):
     oracle_run(sliding, rundir, lose=down)
     collect(rundir)
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
-    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
-    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}]}
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "ports": {}, "non_event": 0}
+    record.adaptation = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}]}
     verdicts = evaluate(record, rundir, with_windows=False)
     assert verdicts.ok
-    check = record["check"]["3"]
+    check = judged(rundir)["check"]["3"]
     oracle = sliding.streams[0].oracle()
     owned = set()
     for seq in range(60):
@@ -142,10 +149,10 @@ def test_a_copy_lost_while_the_failed_operator_was_up_is_not_the_failures(slidin
     oracle_run(sliding, rundir, lose=_h3_copies(sliding, [4]) | _h3_copies(sliding, range(10, 60)))
     collect(rundir)
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
-    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
-    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}]}
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "ports": {}, "non_event": 0}
+    record.adaptation = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}]}
     assert not evaluate(record, rundir, with_windows=False).ok
-    check = record["check"]["3"]
+    check = judged(rundir)["check"]["3"]
     assert check["missing"] == 1 and check["examples"] == ["missing: seq 4 at h3"]
 
 
@@ -154,19 +161,19 @@ def test_after_a_recovery_a_missing_copy_is_not_the_failures(sliding, rundir):
     are the failure's, one missing at seq 50 after it came back is not."""
     down = _h3_copies(sliding, range(10, 40))
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
-    record["switch"] = {"streams": {3: {"in": 60, "out": 146, "dropped": {}}}}
-    record["adaptation"] = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}],
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "ports": {}, "non_event": 0}
+    record.adaptation = {"failures": [{"host": "h3", "how": "kill", "at": 9.5e-9}],
                             "recoveries": [{"host": "h3", "at": 39.5e-9}]}
     oracle_run(sliding, rundir, lose=down)
     collect(rundir)
     assert evaluate(record, rundir, with_windows=False).ok
-    assert record["check"]["3"]["lost_at_failed_operators"] == len(down)
+    assert judged(rundir)["check"]["3"]["lost_at_failed_operators"] == len(down)
     (late,) = sorted(_h3_copies(sliding, range(50, 60)))[:1]
     for path in rundir.raw.glob("*"):
         path.unlink() if path.is_file() else None
     oracle_run(sliding, rundir, lose=down | {late})
     collect(rundir)
     assert not evaluate(record, rundir, with_windows=False).ok
-    check = record["check"]["3"]
+    check = judged(rundir)["check"]["3"]
     assert check["lost_at_failed_operators"] == len(down)
     assert check["examples"] == [f"missing: seq {late[0]} at h3"]

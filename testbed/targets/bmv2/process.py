@@ -13,7 +13,7 @@ from typing import Optional
 
 from testbed.emulation import netns
 from testbed.emulation.procs import register_path
-from testbed.runs.rundir import RunDir
+from testbed.rundir import RunDir
 from testbed.targets.bmv2 import toolchain
 from testbed.targets.bmv2.client import Bmv2API
 from testbed.targets.process import SwitchNotReady, SwitchProcess

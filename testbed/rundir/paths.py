@@ -5,7 +5,7 @@ tools: the orchestrator, the host processes (sources, receivers), the Spark
 application, ``testbed check`` and ``testbed plot`` all find their files
 through ``RunDir``, and nothing else spells a file name.  The layout:
 
-    run.json  topology.yaml                  the record, and the topology as run
+    run.json  verdicts.json  topology.yaml   the facts, the checks' verdicts, the topology as run
     switch.json                              the switch's target, control port, namespace
     sources.parquet  deliveries.parquet      raw events, merged from raw/
     windows.parquet  windows_reference.parquet   the operators' output, the reference
@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
+
+from testbed.rundir.record import RunDirError, RunRecord, RunVerdicts, dump, load_run, parse, read_object
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -50,10 +52,6 @@ class At:
         return self if owner_obj is None else owner_obj.root.joinpath(*self.parts)
 
 
-class RunDirError(ValueError):
-    """A run directory that ``check`` or ``plot`` cannot read; ``str()`` is one line naming file and field."""
-
-
 #: The columns each merged table has; the tools that read a table rely on them.
 TABLE_COLUMNS = {
     "sources": ("stream", "seq", "ts", "key", "value", "send_ns"),
@@ -61,24 +59,13 @@ TABLE_COLUMNS = {
     "windows": ("stream", "window", "operator", "key", "result", "n_events"),
     "windows_reference": ("stream", "window", "operator", "key", "result", "n_events"),
 }
-#: Fields of run.json that ``check`` and ``plot`` read.
-RECORD_FIELDS = {"name": str, "target": str, "streams": dict, "operator_hosts": list}
 #: Fields of spark/analysis.json that ``plot`` reads.
 ANALYSIS_FIELDS = {"load": list, "completeness": list, "latency_us": list, "spark_master": str}
 
 
 def _json_fields(path: Path, fields: dict[str, type]) -> dict:
     """A JSON object holding ``fields`` of the given types, or ``RunDirError`` naming what is wrong."""
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise RunDirError(f"{path}: missing") from None
-    except OSError as err:
-        raise RunDirError(f"{path}: cannot read: {err.strerror}") from None
-    except ValueError as err:           # not UTF-8, not JSON
-        raise RunDirError(f"{path}: not valid JSON ({' '.join(str(err).split())})") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: (top level): expected an object, got {type(data).__name__}")
+    data = read_object(path)
     for name, kind in fields.items():
         if not isinstance(data.get(name), kind):
             raise RunDirError(f"{path}: {name}: {'missing' if name not in data else f'not a {kind.__name__}'}")
@@ -93,6 +80,7 @@ class RunDir:
 
     # the record, the merged raw data, and the operators' output
     record = At("run.json")
+    verdicts = At("verdicts.json")
     topology = At("topology.yaml")
     switch_info = At("switch.json")      # how to reach the switch while the run goes on
     sources = At("sources.parquet")
@@ -150,26 +138,17 @@ class RunDir:
             return f"{folder} has {free / 2**20:.0f} MiB free; the run needs about {need_bytes / 2**20:.0f} MiB"
         return None
 
-    def require(self, tables: tuple[str, ...], analysis: bool = False) -> dict:
+    def require(self, tables: tuple[str, ...], analysis: bool = False) -> RunRecord:
         """The record, once it and ``tables`` (keys of ``TABLE_COLUMNS``) are readable with
-        the fields and columns the tools need; else ``RunDirError`` naming the file and field.
+        the keys and columns the tools need; else ``RunDirError`` naming the file and key.
 
         Only schemas are read here; what a table holds is read by its user.
         """
         import pyarrow.parquet as pq
-        from pydantic import ValidationError
-
-        from testbed.semantics.topology import Stream, describe
 
         if not self.root.is_dir():
             raise RunDirError(f"{self.root}: no such run directory")
-        record = _json_fields(self.record, RECORD_FIELDS)
-        for sid, stream in record["streams"].items():
-            try:
-                Stream.from_record(stream)
-            except (ValidationError, TypeError) as err:
-                detail = describe(err) if isinstance(err, ValidationError) else str(err)
-                raise RunDirError(f"{self.record}: streams.{sid}.{detail}") from None
+        record = self.read_record()
         for table in tables:
             path: Path = getattr(self, table)
             if not path.exists():
@@ -185,11 +164,22 @@ class RunDir:
             _json_fields(self.spark_analysis, ANALYSIS_FIELDS)
         return record
 
-    def read_record(self) -> dict:
-        return json.loads(self.record.read_text())
+    def read_record(self) -> RunRecord:
+        """run.json's facts; ``RunDirError`` naming the file and key if it cannot be used."""
+        return load_run(self.record)[0]
 
-    def write_record(self, record: dict) -> None:
-        write_json_atomic(self.record, record)
+    def write_record(self, record: RunRecord) -> None:
+        write_json_atomic(self.record, dump(record))
+
+    def read_verdicts(self) -> Optional[RunVerdicts]:
+        """The verdicts of the last check (verdicts.json, or an earlier run.json's), or
+        ``None`` for a run never checked."""
+        if self.verdicts.exists():
+            return parse(RunVerdicts, read_object(self.verdicts), self.verdicts)
+        return load_run(self.record)[1] if self.record.exists() else None
+
+    def write_verdicts(self, verdicts: RunVerdicts) -> None:
+        write_json_atomic(self.verdicts, dump(verdicts))
 
     def figure(self, name: str) -> Path:
         """``load``, ``latency``, ``analysis``: ``<name>.png`` in the run directory."""

@@ -1,0 +1,32 @@
+"""The bottom layer: where a run's and an experiment's files are, and what the record holds.
+
+Every other layer finds its files through ``RunDir`` and ``ExperimentDir``
+(``paths``) and reads and writes the run's record through the typed models
+of ``record``; this package imports nothing else of the testbed.
+"""
+from testbed.rundir.paths import (
+    ANALYSIS_FIELDS,
+    TABLE_COLUMNS,
+    At,
+    BenchDir,
+    ExperimentDir,
+    RunDir,
+    SoakDir,
+    read_json,
+    write_json_atomic,
+)
+from testbed.rundir.record import (
+    Fault,
+    FrameVerdict,
+    RunDirError,
+    RunRecord,
+    RunVerdicts,
+    SwitchCounters,
+    WindowVerdict,
+)
+
+__all__ = [
+    "ANALYSIS_FIELDS", "TABLE_COLUMNS", "At", "BenchDir", "ExperimentDir", "Fault", "FrameVerdict", "RunDir",
+    "RunDirError", "RunRecord", "RunVerdicts", "SoakDir", "SwitchCounters", "WindowVerdict", "read_json",
+    "write_json_atomic",
+]
