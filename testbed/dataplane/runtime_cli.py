@@ -70,7 +70,7 @@ def command(operation: str) -> Callable:
     operation (...)``, as in simple_switch_CLI; the loop goes on either way."""
     def wrap(method: Callable) -> Callable:
         @wraps(method)
-        def run(self: "RuntimeCLI", line: str) -> None:
+        def run(self: "CommandLoop", line: str) -> None:
             try:
                 method(self, line.split())
             except CLIError as err:
@@ -82,8 +82,9 @@ def command(operation: str) -> Callable:
     return wrap
 
 
-class RuntimeCLI(cmd.Cmd):
-    """simple_switch_CLI's commands on a ``SwitchAPI`` (the embedded switch's client, the model, bmv2's)."""
+class CommandLoop(cmd.Cmd):
+    """The loop and what every command shares: the API, output, resolving
+    names and reading arguments as simple_switch_CLI does."""
 
     intro = INTRO
     prompt = PROMPT
@@ -144,6 +145,20 @@ class RuntimeCLI(cmd.Cmd):
             return int(text)
         except ValueError:
             raise CLIError(f"Bad format for {what}") from None
+
+    # -- the loop -------------------------------------------------------------
+    def do_EOF(self, line: str) -> bool:
+        self.say()
+        return True
+
+    def emptyline(self) -> bool:
+        # cmd's default (which simple_switch_CLI keeps) repeats the last
+        # command; a blank line in a script must not add an entry twice.
+        return False
+
+
+class TableCommands(CommandLoop):
+    """What the program declares, and the entries of its match tables."""
 
     # -- what the program declares ----------------------------------------
     def do_show_tables(self, line: str) -> None:
@@ -275,7 +290,11 @@ class RuntimeCLI(cmd.Cmd):
         data = ", ".join(data_hexstr(v) for v in entry["params"])
         self.say(f"Action entry: {spec.qualified(entry['action'])} - {data}")
 
-    # -- multicast ----------------------------------------------------------
+
+
+class MulticastCommands(CommandLoop):
+    """The packet replication engine: groups and nodes."""
+
     @command("PRE")
     def do_mc_mgrp_create(self, args: list[str]) -> None:
         "Create multicast group: mc_mgrp_create <group id>"
@@ -318,7 +337,11 @@ class RuntimeCLI(cmd.Cmd):
         self.say("LAGS")
         self.say(RULE)
 
-    # -- registers and counters -------------------------------------------------
+
+
+class ArrayCommands(CommandLoop):
+    """Registers and counters, by name and index."""
+
     @command("register")
     def do_register_read(self, args: list[str]) -> None:
         "Read register value: register_read <name> [index]"
@@ -361,12 +384,6 @@ class RuntimeCLI(cmd.Cmd):
         "Reset counter: counter_reset <name>"
         self.api.counter_reset(self.array_args(args, 1, "counter"))
 
-    # -- the loop -------------------------------------------------------------
-    def do_EOF(self, line: str) -> bool:
-        self.say()
-        return True
 
-    def emptyline(self) -> bool:
-        # cmd's default (which simple_switch_CLI keeps) repeats the last
-        # command; a blank line in a script must not add an entry twice.
-        return False
+class RuntimeCLI(TableCommands, MulticastCommands, ArrayCommands):
+    """simple_switch_CLI's commands on a ``SwitchAPI`` (the embedded switch's client, the model, bmv2's)."""
