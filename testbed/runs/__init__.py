@@ -1,3 +1,4 @@
-"""Runs: the run directory, the orchestrator and its phases, the record
-(collect, accounting, checks).  Experiments over several runs are
+"""Runs: one emulation run as phases over the parts it is handed (``orchestrator``,
+``parts``, ``hosts``, ``lifecycle``), and the facts it records (``record``).
+Judging a run is ``testbed.analysis``; experiments over several runs are
 ``testbed.experiments``."""
