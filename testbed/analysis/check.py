@@ -227,8 +227,8 @@ def failed_operators_windows(results: dict[int, StreamCheck]) -> dict[int, set[i
 
 def require_run(rundir: RunDir, tables: tuple[str, ...], analysis: bool = False) -> RunRecord:
     """The record of a run whose files the tools can read (``RunDir.require``),
-    and whose streams are valid topology streams; else ``RunDirError`` naming
-    the file and the key."""
+    whose streams are valid topology streams and name every stream of its raw
+    data; else ``RunDirError`` naming the file and the key."""
     from pydantic import ValidationError
 
     from testbed.semantics.topology import describe
@@ -239,6 +239,14 @@ def require_run(rundir: RunDir, tables: tuple[str, ...], analysis: bool = False)
             Stream.from_record(stream)
         except ValidationError as err:
             raise RunDirError(f"{rundir.record}: streams.{sid}.{describe(err)}") from None
+    # Events of a stream the record does not name would go unjudged, and a damaged record pass.
+    for table in ("sources", "deliveries"):
+        path = getattr(rundir, table)
+        ids = set(pd.read_parquet(path, columns=["stream"])["stream"].unique().tolist())
+        unknown = sorted(ids - {int(s) for s in record.streams})
+        if unknown:
+            raise RunDirError(f"{path}: stream {unknown[0]} is not among {rundir.record.name}'s streams "
+                              f"({', '.join(record.streams) or 'none'})")
     return record
 
 

@@ -107,7 +107,8 @@ def _frame(rundir: RunDir, path_name: str) -> Optional[pd.DataFrame]:
 
 def compare_runs(a: RunDir, b: RunDir) -> dict[int, StreamDiff]:
     """Every stream of either run, with how it differs."""
-    streams_a, streams_b = a.read_record().streams, b.read_record().streams
+    streams_a = a.require(("sources", "deliveries")).streams
+    streams_b = b.require(("sources", "deliveries")).streams
     frames = {side: {name: _frame(rundir, name) for name in ("sources", "deliveries", "windows")}
               for side, rundir in (("a", a), ("b", b))}
     out: dict[int, StreamDiff] = {}

@@ -114,8 +114,7 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
 
     A run that asked for windows whose Spark application failed is not
     ``ok``: its windows were never checked."""
-    sources = pd.read_parquet(rundir.sources)
-    deliveries = pd.read_parquet(rundir.deliveries)
+    sources, deliveries = pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries)
     verdicts = Verdicts(frames if frames is not None else
                         check_frames(record, sources, deliveries, read_link_drops(rundir)))
     failure = record.spark_failed()

@@ -63,6 +63,15 @@ TABLE_COLUMNS = {
 ANALYSIS_FIELDS = {"load": list, "completeness": list, "latency_us": list, "spark_master": str}
 
 
+def resolved(path: Path) -> Path:
+    """``path`` made absolute with its links followed; a link in a loop is left
+    as it is, for the reader to refuse with its name."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):
+        return Path(path).absolute()
+
+
 def _json_fields(path: Path, fields: dict[str, type]) -> dict:
     """A JSON object holding ``fields`` of the given types, or ``RunDirError`` naming what is wrong."""
     data = read_object(path)
@@ -107,7 +116,7 @@ class RunDir:
     spark_unseen = At("spark", "unseen.json")      # events the switch never saw, left out of the reference
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root).resolve())
+        object.__setattr__(self, "root", resolved(self.root))
 
     def create(self) -> "RunDir":
         for folder in (self.root, self.logs, self.raw):
@@ -147,7 +156,8 @@ class RunDir:
         import pyarrow.parquet as pq
 
         if not self.root.is_dir():
-            raise RunDirError(f"{self.root}: no such run directory")
+            why = "a link that leads nowhere, or in a loop" if self.root.is_symlink() else "no such run directory"
+            raise RunDirError(f"{self.root}: {why}")
         record = self.read_record()
         for table in tables:
             path: Path = getattr(self, table)
@@ -307,7 +317,7 @@ class ExperimentDir:
     rate_points = At("raw", "rates.parquet")                  # rates: one row per run
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root).resolve())
+        object.__setattr__(self, "root", resolved(self.root))
 
     def run(self, name: str) -> RunDir:
         return RunDir(self.runs_folder / name)
@@ -356,7 +366,7 @@ class SoakDir:
     state = At("state")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root).resolve())
+        object.__setattr__(self, "root", resolved(self.root))
 
     def create(self) -> "SoakDir":
         for folder in (self.root, self.runs_folder, self.tmp, self.state):
@@ -378,7 +388,7 @@ class BenchDir:
     root: Path
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root).resolve())
+        object.__setattr__(self, "root", resolved(self.root))
 
     def report(self, stamp: str) -> Path:
         return self.root / f"bench-{stamp}.json"

@@ -113,3 +113,15 @@ def test_experiment_returns_the_newest_results_runs(tmp_path):
     assert list(api.experiment(tmp_path / "e" / "20240101-000000")) == ["x"]
     with pytest.raises(FileNotFoundError, match="make experiment NAME=none"):
         api.experiment("none", results=tmp_path)
+
+
+def test_compare_refuses_a_run_without_its_events_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from testbed.cli import main
+
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    b.sources.unlink()
+    result = CliRunner().invoke(main, ["compare", str(a.root), str(b.root)])
+    assert result.exit_code == 2 and "sources.parquet: missing" in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -322,6 +322,11 @@ def damage(rundir: RunDir, what: str) -> None:
     elif what == "record-bad-stream":
         record["streams"]["3"]["window"]["size"] = 0
         write_json_atomic(rundir.record, record)
+    elif what == "record-other-stream":
+        write_json_atomic(rundir.record, {**record, "streams": {"7": record["streams"]["3"]}})
+    elif what == "link-loop":
+        rundir.root.rename(rundir.root.with_name("gone"))
+        rundir.root.symlink_to(rundir.root)
     elif what == "record-unknown-key":
         write_json_atomic(rundir.record, {**record, "colour": "blue"})
     elif what == "record-wrong-type":
@@ -345,7 +350,9 @@ RUN_DAMAGE = {"no-record": "run.json: missing", "record-not-json": "run.json: no
               "record-not-utf8": "run.json: not valid JSON", "record-list": "run.json: (top level)",
               "record-no-streams": "run.json: streams: missing",
               "record-bad-stream": "run.json: streams.3.window.size",
-              "record-unknown-key": "run.json: colour: unknown key", "record-wrong-type": "run.json: changes",
+              "record-unknown-key": "run.json: colour: unknown key",
+              "record-other-stream": "sources.parquet: stream 3 is not among run.json's streams (7)",
+              "link-loop": "a link that leads nowhere, or in a loop", "record-wrong-type": "run.json: changes",
               "record-nested-deep": "run.json: nested more than",
               "no-sources": "sources.parquet: missing", "corrupt-deliveries": "deliveries.parquet: not a readable",
               "deliveries-no-operator": "deliveries.parquet: no column 'operator'",
