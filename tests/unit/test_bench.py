@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -140,3 +142,13 @@ def test_soak_passes_only_without_leaks_and_redraws_from_its_cycles(tmp_path):
                  ).to_parquet(files.cycles)
     expdir.write_record({"kind": "soak", "ours": {"leaks": {"processes": 2}}})
     assert [p.name for p in redraw(expdir)] == ["soak.png"]
+
+
+@pytest.mark.parametrize("pair, message", [("parts", "--param 'parts': expected KEY=VALUE"),
+                                           ("parts=[nosuch]", "bench.yaml: params.parts")])
+def test_cli_refuses_a_bad_param_before_starting_anything(tmp_path, pair, message):
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "experiment", "bench", "--quick", "--param", pair,
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and message in res.stderr and res.stderr.strip().count("\n") == 0
+    assert not out.exists()

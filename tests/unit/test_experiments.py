@@ -16,13 +16,7 @@ from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.experiments import KINDS, kind_class
 from testbed.experiments.adaptation import Adaptation
-from testbed.experiments.base import (
-    ExperimentError,
-    Settings,
-    all_experiments,
-    figure_experiments,
-    load_experiment,
-)
+from testbed.experiments.base import ExperimentError, Settings, all_experiments, figure_experiments, load_experiment
 from testbed.experiments.latency import FORWARD, delivery_check, samples, summarize
 from testbed.experiments.rates import saturation
 from testbed.experiments.resources import (

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from testbed.analysis.plots import plt, save_figure
 
@@ -65,6 +66,7 @@ def draw_reconfiguration(rows: pd.DataFrame, out: Path) -> Path:
         for i, (target, part) in enumerate(rows.groupby("target")):
             ax.plot(range(1, len(part) + 1), part[column], marker="o", color=f"C{i}", label=target)
         ax.set(xlabel="change", ylabel=column.replace("_", " "))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].legend()
     fig.suptitle("changing a sliding stream's operators while its events flow")
     return save_figure(fig, out)

@@ -29,7 +29,8 @@ Measured = tuple[list[dict[str, Any]] | pd.DataFrame, Any]
 
 class BenchParams(KindParams):
     parts: list[Part] = Field(default=PARTS, min_length=1, description="the parts to run, in this order")
-    # field names are the parts' (or their modules'); the types are imported by name to keep them apart
+    # Each part's parameters.  Their classes are imported by name: a field named like its module
+    # (costs, late) would hide the module inside this class body.
     costs: CostParams = CostParams()
     late: LateParams = LateParams()
     reconfiguration: ReconfigParams = ReconfigParams()
