@@ -50,8 +50,9 @@ clean:
 test: deps
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
+# The testbed's own speed and memory, into results/bench/<id>/ (not part of `make figures`).
 bench: deps
-	$(PY) -m testbed.bench --out results/bench
+	$(TESTBED) experiment bench $(EXPERIMENT_ARGS)
 
 p4: venv
 	$(PY) -m testbed.targets.bmv2.toolchain
@@ -65,4 +66,4 @@ distclean: clean
 # Not part of `make test`: 20 start/abort cycles at random phases, then the
 # leaks counted (processes, interfaces, namespaces, mounts, temp files).
 soak: deps
-	$(PY) -m testbed.soak --cycles 20 --out results/soak
+	$(TESTBED) experiment soak $(EXPERIMENT_ARGS)

@@ -141,38 +141,39 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
               help="Name of the Mininet switch in emulation runs (to keep apart from others' runs).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Experiment directory (default: results/<name>/<id>/, or results/figures/<name>/ for all).")
+@click.option("--param", "param_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Replace a parameter of the file (VALUE in YAML), e.g. --param 'parts=[scale]'.")
 @click.option("--spark-master", default="local[*]", show_default=True)
 @click.option("--no-spark", is_flag=True)
 @click.pass_context
 def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool, repeat: Optional[int],
-               switch_name: Optional[str], out: Optional[Path], spark_master: str, no_spark: bool) -> None:
+               switch_name: Optional[str], out: Optional[Path], param_pairs: tuple[str, ...], spark_master: str,
+               no_spark: bool) -> None:
     """Run experiment NAME (experiments/NAME.yaml), all of them (``all``), or a single scenario of that name.
 
-    ``all`` regenerates every paper figure into results/figures/<name>/.
+    ``all`` regenerates every paper figure into results/figures/<name>/
+    (not the bench or the soak: their files say ``in_figures: false``).
     """
     from testbed.experiments.base import (
         FIGURES_DIR,
         ExperimentError,
         Settings,
-        all_experiments,
         experiment_path,
+        figure_experiments,
         load_experiment,
+        parse_params,
         run_experiment,
     )
 
-    if name == "all":
-        paths = all_experiments()
-    else:
-        path = experiment_path(name)
-        if path is None:
-            ctx.invoke(run, topology=name, target=target, out=out, seed=None, timeout=None,
-                       spark_master=spark_master, no_spark=no_spark)
-            return
-        paths = [path]
-    settings = Settings(quick=quick, target=target, repeat=repeat, switch_name=switch_name,
-                        spark=not no_spark, spark_master=spark_master)
+    path = None if name == "all" else experiment_path(name)
+    if name != "all" and path is None:
+        ctx.invoke(run, topology=name, target=target, out=out, seed=None, timeout=None,
+                   spark_master=spark_master, no_spark=no_spark)
+        return
     try:
-        loaded = [load_experiment(path, settings) for path in paths]
+        settings = Settings(quick=quick, target=target, repeat=repeat, switch_name=switch_name,
+                            spark=not no_spark, spark_master=spark_master, params=parse_params(param_pairs))
+        loaded = figure_experiments(settings) if path is None else [load_experiment(path, settings)]
     except ExperimentError as err:       # every file is checked before anything starts
         click.echo(f"error: {err}", err=True)
         sys.exit(2)

@@ -12,7 +12,12 @@ kind is a module and one line in ``KINDS``:
 - ``latency``: time a frame spends in the switch, against plain forwarding (S4 Table V);
 - ``rates``: output against input rate up to and past saturation (S4 Fig. 8);
 - ``adaptation``: a topology whose streams change, fail or scale while they
-  run (P4SS's adaptability; issue 9).
+  run (P4SS's adaptability; issue 9);
+- ``bench``: the testbed's own speed and memory (``make bench``; package ``bench``);
+- ``soak``: runs aborted at random phases, then what they left counted (``make soak``).
+
+The last two are not paper figures: their files say ``in_figures: false``,
+so ``testbed experiment all`` leaves them out.
 
 ``paper`` holds the papers' numbers every kind is compared with.
 """
@@ -27,6 +32,8 @@ KINDS = {
     "latency": "testbed.experiments.latency:Latency",
     "rates": "testbed.experiments.rates:RateSweep",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
+    "bench": "testbed.experiments.bench.kind:Bench",
+    "soak": "testbed.experiments.soak:Soak",
 }
 
 

@@ -8,6 +8,7 @@ kind's parameters:
     kind: control                 # a key of testbed.experiments.KINDS
     params: {repeat: 20}          # validated by the kind's Params model
     quick: {repeat: 2}            # what --quick changes
+    in_figures: true              # whether ``testbed experiment all`` runs it
 
 A kind (``ExperimentKind``) measures, writes its raw data through the
 ``ExperimentDir``, and draws its figures from that raw data and the record
@@ -25,7 +26,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Optional
+from typing import Any, ClassVar, Iterable, Iterator, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
@@ -60,6 +61,9 @@ class ExperimentFile(BaseModel):
     kind: str
     params: dict[str, Any] = {}
     quick: dict[str, Any] = {}
+    #: A paper figure or table: ``testbed experiment all`` (``make figures``)
+    #: runs it.  The bench and the soak measure the testbed itself and say ``false``.
+    in_figures: bool = True
 
     @field_validator("kind")
     @classmethod
@@ -96,6 +100,8 @@ class Settings:
     switch_name: Optional[str] = None     # --switch-name: Mininet switch of emulation runs
     spark: bool = True
     spark_master: str = "local[*]"
+    #: --param KEY=VALUE: parameters of the file replaced, after quick's (any kind; its Params validate them)
+    params: dict[str, Any] = field(default_factory=dict)
     console: Console = field(default_factory=lambda: Console(stderr=True))
 
     def overrides(self) -> dict[str, Any]:
@@ -136,6 +142,7 @@ class ExperimentKind:
         if settings.quick:
             data.update(spec.quick)
         data.update({k: v for k, v in settings.overrides().items() if k in cls.accepts})
+        data.update(settings.params)
         try:
             return cls.Params.model_validate(data)
         except ValidationError as err:
@@ -189,6 +196,31 @@ def experiment_path(name: str) -> Optional[Path]:
 
 def all_experiments() -> list[Path]:
     return sorted(EXPERIMENTS_DIR.glob("*.yaml"))
+
+
+def figure_experiments(settings: Optional[Settings] = None,
+                       paths: Optional[list[Path]] = None) -> list[tuple[ExperimentFile, KindParams]]:
+    """What ``testbed experiment all`` runs: every experiment file (all checked
+    first, so a bad one stops everything before it starts) that is a paper
+    figure, leaving out those that say ``in_figures: false`` (bench, soak)."""
+    loaded = [load_experiment(path, settings) for path in (all_experiments() if paths is None else paths)]
+    return [(spec, params) for spec, params in loaded if spec.in_figures]
+
+
+def parse_params(pairs: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs from the command line, each VALUE read as YAML (``parts=[scale]``, ``cycles=3``)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ExperimentError(f"--param {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ExperimentError(f"--param {key}: not YAML: {str(err).splitlines()[0]}") from None
+    return out
 
 
 def load_experiment(path: Path, settings: Optional[Settings] = None) -> tuple[ExperimentFile, KindParams]:

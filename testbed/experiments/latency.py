@@ -1,11 +1,8 @@
 """Latency overhead: the time a frame spends inside the switch, per semantic.
 
-S4 Table V.  The switch runs outside Mininet on veth pairs, in a namespace
-of its own.  ``StampedTaps`` note the kernel's timestamp of every event
-frame as it arrives on the switch's ingress interface and as each copy
-leaves on an egress interface; the difference is the time in the switch
-process (socket wake-up, pipeline, send), without the sender, the veth
-crossing or any receiver in it.  Frames go in at a low rate so that no
+S4 Table V.  The switch runs outside Mininet on veth pairs and is timed by
+kernel timestamps on its own interfaces (``stamps.time_in_switch``), so the
+time is the switch process's alone.  Frames go in at a low rate so that no
 queue forms.
 
 Each round runs the same target twice on the same veth pairs: the plain
@@ -26,14 +23,14 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from testbed.analysis.plots import plt, save_figure
-from testbed.dataplane.control import Controller
 from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.source import SPLITTER_MAC
-from testbed.emulation.veth import StampedTaps, VethRig, send_frames
+from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
-from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
+from testbed.experiments.base import ExperimentKind, KindParams, interruptible
 from testbed.experiments.resources import SEMANTICS
 from testbed.experiments.scenarios import check_scenarios, scenario
+from testbed.experiments.stamps import SOURCE_PORT, copy_times, time_in_switch
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
@@ -41,9 +38,7 @@ from testbed.semantics.workload import stream_events
 
 TABLE_V = "s4_table5"
 FORWARD = "forward"
-SOURCE_PORT, FORWARD_PORT = 1, 2
-#: Capture ends this long after the last frame seen.
-QUIET_S = 1.0
+FORWARD_PORT = 2
 
 
 class LatencyParams(KindParams):
@@ -98,13 +93,8 @@ def frames_and_oracle(topo: Topology) -> tuple[list[bytes], dict[tuple[int, int]
 
 
 def samples(rows: list[tuple], target: str, mode: str, round_: int, names: dict[int, str]) -> pd.DataFrame:
-    """One row per copy out: its event's time in and its own time out."""
-    taps = pd.DataFrame(rows, columns=["direction", "port", "stream", "seq", "ns"])
-    ins = taps[taps["direction"] == "in"].drop_duplicates(["stream", "seq"]).set_index(["stream", "seq"])["ns"]
-    outs = taps[taps["direction"] == "out"].rename(columns={"ns": "out_ns"}).drop(columns="direction")
-    outs = outs.join(ins.rename("in_ns"), on=["stream", "seq"])
-    outs["latency_ns"] = outs["out_ns"] - outs["in_ns"]
-    outs["copy"] = outs.groupby(["stream", "seq"])["out_ns"].rank(method="first").astype(int) - 1
+    """One row per copy out (``stamps.copy_times``), labelled with the round and what was measured."""
+    outs = copy_times(rows)
     semantic = outs["stream"].map(names) if mode != FORWARD else FORWARD
     return outs.assign(target=target, mode=mode, semantic=semantic, round=round_)
 
@@ -136,13 +126,14 @@ class Latency(ExperimentKind):
             for target in targets:
                 for r in range(p.rounds):
                     self.log(f"{target}: round {r + 1}/{p.rounds}: forwarding, then the splitter")
-                    fwd = self.one_block(target, rig, f"{target}-forward-{r}", forward_frames, {FORWARD_PORT},
-                                         forward={SOURCE_PORT: FORWARD_PORT})
+                    fwd = time_in_switch(target, self.expdir, rig, f"{target}-forward-{r}", forward_frames,
+                                         p.rate, {FORWARD_PORT}, forward={SOURCE_PORT: FORWARD_PORT})
                     parts.append(samples(fwd, target, FORWARD, r, names))
                     checks.append({"target": target, "mode": FORWARD, "round": r,
                                    **delivery_check(parts[-1], forward_expected)})
                     out_ports = set(range(2, n_ports + 1))
-                    split = self.one_block(target, rig, f"{target}-splitter-{r}", frames, out_ports, plan=plan)
+                    split = time_in_switch(target, self.expdir, rig, f"{target}-splitter-{r}", frames, p.rate,
+                                           out_ports, plan=plan)
                     parts.append(samples(split, target, "splitter", r, names))
                     checks.append({"target": target, "mode": "splitter", "round": r,
                                    **delivery_check(parts[-1], expected)})
@@ -152,20 +143,6 @@ class Latency(ExperimentKind):
         table.to_parquet(self.expdir.latency_samples, index=False)
         return {"summary_us": summarize(table), "checks": checks,
                 "frame_bytes": len(frames[0]), "rate": p.rate}
-
-    def one_block(self, target: str, rig: VethRig, name: str, frames: list[bytes], out_ports: set[int],
-                  plan: SplitterPlan | None = None, forward: dict[int, int] | None = None) -> list[tuple]:
-        """Start the switch, stamp every frame in and every copy out, stop it."""
-        with live_switch(target, self.expdir, name, rig, forward=forward) as (_proc, api):
-            if plan is not None:
-                Controller(api).install(plan)
-            taps = StampedTaps({SOURCE_PORT: rig.switch_ends[SOURCE_PORT]},
-                               {port: rig.switch_ends[port] for port in out_ports}, rig.namespace.path)
-            try:
-                send_frames(rig.host_ends[SOURCE_PORT], frames, self.params.rate)
-                return taps.drain(QUIET_S)
-            finally:
-                taps.close()
 
     def ok(self, ours: dict[str, Any]) -> bool:
         return all(c["wrong_or_missing"] == 0 and c["no_ingress_stamp"] == 0 for c in ours["checks"])

@@ -4,17 +4,7 @@ Every other layer finds its files through ``RunDir`` and ``ExperimentDir``
 (``paths``) and reads and writes the run's record through the typed models
 of ``record``; this package imports nothing else of the testbed.
 """
-from testbed.rundir.paths import (
-    ANALYSIS_FIELDS,
-    TABLE_COLUMNS,
-    At,
-    BenchDir,
-    ExperimentDir,
-    RunDir,
-    SoakDir,
-    read_json,
-    write_json_atomic,
-)
+from testbed.rundir.paths import ANALYSIS_FIELDS, TABLE_COLUMNS, At, ExperimentDir, RunDir, read_json, write_json_atomic
 from testbed.rundir.record import (
     Fault,
     FrameVerdict,
@@ -26,7 +16,6 @@ from testbed.rundir.record import (
 )
 
 __all__ = [
-    "ANALYSIS_FIELDS", "TABLE_COLUMNS", "At", "BenchDir", "ExperimentDir", "Fault", "FrameVerdict", "RunDir",
-    "RunDirError", "RunRecord", "RunVerdicts", "SoakDir", "SwitchCounters", "WindowVerdict", "read_json",
-    "write_json_atomic",
+    "ANALYSIS_FIELDS", "TABLE_COLUMNS", "At", "ExperimentDir", "Fault", "FrameVerdict", "RunDir", "RunDirError",
+    "RunRecord", "RunVerdicts", "SwitchCounters", "WindowVerdict", "read_json", "write_json_atomic",
 ]

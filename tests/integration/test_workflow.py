@@ -213,11 +213,11 @@ def test_api_returns_the_runs_data_as_dataframes(reference_run):
     assert len(run.sources) == 500 and set(run.sources["stream"]) == {5, 7}
     acct = run.accounting["streams"]
     copies = sum(a["switch_copies_out"] for a in acct.values())
-    assert len(run.deliveries) == copies == run.record["expected_deliveries"]
+    assert len(run.deliveries) == copies == run.record.expected_deliveries
     load = run.load()
     assert list(load.index) == ["op1", "op2", "op3"]
     for sid, a in acct.items():
-        column = run.record["streams"][sid].get("name") or sid
+        column = run.record.streams[sid].get("name") or sid
         assert load[column].to_dict() == {op: a["received_per_operator"].get(op, 0) for op in load.index}
     assert list(run.checks.index) == [5, 7] and run.checks["ok"].all()
     assert (run.checks["missing"] == 0).all() and (run.checks["delivered"] == run.checks["expected_deliveries"]).all()

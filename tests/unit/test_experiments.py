@@ -16,7 +16,7 @@ from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.experiments import KINDS, kind_class
 from testbed.experiments.adaptation import Adaptation
-from testbed.experiments.base import ExperimentError, Settings, all_experiments, load_experiment
+from testbed.experiments.base import ExperimentError, Settings, all_experiments, figure_experiments, load_experiment
 from testbed.experiments.latency import FORWARD, delivery_check, samples, summarize
 from testbed.experiments.rates import saturation
 from testbed.experiments.resources import (
@@ -57,7 +57,15 @@ def test_every_experiment_file_loads(quick):
     assert names == {"s4load": "scenarios", "p4ssexp": "scenarios", "s4amp": "rates",
                      "s4resources": "resources", "s4control": "control", "s4latency": "latency",
                      "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
-                     "elastic": "adaptation"}
+                     "elastic": "adaptation", "bench": "bench", "soak": "soak"}
+
+
+def test_all_runs_the_paper_figures_and_not_the_bench_or_the_soak():
+    chosen = {spec.name for spec, _params in figure_experiments(Settings(quick=True))}
+    every = {load_experiment(path)[0].name for path in all_experiments()}
+    assert every - chosen == {"bench", "soak"}
+    for name in ("bench", "soak"):
+        assert load_experiment(ROOT / "experiments" / f"{name}.yaml")[0].in_figures is False
 
 
 def test_command_line_overrides_reach_only_kinds_that_take_them():
@@ -101,10 +109,10 @@ def test_cli_refuses_a_bad_file_before_starting_anything(tmp_path):
     assert not out.exists()
 
 
-def test_every_kind_names_the_papers_numbers_it_is_compared_with():
-    for kind in KINDS:
-        cls = kind_class(kind)
-        assert cls.paper and all("source" in entry for entry in cls.paper.values())
+def test_every_figure_names_the_papers_numbers_it_is_compared_with():
+    for spec, _params in figure_experiments():
+        cls = kind_class(spec.kind)
+        assert cls.paper and all("source" in entry for entry in cls.paper.values()), spec.name
 
 
 # -- resources: the plan ---------------------------------------------------------

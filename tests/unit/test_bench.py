@@ -1,0 +1,154 @@
+"""The bench and the soak as experiment kinds, without root: parameters, the in-process parts, files, figures."""
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from testbed import ROOT
+from testbed.experiments.base import ExperimentError, Settings, load_experiment, parse_params, redraw, run_experiment
+from testbed.experiments.bench import kind as bench_kind
+from testbed.experiments.bench.costs import PLAN_N, PLAN_SPECS
+from testbed.experiments.bench.files import BenchFiles
+from testbed.experiments.bench.kind import Bench, cannot_run
+from testbed.experiments.bench.late import late_stream
+from testbed.experiments.soak import PHASES, SIGNALS, Soak, SoakFiles, plan_cycles, reached
+from testbed.experiments.stamps import copy_times
+from testbed.rundir import ExperimentDir
+
+BENCH = ROOT / "experiments" / "bench.yaml"
+SOAK = ROOT / "experiments" / "soak.yaml"
+IN_PROCESS = ["oracle", "pipeline", "lateness", "plan"]
+
+
+def test_quick_bench_keeps_to_parts_without_mininet_and_small_sizes():
+    _spec, full = load_experiment(BENCH)
+    _spec, quick = load_experiment(BENCH, Settings(quick=True))
+    assert full.parts == bench_kind.PARTS and full.scale == ["streams1000", "operators64", "events1m"]
+    assert "emulation" not in quick.parts and "scale" not in quick.parts
+    assert quick.costs.oracle_events < full.costs.oracle_events
+    assert quick.reconfiguration.changes < full.reconfiguration.changes
+
+
+def test_param_pairs_select_the_scale_runs_only():
+    settings = Settings(params=parse_params(["parts=[scale]", "scale=[events1m]"]))
+    _spec, params = load_experiment(BENCH, settings)
+    assert params.parts == ["scale"] and params.scale == ["events1m"]
+    _spec, params = load_experiment(SOAK, Settings(quick=True, params=parse_params(["cycles=5"])))
+    assert params.cycles == 5 and params.targets == ["model"]
+
+
+@pytest.mark.parametrize("pairs, where", [
+    (["parts=[nosuch]"], "params.parts"),
+    (["parts=[plan, plan]"], "'plan' is named twice"),
+    (["scale=[events2m]"], "params.scale"),
+    (["costs={pipeline_events: 1}"], "params.costs.pipeline_events"),
+    (["late={events: 100, speed: 3}"], "params.late.speed"),
+    (["parts=[]"], "params.parts"),
+])
+def test_bad_bench_params_name_the_field(pairs, where):
+    with pytest.raises(ExperimentError, match=r"bench\.yaml") as err:
+        load_experiment(BENCH, Settings(quick=True, params=parse_params(pairs)))
+    assert where in str(err.value)
+
+
+@pytest.mark.parametrize("pair", ["parts", "=3", "cycles=[1"])
+def test_bad_param_pair_is_one_line(pair):
+    with pytest.raises(ExperimentError, match="--param") as err:
+        parse_params([pair])
+    assert "\n" not in str(err.value)
+
+
+def test_in_process_parts_write_raw_tables_record_and_figures(tmp_path):
+    settings = Settings(quick=True, params={"parts": IN_PROCESS})
+    spec, params = load_experiment(BENCH, settings)
+    ok, expdir = run_experiment(spec, params, settings, tmp_path / "bench")
+    record = expdir.read_record()
+    assert ok and record["kind"] == "bench" and not record["skipped"]
+    assert set(record["ours"]) == set(IN_PROCESS)
+    files = BenchFiles(expdir)
+    pipeline = pd.read_parquet(files.table("pipeline")).set_index("spec")
+    # a tumbling window sends each event to one operator; a sliding one (n=5, slide=1) to up to five
+    assert pipeline.loc["tumbling n=100 slide=100", "copies_per_frame"] == 1.0
+    assert 1 < pipeline.loc["sliding n=5 slide=1", "copies_per_frame"] <= 5
+    assert len(pd.read_parquet(files.table("lateness"))) == 6
+    assert len(pd.read_parquet(files.table("plan"))) == len(PLAN_N) * len(PLAN_SPECS)
+    assert record["ours"]["oracle"]["events"] == params.costs.oracle_events
+    figures = {p.rsplit("/", 1)[-1] for p in record["figures"]}
+    assert figures == {"pipeline.png", "lateness.png", "plan.png"}
+    for path in expdir.root.glob("*.png"):
+        path.unlink()
+    assert sorted(p.name for p in redraw(expdir)) == sorted(figures)
+
+
+def test_parts_needing_root_are_skipped_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench_kind.os, "geteuid", lambda: 1000)
+    assert cannot_run("late_in_switch") == cannot_run("scale") == "needs root"
+    assert cannot_run("plan") is None
+    settings = Settings(params={"parts": ["plan", "reconfiguration", "emulation"]})
+    spec, params = load_experiment(BENCH, settings)
+    ok, expdir = run_experiment(spec, params, settings, tmp_path / "bench")
+    record = expdir.read_record()
+    assert ok and set(record["ours"]) == {"plan"}
+    assert record["skipped"] == {"reconfiguration": "needs root", "emulation": "needs root"}
+
+
+def test_bench_fails_on_wrong_copies_or_a_failed_check_never_on_time():
+    ok = Bench.ok.__get__(object.__new__(Bench))
+    clean = {"reconfiguration": [{"events_with_wrong_copies": 0}], "scale": [{"check_passes": True}],
+             "lateness": [{"ns_per_event": 1e9}]}
+    assert ok(clean)
+    assert not ok(clean | {"reconfiguration": [{"events_with_wrong_copies": 0}, {"events_with_wrong_copies": 2}]})
+    assert not ok(clean | {"scale": [{"check_passes": True}, {"check_passes": False}]})
+
+
+def test_late_stream_sends_every_fifth_event_late_within_the_lateness():
+    plan, frames, kind = late_stream(200, slide=100)
+    assert len(frames) == 200 == len(kind)
+    late = [seq for seq, k in kind.items() if k != "in order"]
+    assert late and all(seq % 5 == 4 for seq in late)
+    assert {kind[seq] for seq in late} == {f"late, {b} slides back" for b in (1, 2, 3, 4)}
+    assert plan.topology.streams[0].window.lateness == 400
+
+
+def test_copy_times_pairs_each_copy_with_its_event_in():
+    rows = [("in", 1, 1, 0, 1000), ("out", 2, 1, 0, 4000), ("out", 3, 1, 0, 2500), ("out", 2, 1, 1, 9000)]
+    copies = copy_times(rows).set_index(["seq", "port"])
+    assert copies.loc[(0, 3), "latency_ns"] == 1500 and copies.loc[(0, 3), "copy"] == 0
+    assert copies.loc[(0, 2), "copy"] == 1
+    assert pd.isna(copies.loc[(1, 2), "in_ns"])          # seen leaving, never seen arriving
+
+
+def test_soak_cycles_cover_every_phase_and_signal():
+    cycles = plan_cycles(len(PHASES) * len(SIGNALS), random.Random(4))
+    assert {p for p, _s in cycles} == set(PHASES) and {s for _p, s in cycles} == set(SIGNALS)
+    assert plan_cycles(5, random.Random(4)) == plan_cycles(5, random.Random(4))
+    assert reached("stream", "plan") and not reached("plan", "stream") and not reached(None, "starting")
+
+
+def test_soak_passes_only_without_leaks_and_redraws_from_its_cycles(tmp_path):
+    ok = Soak.ok.__get__(object.__new__(Soak))
+    assert ok({"leaks": {"processes": 0, "interfaces": 0}})
+    assert not ok({"leaks": {"processes": 0, "interfaces": 1}})
+    expdir = ExperimentDir(tmp_path / "soak").create()
+    files = SoakFiles(expdir).create()
+    assert files.topology.is_file() and files.tmp.is_dir() and files.state.is_dir()
+    assert files.ours(f"{files.tmp}/x") and not files.ours("eth0")
+    pd.DataFrame([{"cycle": 1, "aimed": "plan", "signal": "SIGINT", "hit": "plan", "processes_left": 0},
+                  {"cycle": 2, "aimed": "stream", "signal": "SIGKILL", "hit": "finished", "processes_left": 2}]
+                 ).to_parquet(files.cycles)
+    expdir.write_record({"kind": "soak", "ours": {"leaks": {"processes": 2}}})
+    assert [p.name for p in redraw(expdir)] == ["soak.png"]
+
+
+@pytest.mark.parametrize("pair, message", [("parts", "--param 'parts': expected KEY=VALUE"),
+                                           ("parts=[nosuch]", "bench.yaml: params.parts")])
+def test_cli_refuses_a_bad_param_before_starting_anything(tmp_path, pair, message):
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "experiment", "bench", "--quick", "--param", pair,
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and message in res.stderr and res.stderr.strip().count("\n") == 0
+    assert not out.exists()
