@@ -16,10 +16,11 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
+# Port space, stream ids and table sizes are declared with the limits they set;
+# the contract names them again for its readers.
+from testbed.semantics.limits import DROP_PORT, N_PORTS, N_STREAMS, TABLE_SIZES  # noqa: F401
 from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
-N_STREAMS = 1 << 16       # registers are indexed by the 16-bit stream id
-N_PORTS = 512             # bmv2's default port space
 DROP_SLOTS = 8            # drop counter index = stream * DROP_SLOTS + code
 U64 = (1 << 64) - 1
 
@@ -168,12 +169,6 @@ SCHEMA: dict[str, TableSpec] = {
 DEFAULT_ACTION = "NoAction"
 
 
-#: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
-TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
-               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_PORTS,
-               "operator_position": 65536, "previous_position": 65536}
-#: v1model drops what is sent to this port; the hosts use ports 1 .. DROP_PORT - 1.
-DROP_PORT = N_PORTS - 1
 
 class SwitchAPI(Protocol):
     """The control API every target serves, with p4-utils' method names.

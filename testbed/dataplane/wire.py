@@ -16,6 +16,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
 
+# The header fields' widths are declared once, with the limits they set.
+
 #: UDP destination port that marks an event; the P4 parser keys on it too.
 EVENT_UDP_PORT = 50000
 #: UDP destination port of an operator host's heartbeat: the switch counts
@@ -23,8 +25,6 @@ EVENT_UDP_PORT = 50000
 HEARTBEAT_UDP_PORT = 50001
 #: A heartbeat's payload: the sender's sequence number.
 HEARTBEAT_STRUCT = struct.Struct("!Q")
-#: Width in bits of each event header field, in wire order (``p4/headers.p4``).
-EVENT_FIELD_BITS = {"stream": 16, "flags": 16, "seq": 32, "ts": 64, "key": 64, "value": 64}
 #: stream(16) flags(16) seq(32) ts(64) key(64) value(signed 64), network order.
 EVENT_STRUCT = struct.Struct("!HHIQQq")
 EVENT_LEN = EVENT_STRUCT.size  # 32 bytes

@@ -3,16 +3,30 @@
 A topology that passes validation must run without an overflow anywhere on
 its way: in the event header, in the P4 program's registers and action
 parameters, in the int64 columns of the raw data and on Spark, in Linux's
-interface names, and in memory.  Each limit is derived here from the field
-widths the contract declares (``testbed.dataplane.contract``,
-``testbed.dataplane.wire``), so the two cannot drift apart.
+interface names, and in memory.  The widths and sizes the program gives
+its fields and tables are declared here, once: the data plane's contract
+(``testbed.dataplane.contract``) and wire format (``testbed.dataplane.wire``)
+take them from this module, so a limit and the field it guards cannot drift
+apart.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.dataplane.contract import DROP_PORT, TABLE_SIZES, param_bits
-from testbed.dataplane.wire import EVENT_FIELD_BITS
+#: The event header's fields and their widths in bits (p4/headers.p4).
+EVENT_FIELD_BITS = {"stream": 16, "flags": 16, "seq": 32, "ts": 64, "key": 64, "value": 64}
+#: Registers are indexed by the 16-bit stream id.
+N_STREAMS = 1 << EVENT_FIELD_BITS["stream"]
+#: bmv2's default port space; v1model drops what is sent to its last port.
+N_PORTS = 512
+DROP_PORT = N_PORTS - 1
+#: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
+TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
+               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_PORTS,
+               "operator_position": 65536, "previous_position": 65536}
+#: Widths of the action parameters the limits below guard (p4/ingress actions).
+WINDOWS_PER_EVENT_BITS = 32      # set_count_window's full and cap
+GROUP_ID_BITS = 16               # to_group's mgid
 
 #: Stream ids are the event header's 16-bit ``stream`` field.
 MAX_STREAM_ID = (1 << EVENT_FIELD_BITS["stream"]) - 1
@@ -23,9 +37,9 @@ MAX_EVENTS = 1 << EVENT_FIELD_BITS["seq"]
 #: narrower of the two holds.
 MAX_INT64 = (1 << 63) - 1
 #: ``full`` and ``cap`` (windows per event) are 32-bit action parameters.
-MAX_WINDOWS_PER_EVENT = (1 << param_bits("window_spec", "set_count_window", "cap")) - 1
+MAX_WINDOWS_PER_EVENT = (1 << WINDOWS_PER_EVENT_BITS) - 1
 #: Multicast group ids are 16 bits, and group 0 means "no group".
-MAX_GROUPS = (1 << param_bits("multicast", "to_group", "mgid")) - 1
+MAX_GROUPS = (1 << GROUP_ID_BITS) - 1
 #: Host k is on switch port k, from 1 up to the port before v1model's drop port.
 MAX_HOSTS = DROP_PORT - 1
 #: Table capacities, for the plan's entry counts.

@@ -63,3 +63,13 @@ def test_assign_many_is_assign(size, slide, n, xs):
             expect = windows_on_axis(x, size, slide)
             assert list(w) == list(expect)
             assert list(mine) == ([j for j in expect if j % n == owner] if owner >= 0 else [])
+
+
+def test_the_limits_are_the_widths_the_contract_declares():
+    """semantics.limits declares the widths; the action parameters that carry them agree."""
+    from testbed.dataplane.contract import param_bits
+    from testbed.semantics import limits
+
+    assert limits.WINDOWS_PER_EVENT_BITS == param_bits("window_spec", "set_count_window", "cap")
+    assert limits.WINDOWS_PER_EVENT_BITS == param_bits("window_spec", "set_count_window", "full")
+    assert limits.GROUP_ID_BITS == param_bits("multicast", "to_group", "mgid")
