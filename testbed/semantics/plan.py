@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
+from testbed.semantics.schedule import check_change
 from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import late_slides, max_windows, windows_per_position
 
@@ -133,20 +134,6 @@ def transition_tail(old: Stream, new: Stream) -> int:
     end at most ``size - slide`` past it, and a late event may lie the new
     lateness behind the newest one."""
     return max(0, old.window.size - old.window.slide) + new.window.lateness
-
-
-def check_change(old: Stream, new: Stream) -> None:
-    """Refuse a change the data plane cannot carry out exactly.
-
-    The kind and origin fix the axis (``Stream.config`` refuses them).  The
-    lateness may stay or shrink, not grow: under a larger lateness a late
-    event could lie in windows of the epoch before the old one, which the
-    splitter no longer holds (it keeps two configurations per stream).
-    """
-    old.config(new.window, new.operators)
-    if new.window.lateness > old.window.lateness:
-        raise ValueError(f"stream {old.label}: window.lateness cannot grow at run time "
-                         f"({old.window.lateness} -> {new.window.lateness})")
 
 
 class SplitterPlan:

@@ -19,7 +19,7 @@ start, each exactly one of:
 operators from heartbeats and remove them) and ``elastic`` (scale a
 stream's N from its operators' load).
 
-The models here check each entry on its own; ``check_schedule`` checks them
+The models here check each entry on its own; ``topology.check_schedule`` checks them
 against the topology (streams, hosts, the chain of changes).  Both report
 one field, so a bad entry is one line naming it.
 """
@@ -127,68 +127,6 @@ class Adapt(_Strict):
     elastic: list[ElasticPolicySpec] = []
 
 
-def check_schedule(topo) -> None:
-    """Raise ``ScheduleError`` for the first entry that does not fit ``topo``.
-
-    Changes are checked in time order against the configuration each one
-    replaces, as the controller will apply them (``plan.check_change``:
-    kind and origin fixed, lateness not growing).
-    """
-    from pydantic import ValidationError
-
-    from testbed.semantics.plan import check_change
-    from testbed.semantics.topology import WindowSpec, describe
-
-    streams = {s.id: s for s in topo.streams}
-    operator_hosts = set(topo.hosts) - {s.source for s in topo.streams}
-    order = sorted(range(len(topo.schedule)), key=lambda i: topo.schedule[i].at)
-    down: set[str] = set()        # hosts failed and not yet recovered, in time order
-    for i in order:
-        entry = topo.schedule[i]
-        where = f"schedule[{i}].{entry.action}"
-        if entry.change is not None:
-            c = entry.change
-            if c.stream not in streams:
-                raise ScheduleError(f"{where}.stream", f"no stream {c.stream}")
-            old = streams[c.stream]
-            for j, op in enumerate(c.operators or ()):
-                if op not in topo.hosts:
-                    raise ScheduleError(f"{where}.operators[{j}]", f"unknown host {op!r}")
-                if op == old.source:
-                    raise ScheduleError(f"{where}.operators[{j}]", f"{op} is the stream's source")
-            try:
-                window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
-            except ValidationError as err:
-                raise ScheduleError(f"{where}.window", describe(err)) from None
-            new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
-            try:
-                check_change(old, new)
-            except ValueError as err:      # the field it names (window.kind, ...) is below the change
-                field = getattr(err, "field", None)
-                raise ScheduleError(f"{where}.{field}" if field else where, getattr(err, "message", str(err))) from None
-            streams[c.stream] = new
-        elif entry.rate is not None:
-            if entry.rate.stream not in streams:
-                raise ScheduleError(f"{where}.stream", f"no stream {entry.rate.stream}")
-        elif entry.fail is not None:
-            if entry.fail.host not in operator_hosts:
-                raise ScheduleError(f"{where}.host", f"{entry.fail.host!r} is not an operator host")
-            if entry.fail.host in down:
-                raise ScheduleError(f"{where}.host", f"{entry.fail.host} has already failed and not recovered")
-            down.add(entry.fail.host)
-        elif entry.recover is not None:
-            if entry.recover.host not in down:
-                raise ScheduleError(f"{where}.host", f"{entry.recover.host!r} has not failed before this entry")
-            down.discard(entry.recover.host)
-    if topo.adapt is not None:
-        for i, e in enumerate(topo.adapt.elastic):
-            if e.stream not in streams:
-                raise ScheduleError(f"adapt.elastic[{i}].stream", f"no stream {e.stream}")
-            for j, host in enumerate(e.pool):
-                if host not in topo.hosts or host == streams[e.stream].source:
-                    raise ScheduleError(f"adapt.elastic[{i}].pool[{j}]", f"{host!r} cannot be an operator")
-
-
 def rate_profile(stream, schedule: list[ScheduleEntry]) -> list[tuple[float, float]]:
     """The stream's pace as ``(from second, events/s)`` steps, first at 0.
 
@@ -220,3 +158,18 @@ def send_offsets(profile: list[tuple[float, float]], n: int) -> list[float]:
         if i == n:
             break
     return out
+
+
+def check_change(old, new) -> None:
+    """Refuse a change of stream ``old`` into ``new`` (``topology.Stream``s) that the
+    data plane cannot carry out exactly.
+
+    The kind and origin fix the axis (``Stream.config`` refuses them).  The
+    lateness may stay or shrink, not grow: under a larger lateness a late
+    event could lie in windows of the epoch before the old one, which the
+    splitter no longer holds (it keeps two configurations per stream).
+    """
+    old.config(new.window, new.operators)
+    if new.window.lateness > old.window.lateness:
+        raise ValueError(f"stream {old.label}: window.lateness cannot grow at run time "
+                         f"({old.window.lateness} -> {new.window.lateness})")

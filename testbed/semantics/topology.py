@@ -28,7 +28,7 @@ from testbed.semantics import limits
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
 from testbed.semantics.replay import SUFFIXES, ReplayError, columns, read_replay
-from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, check_schedule
+from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, check_change
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
     StreamConfig,
@@ -501,6 +501,63 @@ def describe(err: ValidationError) -> str:
 
 def _plan_only(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("plan_only"))
+
+
+def check_schedule(topo: "Topology") -> None:
+    """Raise ``ScheduleError`` for the first entry that does not fit ``topo``.
+
+    Changes are checked in time order against the configuration each one
+    replaces, as the controller will apply them (``schedule.check_change``:
+    kind and origin fixed, lateness not growing).
+    """
+    streams = {s.id: s for s in topo.streams}
+    operator_hosts = set(topo.hosts) - {s.source for s in topo.streams}
+    order = sorted(range(len(topo.schedule)), key=lambda i: topo.schedule[i].at)
+    down: set[str] = set()        # hosts failed and not yet recovered, in time order
+    for i in order:
+        entry = topo.schedule[i]
+        where = f"schedule[{i}].{entry.action}"
+        if entry.change is not None:
+            c = entry.change
+            if c.stream not in streams:
+                raise ScheduleError(f"{where}.stream", f"no stream {c.stream}")
+            old = streams[c.stream]
+            for j, op in enumerate(c.operators or ()):
+                if op not in topo.hosts:
+                    raise ScheduleError(f"{where}.operators[{j}]", f"unknown host {op!r}")
+                if op == old.source:
+                    raise ScheduleError(f"{where}.operators[{j}]", f"{op} is the stream's source")
+            try:
+                window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
+            except ValidationError as err:
+                raise ScheduleError(f"{where}.window", describe(err)) from None
+            new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
+            try:
+                check_change(old, new)
+            except ValueError as err:      # the field it names (window.kind, ...) is below the change
+                field = getattr(err, "field", None)
+                raise ScheduleError(f"{where}.{field}" if field else where, getattr(err, "message", str(err))) from None
+            streams[c.stream] = new
+        elif entry.rate is not None:
+            if entry.rate.stream not in streams:
+                raise ScheduleError(f"{where}.stream", f"no stream {entry.rate.stream}")
+        elif entry.fail is not None:
+            if entry.fail.host not in operator_hosts:
+                raise ScheduleError(f"{where}.host", f"{entry.fail.host!r} is not an operator host")
+            if entry.fail.host in down:
+                raise ScheduleError(f"{where}.host", f"{entry.fail.host} has already failed and not recovered")
+            down.add(entry.fail.host)
+        elif entry.recover is not None:
+            if entry.recover.host not in down:
+                raise ScheduleError(f"{where}.host", f"{entry.recover.host!r} has not failed before this entry")
+            down.discard(entry.recover.host)
+    if topo.adapt is not None:
+        for i, e in enumerate(topo.adapt.elastic):
+            if e.stream not in streams:
+                raise ScheduleError(f"adapt.elastic[{i}].stream", f"no stream {e.stream}")
+            for j, host in enumerate(e.pool):
+                if host not in topo.hosts or host == streams[e.stream].source:
+                    raise ScheduleError(f"adapt.elastic[{i}].pool[{j}]", f"{host!r} cannot be an operator")
 
 
 def parse_topology(data: Any, source: str = "<topology>", plan_only: bool = False) -> Topology:
