@@ -180,3 +180,39 @@ class FrameTemplate:
 
     def frame(self, seq: int, ts: int, key: int = 0, value: int = 0) -> bytes:
         return self.prefix + EVENT_STRUCT.pack(self.stream, 0, seq, ts, key & 0xFFFFFFFFFFFFFFFF, value)
+
+
+# -- where a copy is rewritten: the offsets egress.p4's deparser writes at ------------
+#: IPv4's total length, checksum and destination, from the start of the frame.
+IPV4_TOTAL_LENGTH_AT = ETH_LEN + 2
+IPV4_CHECKSUM_AT = ETH_LEN + 10
+IPV4_DST_AT = ETH_LEN + 16
+#: UDP's length and checksum.
+UDP_LENGTH_AT = ETH_LEN + IPV4_LEN + 4
+UDP_CHECKSUM_AT = ETH_LEN + IPV4_LEN + 6
+#: The event header's flags, and where the Windows header goes: right after the event.
+EVENT_FLAGS_AT = EVENT_OFFSET + 2
+WINDOWS_AT = EVENT_OFFSET + EVENT_LEN
+
+
+def insert_windows_header(frame: bytes, windows: bytes) -> bytes:
+    """``frame`` with the Windows header ``windows`` after its event header,
+    the event's ``FLAG_WINDOWS`` set, and the IPv4 and UDP lengths grown to match."""
+    buf = bytearray(frame)
+    buf[WINDOWS_AT:WINDOWS_AT] = windows
+    struct.pack_into("!H", buf, EVENT_FLAGS_AT, struct.unpack_from("!H", buf, EVENT_FLAGS_AT)[0] | FLAG_WINDOWS)
+    for length_at in (IPV4_TOTAL_LENGTH_AT, UDP_LENGTH_AT):
+        struct.pack_into("!H", buf, length_at, (struct.unpack_from("!H", buf, length_at)[0] + len(windows)) & 0xFFFF)
+    return bytes(buf)
+
+
+def readdress(frame: bytes, mac: int, ip: int) -> bytes:
+    """``frame`` sent to the host with Ethernet address ``mac`` and IPv4 address
+    ``ip`` (as integers): its IPv4 checksum made anew, its UDP checksum left out."""
+    buf = bytearray(frame)
+    buf[0:6] = mac.to_bytes(6, "big")
+    buf[IPV4_DST_AT:IPV4_DST_AT + 4] = ip.to_bytes(4, "big")
+    buf[IPV4_CHECKSUM_AT:IPV4_CHECKSUM_AT + 2] = b"\0\0"
+    struct.pack_into("!H", buf, IPV4_CHECKSUM_AT, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + IPV4_LEN])))
+    buf[UDP_CHECKSUM_AT:UDP_CHECKSUM_AT + 2] = b"\0\0"
+    return bytes(buf)

@@ -150,7 +150,7 @@ def make_assigner(kind: str, size: int, slide: int) -> WindowAssigner:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class EventVerdict:
     """What the oracle says about one event."""
 
     seq: int
@@ -386,22 +386,22 @@ class StreamOracle:
         epoch = self._epochs[bisect_right(self._firsts, window) - 1]
         return window_owner(window - epoch.first_window, epoch.config.operators)
 
-    def step(self, seq: int, ts: int) -> Verdict:
-        """Verdict for the next event to arrive."""
+    def step(self, seq: int, ts: int) -> EventVerdict:
+        """EventVerdict for the next event to arrive."""
         if self.assigner.is_event_time:
             if self.last_ts is not None and ts < self.last_ts:
                 newest = self.last_ts - (self.origin or 0)
                 if self.last_ts - ts > self.epoch_at(newest).config.lateness:
-                    return Verdict(seq, ts, range(0), (), TOO_LATE)
+                    return EventVerdict(seq, ts, range(0), (), TOO_LATE)
             else:
                 self.last_ts = ts
             if self.origin is None:
                 self.origin = ts
             if ts < self.origin:
-                return Verdict(seq, ts, range(0), (), BEFORE_ORIGIN)
+                return EventVerdict(seq, ts, range(0), (), BEFORE_ORIGIN)
         index = self.count
         self.count += 1
         windows, operators = self.assign(self.assigner.coordinate(index, ts, self.origin or 0))
         if not windows:
-            return Verdict(seq, ts, windows, (), NO_WINDOW)
-        return Verdict(seq, ts, windows, operators)
+            return EventVerdict(seq, ts, windows, (), NO_WINDOW)
+        return EventVerdict(seq, ts, windows, operators)

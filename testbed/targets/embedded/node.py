@@ -21,7 +21,7 @@ class EmbeddedSwitch(SplitterSwitch):
         return EmbeddedAPI(self.control_port, netns_path=self.netns_path)
 
     def versions(self) -> dict[str, str]:
-        return {"embedded": "testbed pipeline model (testbed/dataplane/model.py)"}
+        return {"embedded": "testbed pipeline model (testbed/dataplane/model/)"}
 
     @classmethod
     def attach(cls, info: dict[str, Any]) -> int:

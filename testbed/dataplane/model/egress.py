@@ -1,0 +1,47 @@
+"""Egress (p4/egress.p4): each copy addressed to its host and given its Windows header."""
+from __future__ import annotations
+
+from typing import Optional
+
+from testbed.dataplane.contract import U64
+from testbed.dataplane.model.metadata import CopyMeta
+from testbed.dataplane.wire import WINDOWS_STRUCT, insert_windows_header, readdress
+
+
+def copy_back(newest: int, n_ops: int, position: int) -> int:
+    """How far back from the event's newest window this copy's newest lies:
+    ``(newest - position) mod N`` without division, as egress.p4 does it."""
+    return newest - position if newest >= position else newest + n_ops - position
+
+
+class Egress:
+    """The Windows header of a copy, and the rewrite of its addresses."""
+
+    def _windows_header(self, stream: int, port: int, copy: CopyMeta) -> bytes:
+        """The Windows header of the copy for ``port`` (egress.p4): the
+        event's windows whose operator stands at this port's position, in the
+        epoch in force and in the previous one."""
+        v = copy.verdict
+        window = span = old_window = old_span = 0
+        hit = self.tables["operator_position"].get((stream, copy.bank, port))
+        if v.active and hit is not None:
+            back = copy_back(v.newest, copy.n_ops, hit[1][0])
+            if back < v.active:
+                window, span = (v.window - back) & U64, v.active - back
+        old_hit = self.tables["previous_position"].get((stream, port))
+        if v.old_active and old_hit is not None:
+            back = copy_back(v.old_newest, copy.old_n_ops, old_hit[1][0])
+            if back < v.old_active:
+                old_window, old_span = (v.old_window - back) & U64, v.old_active - back
+        return WINDOWS_STRUCT.pack(window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
+                                   old_window, old_span, copy.old_n_ops & 0xFFFF, 0)
+
+    def egress(self, port: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
+        """MyEgress: address the copy to the host behind ``port`` and, for a
+        copy of an event, insert its Windows header after the event header."""
+        hit = self.tables["egress_rewrite"].get((port,))
+        if hit is None:
+            return None
+        mac, ip = hit[1]
+        copy = insert_windows_header(frame, windows) if windows is not None else frame
+        return readdress(copy, mac, ip)

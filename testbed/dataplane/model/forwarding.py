@@ -1,0 +1,96 @@
+"""Ingress and replication (p4/forwarding.p4): which operators an event goes to.
+
+The bank in force, its spec and N, the slide tracker's outcome, then one of
+the unicast, multicast and transition (handover) tables; the packet
+replication engine turns a group into ports.
+"""
+from __future__ import annotations
+
+from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
+from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, WindowParams
+from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame, is_heartbeat_frame
+
+
+class Forwarding:
+    """MyIngress and the PRE over the state (``ControlState``), and the whole switch on one frame."""
+
+    def ingress(self, stream: int, ts: int, nbytes: int = 0) -> Decision:
+        """MyIngress (forwarding.p4): the bank in force (or the other one, at an
+        armed change's boundary), its spec and N, the slide tracker, then one
+        of the unicast, multicast and transition tables."""
+        switching = self._at_boundary(stream, ts)
+        epoch = (self.registers["epoch"][stream] + switching) & 0xFFFFFFFF
+        bank = epoch & 1
+        spec = self.tables["window_spec"].get((stream, bank))
+        n_ops_entry = self.tables["operator_count"].get((stream, bank))
+        prev = None
+        if switching or self.registers["in_transition"][stream]:
+            prev_entry = self.tables["previous_spec"].get((stream,))
+            if prev_entry is None:
+                return self._drop(stream, UNKNOWN_STREAM, nbytes)
+            prev = PreviousParams(*prev_entry[1])
+        if spec is None or n_ops_entry is None:
+            return self._drop(stream, UNKNOWN_STREAM, nbytes)
+        n_ops = n_ops_entry[1][0]
+        verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops, prev, switching)
+        if isinstance(verdict, str):
+            return self._drop(stream, verdict, nbytes)
+        self._count("stream_in", stream, nbytes)
+        # With N or more windows open every operator is hit once.
+        active = min(verdict.active, n_ops)
+        old_active = min(verdict.old_active, prev.n_ops) if verdict.old_active else 0
+        if old_active == 0:
+            hit = self._destination(stream, bank, verdict.newest, active)
+        else:
+            # Old windows, and new ones unless active is 0: their union.
+            newest = verdict.newest if active else 0
+            hit = self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
+        if hit is None:
+            return self._drop(stream, UNKNOWN_STREAM, nbytes)
+        action, (value,) = hit
+        copy = CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0)
+        if action == "to_operator":
+            return Decision(port=value, copy=copy)
+        return Decision(mgid=value, copy=copy)
+
+    def _destination(self, stream: int, bank: int, newest: int, active: int):
+        """unicast for one window, multicast for more."""
+        if active == 1:
+            return self.tables["unicast"].get((stream, bank, newest))
+        return self.tables["multicast"].get((stream, bank, newest, active))
+
+    def _drop(self, stream: int, reason: str, nbytes: int) -> Decision:
+        self._count("stream_drops", drop_counter_index(stream, reason), nbytes)
+        return Decision(drop=reason)
+
+    def replicate(self, decision: Decision) -> list[int]:
+        """Egress ports for a decision (the PRE's job for multicast)."""
+        if decision.port is not None:
+            return [decision.port]
+        if decision.mgid is not None:
+            ports: list[int] = []
+            for handle in self.mc_groups.get(decision.mgid, ()):
+                ports.extend(self.mc_nodes[handle][1])
+            return ports
+        return []
+
+    def process(self, frame: bytes, in_port: int = 0) -> list[tuple[int, bytes]]:
+        """Frames to send, as ``(egress port, bytes)``, for one frame received on ``in_port``."""
+        if not is_event_frame(frame):
+            if is_heartbeat_frame(frame):
+                self._count("heartbeats", in_port, len(frame))
+            else:
+                self._count("non_event", 0, len(frame))
+            return []
+        stream, _f, _seq, ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
+        decision = self.ingress(stream, ts, len(frame))
+        out = []
+        for port in self.replicate(decision):
+            rewritten = self.egress(port, frame, self._windows_header(stream, port, decision.copy))
+            if rewritten is not None:
+                # Counted at the length the frame arrived with, as bmv2
+                # counts packet_length before the deparser grows the copy.
+                self._count("stream_out", stream, len(frame))
+                self._count("operator_out", port, len(frame))
+                out.append((port, rewritten))
+        return out
