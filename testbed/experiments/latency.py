@@ -167,6 +167,11 @@ class Latency(ExperimentKind):
             finally:
                 taps.close()
 
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        topo, _names = latency_topology(params.semantics, params.events)
+        return {"latency": SplitterPlan(topo).cost()}
+
     def ok(self, ours: dict[str, Any]) -> bool:
         return all(c["wrong_or_missing"] == 0 and c["no_ingress_stamp"] == 0 for c in ours["checks"])
 

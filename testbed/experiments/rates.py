@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
+from testbed.experiments.scenarios import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.runs.rundir import ExperimentDir, RunDir
 
 FIG_8 = "s4_fig8"
@@ -160,6 +160,11 @@ class RateSweep(ExperimentKind):
         rows = pd.read_parquet(self.expdir.rate_points)
         lossless = rows[rows["lost"] == 0]
         return bool(len(rows)) and bool((lossless["copies_received"] == lossless["copies_expected"]).all())
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        # A point changes only its stream's rate and events, never the plan.
+        return {name: plan_cost(scenario(name)[1]) for name in [*params.scenarios, params.calibration.scenario]}
 
     @classmethod
     def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -46,6 +47,10 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 #: below; the splitter's address is the same in both and never given out.
 SUBNET = ipaddress.ip_network("10.0.0.0/24")
 WIDE_SUBNET = ipaddress.ip_network("10.0.0.0/22")
+#: A plan that no network will carry (``plan_only``) may have more operators
+#: than the switch has ports: S4 maps operator ids to addresses anywhere, so
+#: such plans draw the hosts beyond the /22 from all of 10/8.
+PLAN_SUBNET = ipaddress.ip_network("10.0.0.0/8")
 SPLITTER_IP = "10.0.0.254"   # where sources address their events
 SPLITTER_MAC = "02:00:00:00:00:fe"
 
@@ -322,6 +327,8 @@ class Topology(StrictModel):
     schedule: list[ScheduleEntry] = []
     #: Controller policies: failover, elastic N.
     adapt: Optional[Adapt] = None
+    #: Set by ``parse_topology(plan_only=True)``: no network will carry this plan.
+    _plan_only: bool = PrivateAttr(default=False)
 
     @field_validator("hosts")
     @classmethod
@@ -407,8 +414,13 @@ class Topology(StrictModel):
         return Link(host=host)
 
     def subnet(self) -> ipaddress.IPv4Network:
-        """The hosts' network: 10.0.0.0/24 while the hosts fit beside the splitter, else a /22."""
-        return SUBNET if len(self.hosts) <= SUBNET.num_addresses - 3 else WIDE_SUBNET
+        """The hosts' network: 10.0.0.0/24 while the hosts fit beside the splitter, else a /22;
+        a plan-only topology with more hosts than a /22 holds draws from 10/8."""
+        if len(self.hosts) <= SUBNET.num_addresses - 3:
+            return SUBNET
+        if self._plan_only and len(self.hosts) > WIDE_SUBNET.num_addresses - 3:
+            return PLAN_SUBNET
+        return WIDE_SUBNET
 
     def addresses(self) -> dict[str, tuple[str, str]]:
         """``host -> (ip, mac)``, filling in what the file leaves out.
@@ -510,11 +522,13 @@ def parse_topology(data: Any, source: str = "<topology>", plan_only: bool = Fals
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: (top level): expected a mapping, got {type(data).__name__}")
     try:
-        return Topology.model_validate(data, context={"plan_only": plan_only})
+        topo = Topology.model_validate(data, context={"plan_only": plan_only})
     except ValidationError as err:
         raise TopologyError(f"{source}: {describe(err)}") from None
     except TopologyError as err:
         raise TopologyError(f"{source}: {err}") from None
+    topo._plan_only = plan_only
+    return topo
 
 
 def read_yaml(path: Union[str, Path]) -> Any:
