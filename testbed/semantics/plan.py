@@ -135,20 +135,6 @@ def transition_tail(old: Stream, new: Stream) -> int:
     return max(0, old.window.size - old.window.slide) + new.window.lateness
 
 
-def check_change(old: Stream, new: Stream) -> None:
-    """Refuse a change the data plane cannot carry out exactly.
-
-    The kind and origin fix the axis (``Stream.config`` refuses them).  The
-    lateness may stay or shrink, not grow: under a larger lateness a late
-    event could lie in windows of the epoch before the old one, which the
-    splitter no longer holds (it keeps two configurations per stream).
-    """
-    old.config(new.window, new.operators)
-    if new.window.lateness > old.window.lateness:
-        raise ValueError(f"stream {old.label}: window.lateness cannot grow at run time "
-                         f"({old.window.lateness} -> {new.window.lateness})")
-
-
 class SplitterPlan:
     """Tables and multicast groups for every stream of a topology."""
 
@@ -223,7 +209,7 @@ class SplitterPlan:
     def change(self, old: Stream, new: Stream, bank: int) -> StreamChange:
         """Entries that prepare ``old`` to become ``new`` at its next window
         boundary, with ``new`` in ``bank``, the bank not in force."""
-        check_change(old, new)
+        old.check_change(new)
         change = StreamChange(old, new, bank)
         ow = old.window
         full, extra = windows_per_position(ow.size, ow.slide)

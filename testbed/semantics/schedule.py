@@ -131,12 +131,11 @@ def check_schedule(topo) -> None:
     """Raise ``ScheduleError`` for the first entry that does not fit ``topo``.
 
     Changes are checked in time order against the configuration each one
-    replaces, as the controller will apply them (``plan.check_change``:
+    replaces, as the controller will apply them (``Stream.check_change``:
     kind and origin fixed, lateness not growing).
     """
     from pydantic import ValidationError
 
-    from testbed.semantics.plan import check_change
     from testbed.semantics.topology import WindowSpec, describe
 
     streams = {s.id: s for s in topo.streams}
@@ -162,7 +161,7 @@ def check_schedule(topo) -> None:
                 raise ScheduleError(f"{where}.window", describe(err)) from None
             new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
             try:
-                check_change(old, new)
+                old.check_change(new)
             except ValueError as err:      # the field it names (window.kind, ...) is below the change
                 field = getattr(err, "field", None)
                 raise ScheduleError(f"{where}.{field}" if field else where, getattr(err, "message", str(err))) from None

@@ -225,6 +225,19 @@ class Stream(StrictModel):
             raise _FieldError("window.origin", "a change cannot move the stream's origin")
         return StreamConfig(w.assigner(), tuple(self.operators if operators is None else operators), w.lateness)
 
+    def check_change(self, new: "Stream") -> None:
+        """Refuse a change to ``new`` that the data plane cannot carry out exactly.
+
+        The kind and origin fix the axis (``config`` refuses them).  The
+        lateness may stay or shrink, not grow: under a larger lateness a late
+        event could lie in windows of the epoch before the old one, which the
+        splitter no longer holds (it keeps two configurations per stream).
+        """
+        self.config(new.window, new.operators)
+        if new.window.lateness > self.window.lateness:
+            raise ValueError(f"stream {self.label}: window.lateness cannot grow at run time "
+                             f"({self.window.lateness} -> {new.window.lateness})")
+
     def recorded_changes(self, changes: Optional[Sequence[dict[str, Any]]]) -> list[tuple[int, StreamConfig]]:
         """The changes that took effect during a run, as run.json keeps them
         under ``changes`` per stream: ``{"start": B, "window": {...},
