@@ -25,10 +25,10 @@ from pydantic import Field, field_validator
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.scenarios import check_scenarios, scenario, scenario_run
+from testbed.experiments.scenarios import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir, RunRecord, RunVerdicts
 from testbed.semantics.plan import load_planned
-from testbed.semantics.topology import Topology
+from testbed.semantics.topology import Topology, parse_topology
 
 #: Width of one bin of the load-over-time figure (seconds).
 BIN_S = 0.1
@@ -136,6 +136,15 @@ class Adaptation(ExperimentKind):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(yaml.safe_dump(paced(yaml.safe_load(path.read_text()), factor), sort_keys=False))
         return out, load_planned(out)[0]
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        path, topo = scenario(params.topology)
+        out = {params.topology: plan_cost(topo)}
+        for target, factor in params.pace.items():
+            paced_topo = parse_topology(paced(yaml.safe_load(path.read_text()), factor), f"{path} paced x{factor}")
+            out[f"{params.topology}-{target}"] = plan_cost(paced_topo)
+        return out
 
     def ok(self, ours: dict[str, Any]) -> bool:
         return bool(ours["runs"]) and all(r["ok"] for r in ours["runs"].values())

@@ -173,6 +173,13 @@ class ExperimentKind:
     def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
         raise NotImplementedError
 
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        """What the experiment would install at these parameters (each plan's
+        cost by name), computed without a network: it builds every topology
+        and plan a run would, so a file the code cannot carry out fails here."""
+        raise NotImplementedError
+
     def ok(self, ours: dict[str, Any]) -> bool:
         """Whether the measurement held what it must (checks, read-backs); timings never decide."""
         return True

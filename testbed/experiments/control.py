@@ -95,8 +95,7 @@ class ControlTime(ExperimentKind):
 
     def measure(self) -> dict[str, Any]:
         p = self.params
-        windows = semantic_windows(p.semantics)
-        plans = {(sem, n): SplitterPlan(sweep_topology(w, n)) for n in p.n_values for sem, w in windows.items()}
+        plans = self.plans(p)
         rows: list[dict] = []
         targets = self.targets()
         with interruptible(f"{self.spec.name}-{self.expdir.root.name}"), VethRig(0) as rig:
@@ -107,6 +106,16 @@ class ControlTime(ExperimentKind):
         table = pd.DataFrame(rows)
         table.to_parquet(self.expdir.control_times, index=False)
         return {"summary_ms": summarize(table) if rows else []}
+
+    @staticmethod
+    def plans(params: ControlParams) -> dict[tuple[str, int], SplitterPlan]:
+        """The plans whose install is timed: each semantic at each N."""
+        windows = semantic_windows(params.semantics)
+        return {(sem, n): SplitterPlan(sweep_topology(w, n)) for n in params.n_values for sem, w in windows.items()}
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        return {f"{sem}-{n}": plan.cost() for (sem, n), plan in cls.plans(params).items()}
 
     @classmethod
     def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:

@@ -144,6 +144,11 @@ class Latency(ExperimentKind):
         return {"summary_us": summarize(table), "checks": checks,
                 "frame_bytes": len(frames[0]), "rate": p.rate}
 
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        topo, _names = latency_topology(params.semantics, params.events)
+        return {"latency": SplitterPlan(topo).cost()}
+
     def ok(self, ours: dict[str, Any]) -> bool:
         return all(c["wrong_or_missing"] == 0 and c["no_ingress_stamp"] == 0 for c in ours["checks"])
 

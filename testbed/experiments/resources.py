@@ -334,9 +334,7 @@ class Resources(ExperimentKind):
         windows = semantic_windows(p.semantics)
         self.log(f"plan: N over {p.n_sweep[0]}..{p.n_sweep[-1]}, streams over {p.stream_sweep[0]}.."
                  f"{p.stream_sweep[-1]}")
-        by_n = sweep_n(windows, p.n_sweep)
-        by_streams = sweep_streams(windows, p.stream_sweep, p.stream_sweep_n)
-        growth = p4ss_growth(scenario(p.p4ss_scenario)[1], p.p4ss_n)
+        by_n, by_streams, growth = self.sweeps(p)
         for frame, path in ((by_n, x.plan_by_n), (by_streams, x.plan_by_streams), (growth, x.p4ss_growth)):
             frame.to_parquet(path, index=False)
         rows = readback(IN_PROCESS, SplitterPipeline(), windows, p.readback_n)
@@ -357,6 +355,19 @@ class Resources(ExperimentKind):
                 "plan_at_largest": {"by_n": by_n[by_n["N"] == by_n["N"].max()].to_dict("records"),
                                     "by_streams": by_streams[by_streams["streams"] == by_streams["streams"].max()]
                                     .to_dict("records")}}
+
+    @staticmethod
+    def sweeps(p: "ResourceParams") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """The plan's rows: against N, against the stream count, and P4SS's growth."""
+        windows = semantic_windows(p.semantics)
+        return (sweep_n(windows, p.n_sweep), sweep_streams(windows, p.stream_sweep, p.stream_sweep_n),
+                p4ss_growth(scenario(p.p4ss_scenario)[1], p.p4ss_n))
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        by_n, by_streams, growth = cls.sweeps(params)
+        return {"by_n": by_n.to_dict("records"), "by_streams": by_streams.to_dict("records"),
+                "p4ss_growth": growth.to_dict("records")}
 
     def compiled(self) -> dict[str, Any]:
         reason = toolchain.compiler_missing()

@@ -19,13 +19,18 @@ from testbed.analysis.plots import plot_experiment
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, Settings
 from testbed.rundir import ExperimentDir, RunDir
-from testbed.semantics.plan import load_planned
+from testbed.semantics.plan import SplitterPlan, load_planned
 from testbed.semantics.topology import Topology, TopologyError, distinct, resolve_topology
 
 
 def scenario(name: str) -> tuple[Path, Topology]:
     path = resolve_topology(name)
     return path, load_planned(path)[0]     # the plan must fit the switch too
+
+
+def plan_cost(topo: Topology) -> dict[str, int]:
+    """What installing ``topo``'s plan takes (``SplitterPlan.cost``)."""
+    return SplitterPlan(topo).cost()
 
 
 def check_scenarios(names: Iterable[str]) -> None:
@@ -91,6 +96,10 @@ class ScenarioRuns(ExperimentKind):
 
     def ok(self, ours: dict[str, Any]) -> bool:
         return all(r["ok"] for r in ours["runs"].values())
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        return {name: plan_cost(scenario(name)[1]) for name in params.runs}
 
     @classmethod
     def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:

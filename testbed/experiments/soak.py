@@ -186,6 +186,13 @@ class Soak(ExperimentKind):
         row["processes_left"] = len(tagged_processes(tag))
         return row
 
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        from testbed.experiments.scenarios import plan_cost
+        from testbed.semantics.topology import parse_topology
+
+        return {"soak": plan_cost(parse_topology(soak_topology(), "soak topology"))}
+
     def ok(self, ours: dict[str, Any]) -> bool:
         return not any(ours["leaks"].values())
 

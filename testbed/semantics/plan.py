@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
-from testbed.semantics.schedule import check_change
 from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import late_slides, max_windows, windows_per_position
 
@@ -210,7 +209,7 @@ class SplitterPlan:
     def change(self, old: Stream, new: Stream, bank: int) -> StreamChange:
         """Entries that prepare ``old`` to become ``new`` at its next window
         boundary, with ``new`` in ``bank``, the bank not in force."""
-        check_change(old, new)
+        old.check_change(new)
         change = StreamChange(old, new, bank)
         ow = old.window
         full, extra = windows_per_position(ow.size, ow.slide)

@@ -158,18 +158,3 @@ def send_offsets(profile: list[tuple[float, float]], n: int) -> list[float]:
         if i == n:
             break
     return out
-
-
-def check_change(old, new) -> None:
-    """Refuse a change of stream ``old`` into ``new`` (``topology.Stream``s) that the
-    data plane cannot carry out exactly.
-
-    The kind and origin fix the axis (``Stream.config`` refuses them).  The
-    lateness may stay or shrink, not grow: under a larger lateness a late
-    event could lie in windows of the epoch before the old one, which the
-    splitter no longer holds (it keeps two configurations per stream).
-    """
-    old.config(new.window, new.operators)
-    if new.window.lateness > old.window.lateness:
-        raise ValueError(f"stream {old.label}: window.lateness cannot grow at run time "
-                         f"({old.window.lateness} -> {new.window.lateness})")

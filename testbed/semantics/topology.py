@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -28,7 +29,7 @@ from testbed.semantics import limits
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
 from testbed.semantics.replay import SUFFIXES, ReplayError, columns, read_replay
-from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, check_change
+from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
     StreamConfig,
@@ -46,6 +47,10 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 #: below; the splitter's address is the same in both and never given out.
 SUBNET = ipaddress.ip_network("10.0.0.0/24")
 WIDE_SUBNET = ipaddress.ip_network("10.0.0.0/22")
+#: A plan that no network will carry (``plan_only``) may have more operators
+#: than the switch has ports: S4 maps operator ids to addresses anywhere, so
+#: such plans draw the hosts beyond the /22 from all of 10/8.
+PLAN_SUBNET = ipaddress.ip_network("10.0.0.0/8")
 SPLITTER_IP = "10.0.0.254"   # where sources address their events
 SPLITTER_MAC = "02:00:00:00:00:fe"
 
@@ -220,6 +225,19 @@ class Stream(StrictModel):
             raise _FieldError("window.origin", "a change cannot move the stream's origin")
         return StreamConfig(w.assigner(), tuple(self.operators if operators is None else operators), w.lateness)
 
+    def check_change(self, new: "Stream") -> None:
+        """Refuse a change to ``new`` that the data plane cannot carry out exactly.
+
+        The kind and origin fix the axis (``config`` refuses them).  The
+        lateness may stay or shrink, not grow: under a larger lateness a late
+        event could lie in windows of the epoch before the old one, which the
+        splitter no longer holds (it keeps two configurations per stream).
+        """
+        self.config(new.window, new.operators)
+        if new.window.lateness > self.window.lateness:
+            raise ValueError(f"stream {self.label}: window.lateness cannot grow at run time "
+                             f"({self.window.lateness} -> {new.window.lateness})")
+
     def recorded_changes(self, changes: Optional[Sequence[dict[str, Any]]]) -> list[tuple[int, StreamConfig]]:
         """The changes that took effect during a run, as run.json keeps them
         under ``changes`` per stream: ``{"start": B, "window": {...},
@@ -322,6 +340,8 @@ class Topology(StrictModel):
     schedule: list[ScheduleEntry] = []
     #: Controller policies: failover, elastic N.
     adapt: Optional[Adapt] = None
+    #: Set by ``parse_topology(plan_only=True)``: no network will carry this plan.
+    _plan_only: bool = PrivateAttr(default=False)
 
     @field_validator("hosts")
     @classmethod
@@ -407,8 +427,13 @@ class Topology(StrictModel):
         return Link(host=host)
 
     def subnet(self) -> ipaddress.IPv4Network:
-        """The hosts' network: 10.0.0.0/24 while the hosts fit beside the splitter, else a /22."""
-        return SUBNET if len(self.hosts) <= SUBNET.num_addresses - 3 else WIDE_SUBNET
+        """The hosts' network: 10.0.0.0/24 while the hosts fit beside the splitter, else a /22;
+        a plan-only topology with more hosts than a /22 holds draws from 10/8."""
+        if len(self.hosts) <= SUBNET.num_addresses - 3:
+            return SUBNET
+        if self._plan_only and len(self.hosts) > WIDE_SUBNET.num_addresses - 3:
+            return PLAN_SUBNET
+        return WIDE_SUBNET
 
     def addresses(self) -> dict[str, tuple[str, str]]:
         """``host -> (ip, mac)``, filling in what the file leaves out.
@@ -507,7 +532,7 @@ def check_schedule(topo: "Topology") -> None:
     """Raise ``ScheduleError`` for the first entry that does not fit ``topo``.
 
     Changes are checked in time order against the configuration each one
-    replaces, as the controller will apply them (``schedule.check_change``:
+    replaces, as the controller will apply them (``Stream.check_change``:
     kind and origin fixed, lateness not growing).
     """
     streams = {s.id: s for s in topo.streams}
@@ -533,7 +558,7 @@ def check_schedule(topo: "Topology") -> None:
                 raise ScheduleError(f"{where}.window", describe(err)) from None
             new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
             try:
-                check_change(old, new)
+                old.check_change(new)
             except ValueError as err:      # the field it names (window.kind, ...) is below the change
                 field = getattr(err, "field", None)
                 raise ScheduleError(f"{where}.{field}" if field else where, getattr(err, "message", str(err))) from None
@@ -567,11 +592,13 @@ def parse_topology(data: Any, source: str = "<topology>", plan_only: bool = Fals
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: (top level): expected a mapping, got {type(data).__name__}")
     try:
-        return Topology.model_validate(data, context={"plan_only": plan_only})
+        topo = Topology.model_validate(data, context={"plan_only": plan_only})
     except ValidationError as err:
         raise TopologyError(f"{source}: {describe(err)}") from None
     except TopologyError as err:
         raise TopologyError(f"{source}: {err}") from None
+    topo._plan_only = plan_only
+    return topo
 
 
 def read_yaml(path: Union[str, Path]) -> Any:

@@ -282,3 +282,44 @@ def test_a_paced_adaptation_keeps_its_timeline_and_scales_every_rate(tmp_path):
     assert (slow_policy.high, slow_policy.low) == pytest.approx((fast_policy.high * f, fast_policy.low * f))
     assert (slow_policy.min, slow_policy.max, slow_policy.pool) == (fast_policy.min, fast_policy.max,
                                                                      fast_policy.pool)
+
+
+def rate_point(**check) -> dict:
+    """A rate point's row as ``point_row`` builds it, from one stream's check."""
+    from testbed.experiments.rates import classify
+
+    full = {"missing": 0, "extra": 0, "duplicates": 0, "lost_before_switch": 0, "lost_on_link": 0} | check
+    lost = full["lost_before_switch"]
+    return {"target": "model", "scenario": "cbtw1", "phase": "sweep", "fraction": 1.5, "offered": 9000.0,
+            "lost": lost, "copies_expected": 100, "copies_received": 100 - lost - full["missing"],
+            **classify({"1": full})}
+
+
+@pytest.mark.parametrize("check, ok", [
+    ({}, True),
+    ({"lost_before_switch": 7}, True),               # overload: a measured point
+    ({"missing": 5}, True),                          # overload after the switch
+    ({"lost_before_switch": 3, "missing": 2}, True),
+    ({"extra": 1}, False),                           # a copy at the wrong operator
+    ({"duplicates": 1}, False),
+    ({"lost_before_switch": 3, "extra": 1}, False),
+])
+def test_rate_point_overload_is_data_and_wrong_copies_fail(check, ok):
+    from testbed.experiments.rates import overload_losses, points_ok
+
+    rows = pd.DataFrame([rate_point(), rate_point(**check)])
+    assert points_ok(rows) is ok
+    where = overload_losses(rows)
+    lost = check.get("lost_before_switch", 0) + check.get("missing", 0)
+    assert len(where) == (1 if lost else 0)
+    if where:
+        assert where[0]["lost_before_switch_checked"] == check.get("lost_before_switch", 0)
+        assert where[0]["missing_after_switch"] == check.get("missing", 0)
+
+
+def test_rate_point_lossless_but_short_fails():
+    """No loss reported, yet copies short of the oracle's: wrong."""
+    from testbed.experiments.rates import points_ok
+
+    row = rate_point() | {"copies_received": 99}
+    assert points_ok(pd.DataFrame([row])) is False

@@ -19,6 +19,7 @@ from support import topologies
 from support.records import record_of
 from testbed.cli import main
 from testbed.rundir import RunDir, write_json_atomic
+from testbed.semantics.topology import TopologyError
 
 GOOD = {
     "name": "t", "hosts": {"h1": {}, "h2": {}, "h3": {}},
@@ -214,6 +215,21 @@ def test_topology_at_the_limits_is_accepted(tmp_path):
     assert addresses["h1"] == ("10.0.0.1", "02:00:00:00:00:01")
     # hosts without anything after their name are hosts with defaults
     assert topologies.parse_topology(with_(("hosts", "h2"), None)).hosts["h2"].ip is None
+
+
+def test_plan_only_topology_addresses_hosts_beyond_one_switch():
+    """A plan no network carries takes its addresses from 10/8 (the resource sweep's N = 1,024);
+    a topology to run still stops at the switch's ports."""
+    data = hosts(1100)
+    data["streams"] = [topologies.stream(1, {"kind": "count", "size": 4, "slide": 4}, ["h2"], events=1)]
+    topo = topologies.parse_topology(data, plan_only=True)
+    addresses = topo.addresses()
+    assert str(topo.subnet()) == "10.0.0.0/8"
+    ips = [ip for ip, _ in addresses.values()]
+    assert len(set(ips)) == 1100 and "10.0.0.254" not in ips
+    assert addresses["h1"] == ("10.0.0.1", "02:00:00:00:00:01")
+    with pytest.raises(TopologyError, match="hosts: 1100 hosts, but the switch has ports"):
+        topologies.parse_topology(data)
 
 
 # ---------------------------------------------------------------------------

@@ -66,6 +66,21 @@ class Bench(ExperimentKind):
     paper: dict[str, Any] = {}
     accepts = frozenset({"targets"})
 
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        """The plans of the runs the bench makes: the rate sweep's and each scale run's."""
+        from testbed.experiments.bench.costs import one_stream
+        from testbed.experiments.scenarios import plan_cost
+        from testbed.semantics.topology import parse_topology
+
+        out = {f"sweep-{rate:g}": plan_cost(parse_topology(one_stream(5, 1, 4, events=params.sweep.events,
+                                                                      rate=rate), f"sweep {rate:g}"))
+               for rate in params.sweep.rates}
+        for name, (topology, _spark) in runs.scale_topologies().items():
+            if name in params.scale:
+                out[name] = plan_cost(parse_topology(topology, name))
+        return out
+
     def measure(self) -> dict[str, Any]:
         self.files = BenchFiles(self.expdir)
         self.runnable: Optional[list[str]] = None
