@@ -269,6 +269,20 @@ def plot(run_dir: Path) -> None:
         click.echo(str(p))
 
 
+@main.command()
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the docs differ from what the results give.")
+def report(check: bool) -> None:
+    """Write the docs' generated parts: the evaluation's numbers from results/, the run record's schema."""
+    from testbed.experiments.report import report as write_report
+
+    changed = write_report(check=check)
+    for path in changed:
+        click.echo(f"{path}: {'differs from the results' if check else 'rewritten'}")
+    if not changed:
+        click.echo("the docs are what the results give")
+    sys.exit(1 if check and changed else 0)
+
+
 @main.command("switch-cli")
 @click.argument("run_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
 def switch_cli(run_dir: Optional[Path]) -> None:

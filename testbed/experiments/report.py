@@ -1,0 +1,123 @@
+"""``testbed report``: the docs' numbers, written from the results files.
+
+No number in ``docs/evaluation.md`` is typed by hand.  Between marker
+comments (``<!-- BEGIN generated: NAME -->`` ... ``<!-- END generated: NAME -->``)
+this module writes, for each paper experiment, the paper's numbers and ours
+as the newest ``experiment.json`` holds them, with the directory and time
+they come from; an experiment with no results says so.  The run record's
+schema in ``docs/results.md`` is generated the same way, from the models
+(``testbed.rundir.schema``).  Text outside the markers is left alone, and
+``--check`` says whether the docs are what the results give.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from testbed import ROOT
+from testbed.rundir import ExperimentDir
+from testbed.rundir.schema import markdown as record_schema
+
+#: Leaves shown per experiment and side; the rest are in the results' raw/ and experiment.json.
+MAX_ROWS = 24
+#: A list longer than this is summarised by its length, not spelt out.
+MAX_LIST = 6
+MARKER = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=name) -->)",
+                    re.S)
+RECORD_SCHEMA = "run-record"
+
+
+def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
+    """``results/figures/<name>/`` as ``make figures`` writes it, else the newest
+    ``results/<name>/<id>/`` that holds an ``experiment.json``."""
+    figures = ExperimentDir(results / "figures" / name)
+    if figures.is_experiment():
+        return figures
+    found = sorted(p for p in (results / name).glob("*") if ExperimentDir(p).is_experiment())
+    return ExperimentDir(found[-1]) if found else None
+
+
+def leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted key, text)`` for every scalar under ``value``; long lists by their length."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from leaves(inner, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, list) and (len(value) > MAX_LIST or any(isinstance(v, (dict, list)) for v in value)):
+        if len(value) <= MAX_LIST:
+            for i, inner in enumerate(value):
+                yield from leaves(inner, f"{prefix}[{i}]")
+        else:
+            yield prefix, f"{len(value)} entries"
+    elif isinstance(value, float):
+        yield prefix, f"{value:.4g}"
+    else:
+        yield prefix, json.dumps(value) if isinstance(value, list) else str(value)
+
+
+def table(pairs: list[tuple[str, str]]) -> list[str]:
+    rows = ["| key | value |", "|---|---|"]
+    rows += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in pairs[:MAX_ROWS]]
+    if len(pairs) > MAX_ROWS:
+        rows.append(f"| … | {len(pairs) - MAX_ROWS} more in experiment.json |")
+    return rows
+
+
+def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
+    """The generated text of one experiment."""
+    if expdir is None:
+        return f"Not run yet: `make experiment NAME={name}` (or `make figures`) writes its results.\n"
+    record = expdir.read_record()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
+    where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
+    verdict = "passed its checks" if record.get("ok") else "did NOT pass its checks"
+    out = [f"From `{where}/experiment.json` ({when}, revision {str(record.get('git_revision', '?'))[:10]}, "
+           f"{'quick size' if record.get('quick') else 'full size'}): {verdict}.", ""]
+    for key, paper in (record.get("paper") or {}).items():
+        source = paper.pop("source", key) if isinstance(paper, dict) else key
+        out += [f"The paper ({source}):", ""] + table(list(leaves(paper))) + [""]
+    out += ["Ours:", ""] + table(list(leaves(record.get("ours") or {}))) + [""]
+    for what, why in (record.get("skipped") or {}).items():
+        out.append(f"- skipped {what}: {why}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def rewrite(text: str, generated: dict[str, str]) -> str:
+    """``text`` with the body between each named marker pair replaced; other text untouched."""
+    def body(match: re.Match) -> str:
+        name = match.group("name")
+        new = generated.get(name, match.group("body"))
+        return f"{match.group(1)}{new}{match.group(4)}"
+    return MARKER.sub(body, text)
+
+
+def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, str]:
+    """Each generated document's new text (only the documents that have markers)."""
+    root = results.parent
+    sections = {name: section(name, newest_result(name, results), root) for name in names}
+    sections[RECORD_SCHEMA] = record_schema() + "\n"
+    out = {}
+    for path in sorted(docs.glob("*.md")):
+        text = path.read_text()
+        if MARKER.search(text):
+            out[path] = rewrite(text, sections)
+    return out
+
+
+def report(check: bool = False, docs: Path = ROOT / "docs", results: Path = ROOT / "results",
+           names: Optional[list[str]] = None) -> list[Path]:
+    """Write the generated parts of the docs; with ``check``, write nothing and
+    return the documents that differ from what the results give."""
+    if names is None:
+        from testbed.experiments.base import Settings, figure_experiments
+
+        names = [spec.name for spec, _params in figure_experiments(Settings())]
+    changed = []
+    for path, text in generated_docs(docs, results, names).items():
+        if path.read_text() != text:
+            changed.append(path)
+            if not check:
+                path.write_text(text)
+    return changed

@@ -1,0 +1,82 @@
+"""``testbed report``: the docs' generated parts come from results files, and only those parts change."""
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed.experiments.report import MAX_ROWS, newest_result, report, rewrite, section
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def experiment(root: Path, name: str, ours: dict, started: float = 1.7e9, ok: bool = True) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text(json.dumps({
+        "experiment": {"name": name}, "started": started, "git_revision": "abcdef0123456", "quick": False,
+        "ok": ok, "paper": {"s4_fig7": {"source": "S4, Fig. 7", "max_operators": 457000}}, "ours": ours,
+        "skipped": {"compiled": "p4c not found"}}))
+    return folder
+
+
+def doc(tmp_path: Path, names: list[str]) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    body = "# Evaluation\n\nprose that stays\n\n" + "".join(
+        f"<!-- BEGIN generated: {n} -->\nold text 42\n<!-- END generated: {n} -->\n\n" for n in names)
+    (docs / "evaluation.md").write_text(body)
+    return docs
+
+
+def test_the_numbers_come_from_the_newest_results(tmp_path):
+    results = tmp_path / "results"
+    experiment(results / "s4resources", "20260101-000000", {"entries_at_1024": 1})
+    experiment(results / "s4resources", "20260102-000000", {"entries_at_1024": 2050, "rows": list(range(50))})
+    docs = doc(tmp_path, ["s4resources", "s4amp"])
+    assert report(docs=docs, results=results, names=["s4resources", "s4amp"]) == [docs / "evaluation.md"]
+    text = (docs / "evaluation.md").read_text()
+    assert "prose that stays" in text and "old text 42" not in text
+    assert "| `entries_at_1024` | 2050 |" in text and "| `rows` | 50 entries |" in text
+    assert "S4, Fig. 7" in text and "| `max_operators` | 457000 |" in text
+    assert "20260102-000000/experiment.json" in text and "skipped compiled: p4c not found" in text
+    assert "Not run yet: `make experiment NAME=s4amp`" in text      # never an invented number
+    # --check: the docs now match; a newer result makes them differ, and nothing is written
+    assert report(check=True, docs=docs, results=results, names=["s4resources", "s4amp"]) == []
+    experiment(results / "s4amp", "20260103-000000", {"capacity": 4000.5})
+    before = (docs / "evaluation.md").read_text()
+    assert report(check=True, docs=docs, results=results, names=["s4resources", "s4amp"]) != []
+    assert (docs / "evaluation.md").read_text() == before
+
+
+def test_make_figures_results_come_first(tmp_path):
+    results = tmp_path / "results"
+    experiment(results / "s4load", "20990101-000000", {"x": 1})
+    experiment(results / "figures", "s4load", {"x": 2})
+    assert newest_result("s4load", results).root == (results / "figures" / "s4load").resolve()
+
+
+def test_a_long_record_is_cut_and_says_so(tmp_path):
+    results = tmp_path / "results"
+    experiment(results / "e", "1", {f"k{i}": i for i in range(MAX_ROWS + 5)}, ok=False)
+    text = section("e", newest_result("e", results), tmp_path)
+    assert "did NOT pass its checks" in text and "5 more in experiment.json" in text
+
+
+def test_text_outside_the_markers_is_never_touched():
+    text = "a\n<!-- BEGIN generated: x -->\nold\n<!-- END generated: x -->\nb <!-- BEGIN generated: y -->"
+    assert rewrite(text, {"x": "new\n"}) == text.replace("old\n", "new\n")
+
+
+def test_the_shipped_docs_carry_the_generated_record_schema():
+    """docs/results.md's schema is what the models give today (rewritten by testbed report)."""
+    from testbed.rundir.schema import markdown
+
+    assert markdown() in (ROOT / "docs" / "results.md").read_text()
+
+
+def test_the_readme_is_short_and_its_documents_exist():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    listed = [line.split("`")[1] for line in readme.splitlines() if line.startswith("| `docs/")]
+    assert len(listed) >= 8 and all((ROOT / path).is_file() for path in listed)
