@@ -4,8 +4,9 @@ This module mirrors ``p4/constants.p4``: the tables with their keys and
 action parameters, the registers and counters with their sizes, the drop
 codes, and the control methods every target serves.  The embedded model,
 the controller and both targets' clients import it; nothing here knows how
-a target implements the contract.  ``tests/integration/test_bmv2.py`` holds
-it against the compiled program wherever p4c exists.
+a target implements the contract.  ``tests/unit/test_p4_contract.py`` holds
+it against the P4 source on every machine (``testbed.dataplane.p4source``)
+and against the compiled program wherever p4c exists.
 
 It also holds the value codecs (MAC, IPv4, integers) that turn the control
 plane's text into the integers a table or register stores.
