@@ -23,6 +23,7 @@ from testbed import ROOT
 from testbed.emulation.impairment import Impairment, parse_duration
 from testbed.emulation.procs import register_pid, spawn, stop, wait_ready
 from testbed.rundir import RunDir
+from testbed.semantics.addressing import plan_addresses, subnet
 from testbed.semantics.topology import Topology
 
 
@@ -98,8 +99,8 @@ class SplitterNetwork:
         self.net = net
         self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls,
                                     run_dir=str(self.rundir.root))
-        addresses = topo.addresses()
-        prefix = topo.subnet().prefixlen
+        addresses = plan_addresses(topo)
+        prefix = subnet(topo).prefixlen
         ports = topo.switch_ports()
         kernel_netem = any(link.impaired and link.shaper != "user" for link in topo.links) and netem_missing() is None
         for name in topo.hosts:

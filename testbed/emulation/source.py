@@ -22,6 +22,7 @@ from testbed.dataplane.wire import FrameTemplate
 from testbed.emulation.packet_socket import packet_socket
 from testbed.emulation.procs import run_until_signalled
 from testbed.rundir import RunDir, write_json_atomic
+from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.schedule import rate_profile, send_offsets
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, load_topology
 from testbed.semantics.workload import sent_events
@@ -39,7 +40,7 @@ class Source:
 
     def __init__(self, topology_path: Path, host: str, rundir: RunDir, intf: str):
         topo = load_topology(topology_path)
-        ip, mac = topo.addresses()[host]
+        ip, mac = plan_addresses(topo)[host]
         self.host = host
         self.rundir = rundir
         self.streams = [s for s in topo.streams if s.source == host]

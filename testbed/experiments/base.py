@@ -234,10 +234,11 @@ def load_experiment(path: Path, settings: Optional[Settings] = None) -> tuple[Ex
     """Read and validate an experiment file and its kind's parameters; every
     failure is an ``ExperimentError`` naming the file and the field."""
     from testbed.experiments import kind_class
-    from testbed.semantics.topology import TopologyError, describe, read_yaml
+    from testbed.semantics.topology import TopologyError, describe
+    from testbed.semantics.yamlfile import read_yaml
 
     try:
-        data = read_yaml(path)      # not a file, too big, not UTF-8, bad YAML: one line each
+        data = read_yaml(path, TopologyError)      # not a file, too big, not UTF-8, bad YAML: one line each
     except TopologyError as err:
         raise ExperimentError(str(err)) from None
     if not isinstance(data, dict):

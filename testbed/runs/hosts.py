@@ -16,6 +16,7 @@ from testbed.dataplane.wire import EVENT_UDP_PORT
 from testbed.emulation import procs
 from testbed.rundir import Fault, RunDir, read_json
 from testbed.runs.parts import Network, Process
+from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, Topology
 
 
@@ -38,7 +39,7 @@ class HostProcesses:
         if spark:
             cmd.append("--spark")
         if self.topo.adapt is not None and self.topo.adapt.failover:
-            ip, mac = self.topo.addresses()[name]
+            ip, mac = plan_addresses(self.topo)[name]
             cmd += ["--heartbeat", self.network.intf_of(name), mac, ip, SPLITTER_MAC, SPLITTER_IP]
         self.receivers[name] = procs.spawn(cmd, self.rundir.log(name, "receiver"), f"receiver on {name}",
                                            host=self.network.host(name), cwd=ROOT)

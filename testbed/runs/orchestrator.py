@@ -44,6 +44,7 @@ from testbed.runs.lifecycle import RunBusy, RunLifecycle
 from testbed.runs.parts import Network, PartFailed, RunParts, Spark
 from testbed.runs.progress import ProcessDied, StreamWatch
 from testbed.runs.record import base_record, collect
+from testbed.semantics.limits import available_memory
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
 from testbed.semantics.workload import sent_events
@@ -86,6 +87,13 @@ def preflight(topo: Topology, topology_path: Path, parts: RunParts, rundir: RunD
             raise PreflightError(f"cannot run: {topology_path}: links[{forced[0]}].shaper: netem asked for, "
                                  f"but {reason}")
     events, copies = topo.volume()
+    need, have = topo.memory_need(parts.spark is not None), available_memory()
+    if need > have:
+        # The limit is this machine's, not the file's: validate says nothing of it, the run does.
+        i = max(range(len(topo.streams)), key=lambda k: topo.streams[k].copies())
+        raise PreflightError(f"cannot run: {topology_path}: streams[{i}].events: the run would need about "
+                             f"{need / 2**30:.1f} GiB for {events} events and up to {copies} deliveries; "
+                             f"this machine has {have / 2**30:.1f} GiB available")
     reason = rundir.unwritable(DISK_FIXED + events * DISK_PER_EVENT + copies * DISK_PER_COPY)
     if reason:
         raise PreflightError(f"cannot write the run directory {rundir.root}: {reason}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
 from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import late_slides, max_windows, windows_per_position
@@ -143,7 +144,7 @@ class SplitterPlan:
         sweeps that report what fits pass ``False``."""
         self.topology = topology
         self.ports = topology.switch_ports()
-        self.addresses = topology.addresses()
+        self.addresses = plan_addresses(topology)
         self._group_ids: dict[tuple[int, ...], MulticastGroup] = {}
         self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
         self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (self.ports[h],),

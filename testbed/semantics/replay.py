@@ -10,7 +10,7 @@ than the stream's ``events``, and files pandas or pyarrow cannot parse.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -101,3 +101,31 @@ def _row(file: Path, index: int) -> str:
 def _reason(err: Exception) -> str:
     text = str(getattr(err, "strerror", None) or err).strip()
     return " ".join(text.split())
+
+
+def resolve_replays(topo: Any, path: Path, error: type[Exception] = ValueError) -> Any:
+    """``topo`` (a ``Topology`` read from ``path``) with its replay paths made absolute, once
+    each file is found to hold its stream's events; else ``error`` with one line."""
+    streams = []
+    for i, s in enumerate(topo.streams):
+        if s.replay is not None:
+            file = Path(s.replay.path)
+            if not file.is_absolute():
+                file = (path.parent / file).resolve()
+            where = f"{path}: streams[{i}].replay"
+            if not file.is_file():
+                raise error(f"{where}.path: no such file {file}")
+            if file.suffix not in SUFFIXES:
+                raise error(f"{where}.path: must be .csv or .parquet")
+            try:
+                found = columns(file)
+                for field_name in ("ts", "value", "key"):
+                    col = getattr(s.replay, field_name)
+                    if col is not None and col not in found:
+                        raise ReplayError(field_name, f"no column {col!r} in {file.name}")
+                read_replay(file, s.replay.ts, s.replay.value, s.replay.key, s.events)
+            except ReplayError as err:
+                raise error(f"{where}.{err.field}: {err.message}") from None
+            s = s.model_copy(update={"replay": s.replay.model_copy(update={"path": str(file)})})
+        streams.append(s)
+    return topo.model_copy(update={"streams": streams})

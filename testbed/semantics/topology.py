@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -28,7 +27,7 @@ from testbed import ROOT
 from testbed.semantics import limits
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
-from testbed.semantics.replay import SUFFIXES, ReplayError, columns, read_replay
+from testbed.semantics.replay import resolve_replays
 from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
@@ -38,21 +37,14 @@ from testbed.semantics.windows import (
     make_assigner,
     max_windows,
 )
+from testbed.semantics.yamlfile import read_yaml
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
 #: in command lines, so they are kept short and plain.
 NAME_PATTERN = r"^[a-z][a-z0-9]{0,9}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-#: Hosts are addressed in this /24 while they fit, else in the wider net
-#: below; the splitter's address is the same in both and never given out.
-SUBNET = ipaddress.ip_network("10.0.0.0/24")
-WIDE_SUBNET = ipaddress.ip_network("10.0.0.0/22")
-#: A plan that no network will carry (``plan_only``) may have more operators
-#: than the switch has ports: S4 maps operator ids to addresses anywhere, so
-#: such plans draw the hosts beyond the /22 from all of 10/8.
-PLAN_SUBNET = ipaddress.ip_network("10.0.0.0/8")
-SPLITTER_IP = "10.0.0.254"   # where sources address their events
-SPLITTER_MAC = "02:00:00:00:00:fe"
+# The splitter's addresses are the address plan's; named here too for the many readers of the schema.
+from testbed.semantics.addressing import SPLITTER_IP, SPLITTER_MAC  # noqa: E402,F401
 
 
 def at_most(limit: float, why: str) -> AfterValidator:
@@ -395,20 +387,13 @@ class Topology(StrictModel):
         except ScheduleError as err:
             raise _FieldError(err.field, err.message) from None
         if not _plan_only(info):
-            self.addresses()          # raises when the addresses cannot be planned
-            self._fits_in_memory()
-        return self
+            from testbed.semantics.addressing import AddressError, plan_addresses
 
-    def _fits_in_memory(self) -> None:
-        """Refuse a run whose events and deliveries cannot fit in this machine's memory."""
-        events, copies = self.volume()
-        need = self.memory_need()
-        have = limits.available_memory()
-        if need > have:
-            i = max(range(len(self.streams)), key=lambda k: self.streams[k].copies())
-            raise _FieldError(f"streams[{i}].events", f"the run would need about {need / 2**30:.1f} GiB for "
-                                                      f"{events} events and up to {copies} deliveries; this "
-                                                      f"machine has {have / 2**30:.1f} GiB available")
+            try:
+                plan_addresses(self)        # the file's addresses must leave room for the rest
+            except AddressError as err:
+                raise _FieldError(err.field, err.message) from None
+        return self
 
     def memory_need(self, spark: bool = True) -> int:
         """Bytes a run of this topology needs at its peak (``limits.MemoryModel``)."""
@@ -425,42 +410,6 @@ class Topology(StrictModel):
             if link.host == host:
                 return link
         return Link(host=host)
-
-    def subnet(self) -> ipaddress.IPv4Network:
-        """The hosts' network: 10.0.0.0/24 while the hosts fit beside the splitter, else a /22;
-        a plan-only topology with more hosts than a /22 holds draws from 10/8."""
-        if len(self.hosts) <= SUBNET.num_addresses - 3:
-            return SUBNET
-        if self._plan_only and len(self.hosts) > WIDE_SUBNET.num_addresses - 3:
-            return PLAN_SUBNET
-        return WIDE_SUBNET
-
-    def addresses(self) -> dict[str, tuple[str, str]]:
-        """``host -> (ip, mac)``, filling in what the file leaves out.
-
-        Auto-assigned addresses follow the host's position in ``hosts``,
-        skipping addresses that another host was given explicitly, the
-        splitter's, and the network's own and broadcast addresses.
-        """
-        net = self.subnet()
-        taken_ip = {h.ip.split("/")[0] for h in self.hosts.values() if h.ip}
-        taken_ip |= {SPLITTER_IP, str(net.network_address), str(net.broadcast_address)}
-        taken_mac = {h.mac for h in self.hosts.values() if h.mac}
-        free = (str(a) for a in net.hosts() if str(a) not in taken_ip)
-        out: dict[str, tuple[str, str]] = {}
-        for name, h in self.hosts.items():
-            ip, mac = (h.ip.split("/")[0] if h.ip else next(free, None)), h.mac
-            if h.ip and ip in (str(net.network_address), str(net.broadcast_address)):
-                raise _FieldError(f"hosts.{name}.ip", f"{ip} is the address of network {net} itself")
-            if ip is None:
-                raise _FieldError(f"hosts.{name}.ip", f"no address left in {net} for the host")
-            if mac is None:
-                last = int(ipaddress.ip_address(ip)) & 0xFFFFFF
-                mac = "02:00:00:%02x:%02x:%02x" % (last >> 16, (last >> 8) & 0xFF, last & 0xFF)
-                if mac in taken_mac:
-                    raise _FieldError(f"hosts.{name}.mac", f"cannot auto-assign, {mac} is taken")
-            out[name] = (ip, mac)
-        return out
 
     def switch_ports(self) -> dict[str, int]:
         """``host -> switch port``: ports are numbered 1.. in ``hosts`` order."""
@@ -601,86 +550,11 @@ def parse_topology(data: Any, source: str = "<topology>", plan_only: bool = Fals
     return topo
 
 
-def read_yaml(path: Union[str, Path]) -> Any:
-    """A YAML file's document; every reason it cannot be read is a one-line ``TopologyError``.
-
-    Refused: what is not a regular file, files over ``limits.MAX_FILE_BYTES``,
-    text that is not UTF-8, YAML that does not parse or nests too deeply, and
-    documents whose aliases expand beyond ``limits.MAX_YAML_NODES`` nodes.
-    """
-    path = Path(path)
-    try:
-        if not path.is_file():
-            raise TopologyError(f"{path}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
-        size = path.stat().st_size
-        if size > limits.MAX_FILE_BYTES:
-            raise TopologyError(f"{path}: {size} bytes, more than the {limits.MAX_FILE_BYTES} a topology may have")
-        raw = path.read_bytes()
-    except OSError as err:
-        raise TopologyError(f"{path}: cannot read: {err.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise TopologyError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise TopologyError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
-    except RecursionError:
-        raise TopologyError(f"{path}: not valid YAML: nested too deeply") from None
-    if _node_count(data, limits.MAX_YAML_NODES) > limits.MAX_YAML_NODES:
-        raise TopologyError(f"{path}: more than {limits.MAX_YAML_NODES} YAML nodes once aliases are expanded")
-    return data
-
-
-def _node_count(data: Any, limit: int) -> int:
-    """Nodes of a YAML document, each alias counted again, up to just past ``limit``."""
-    count, todo = 0, [data]
-    while todo and count <= limit:
-        node = todo.pop()
-        count += 1
-        if isinstance(node, dict):
-            todo.extend(node.keys())
-            todo.extend(node.values())
-        elif isinstance(node, list):
-            todo.extend(node)
-    return count
-
-
 def load_topology(path: Union[str, Path]) -> Topology:
     """Read and validate a topology file; every failure is a ``TopologyError``."""
     path = Path(path)
-    topo = parse_topology(read_yaml(path), str(path))
-    return _resolve_replays(topo, path)
-
-
-def _resolve_replays(topo: Topology, path: Path) -> Topology:
-    """Make replay paths absolute and check that the files hold the stream's events."""
-    streams = []
-    for i, s in enumerate(topo.streams):
-        if s.replay is not None:
-            file = Path(s.replay.path)
-            if not file.is_absolute():
-                file = (path.parent / file).resolve()
-            where = f"{path}: streams[{i}].replay"
-            if not file.is_file():
-                raise TopologyError(f"{where}.path: no such file {file}")
-            if file.suffix not in SUFFIXES:
-                raise TopologyError(f"{where}.path: must be .csv or .parquet")
-            try:
-                found = columns(file)
-                for field_name in ("ts", "value", "key"):
-                    col = getattr(s.replay, field_name)
-                    if col is not None and col not in found:
-                        raise ReplayError(field_name, f"no column {col!r} in {file.name}")
-                read_replay(file, s.replay.ts, s.replay.value, s.replay.key, s.events)
-            except ReplayError as err:
-                raise TopologyError(f"{where}.{err.field}: {err.message}") from None
-            s = s.model_copy(update={"replay": s.replay.model_copy(update={"path": str(file)})})
-        streams.append(s)
-    return topo.model_copy(update={"streams": streams})
+    topo = parse_topology(read_yaml(path, TopologyError), str(path))
+    return resolve_replays(topo, path, TopologyError)
 
 
 def resolve_topology(name_or_path: str, root: Optional[Path] = None) -> Path:

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testbed import ROOT
+from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.plan import load_planned
 from testbed.semantics.topology import TopologyError
 from testbed.semantics.workload import stream_events
@@ -65,7 +66,7 @@ def check_loader(contents: bytes) -> None:
             assert "\n" not in message and message.startswith(f"{path}: "), message
             return
         assert plan.cost()["window_spec"] == len(topo.streams)
-        assert len(set(topo.addresses().values())) == len(topo.hosts)
+        assert len(set(plan_addresses(topo).values())) == len(topo.hosts)
         for s in topo.streams:
             events = stream_events(s, topo.seed, limit=3)
             assert len(events["ts"]) == min(3, s.events)

@@ -111,3 +111,17 @@ def test_a_failed_link_goes_down_through_the_network(topology, tmp_path):
     run.fail_operator("h3", "link")
     run.recover_operator("h3", "link")
     assert run.network.events == ["down h3", "up h3"]
+
+
+def test_a_run_this_machine_cannot_hold_is_refused_at_preflight(topology, tmp_path, monkeypatch):
+    """Validation is a function of the file; the machine's memory is the run's preflight."""
+    from click.testing import CliRunner
+
+    from testbed.cli import main
+
+    monkeypatch.setattr("testbed.runs.orchestrator.available_memory", lambda: 1 << 20)
+    assert CliRunner().invoke(main, ["validate", str(topology[0])]).exit_code == 0
+    run, networks = run_with(topology, tmp_path)
+    with pytest.raises(PreflightError, match=r"t.yaml: streams\[0\].events: the run would need about"):
+        run.execute()
+    assert networks == [] and not run.rundir.root.exists()
