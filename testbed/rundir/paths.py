@@ -63,6 +63,11 @@ TABLE_COLUMNS = {
 ANALYSIS_FIELDS = {"load": list, "completeness": list, "latency_us": list, "spark_master": str}
 
 
+def make_folders(*folders: Path) -> None:
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+
+
 def resolved(path: Path) -> Path:
     """``path`` made absolute with its links followed; a link in a loop is left
     as it is, for the reader to refuse with its name."""
@@ -119,8 +124,7 @@ class RunDir:
         object.__setattr__(self, "root", resolved(self.root))
 
     def create(self) -> "RunDir":
-        for folder in (self.root, self.logs, self.raw):
-            folder.mkdir(parents=True, exist_ok=True)
+        make_folders(self.root, self.logs, self.raw)
         return self
 
     def is_run(self) -> bool:
@@ -334,8 +338,7 @@ class ExperimentDir:
         return self.root / f"{name}.png"
 
     def create(self) -> "ExperimentDir":
-        for folder in (self.root, self.raw, self.logs):
-            folder.mkdir(parents=True, exist_ok=True)
+        make_folders(self.root, self.raw, self.logs)
         return self
 
     def is_experiment(self) -> bool:
