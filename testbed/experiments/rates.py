@@ -195,7 +195,10 @@ def points_ok(rows: pd.DataFrame) -> bool:
     """The sweep's verdict: no faults anywhere, and exact delivery wherever nothing was lost."""
     if not len(rows):
         return False
-    lossless = rows[(rows["lost"] == 0) & (rows["missing_after_switch"] == 0)]
+    # Events lost before the switch are not in "lost" (the accounting's missing copies): a point
+    # is lossless only when nothing went missing on either side of the switch.
+    lossless = rows[(rows["lost"] == 0) & (rows["missing_after_switch"] == 0)
+                    & (rows["lost_before_switch_checked"] == 0)]
     return bool((rows["faults"] == 0).all()) and bool(
         (lossless["copies_received"] == lossless["copies_expected"]).all())
 
