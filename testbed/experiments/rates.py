@@ -96,7 +96,9 @@ def point_row(rundir: RunDir) -> dict[str, Any]:
 
     input_rate, output_rate = rate(sources["send_ns"]), rate(deliveries["recv_ns"])
     copies = (run.expected_deliveries or 0) / max(1, len(sources))
-    lost = sum(s.get("lost", 0) for s in acct.values())
+    # Every loss, wherever it happened: copies that went missing after the switch,
+    # and events that never reached it (the accounting keeps the two apart).
+    lost = sum(s.get("lost", 0) + (s.get("lost_events") or 0) for s in acct.values())
     return {"sent": len(sources), "input_rate": input_rate,
             "copies_expected": run.expected_deliveries, "copies_received": len(deliveries),
             "output_rate": output_rate, "sustained": bool(lost == 0 and output_rate >= KEEP_UP * input_rate * copies),

@@ -289,9 +289,9 @@ def rate_point(**check) -> dict:
     from testbed.experiments.rates import classify
 
     full = {"missing": 0, "extra": 0, "duplicates": 0, "lost_before_switch": 0, "lost_on_link": 0} | check
-    # The accounting's "lost" is the copies missing after the switch; events lost before it are apart.
+    # A point's "lost" is every loss: copies missing after the switch and events lost before it.
     return {"target": "model", "scenario": "cbtw1", "phase": "sweep", "fraction": 1.5, "offered": 9000.0,
-            "lost": full["missing"], "copies_expected": 100,
+            "lost": full["missing"] + full["lost_before_switch"], "copies_expected": 100,
             "copies_received": 100 - full["lost_before_switch"] - full["missing"],
             **classify({"1": full})}
 
