@@ -48,6 +48,14 @@ TABLE_CAPACITY = TABLE_SIZES
 MAX_INTERFACE_NAME = 15
 #: Mininet's TCLink ignores (with a warning only) a bandwidth outside 0..1000 Mbit/s.
 MAX_BW_MBIT = 1000.0
+#: A source's pace, events per second.  One source process sends a few ten
+#: thousand frames a second here; the bound keeps a typo (1e18) from
+#: sizing a send schedule that no machine holds.  Below the minimum a
+#: stream of even two events takes over a quarter of an hour between them.
+MAX_RATE = 10_000_000.0
+MIN_RATE = 0.001
+#: Schedule times and ramps, seconds: a week is longer than any run.
+MAX_SCHEDULE_S = 7 * 24 * 3600.0
 #: A topology file larger than this is refused before it is parsed; the
 #: 1,000-stream scale topology is about 200 kB.
 MAX_FILE_BYTES = 16 << 20

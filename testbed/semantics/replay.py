@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from testbed.semantics.limits import MAX_INT64
+from testbed.semantics.yamlfile import shorten_path, why_unreadable
 
 SUFFIXES = (".csv", ".parquet")
 
@@ -70,8 +71,10 @@ def _numbers(column: pd.Series, file: Path, field: str, name: str, integral: boo
                                   f"{column.iloc[index]!r}, {what}")
 
     series = column
-    if pd.api.types.is_string_dtype(series.dtype):
-        series = pd.to_numeric(series.str.strip(), errors="coerce")
+    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+        # Text from a CSV, or Python objects from Parquet (decimals, say): numbers either way, or refused.
+        texts = series.map(lambda v: v.strip() if isinstance(v, str) else v)
+        series = pd.to_numeric(texts, errors="coerce")
     if pd.api.types.is_bool_dtype(series.dtype) or not pd.api.types.is_numeric_dtype(series.dtype):
         raise ReplayError(field, f"column {name!r} of {file.name} is not numeric ({column.dtype})")
     missing = series.isna().to_numpy()
@@ -111,10 +114,12 @@ def resolve_replays(topo: Any, path: Path, error: type[Exception] = ValueError) 
         if s.replay is not None:
             file = Path(s.replay.path)
             if not file.is_absolute():
-                file = (path.parent / file).resolve()
+                file = path.parent / file
             where = f"{path}: streams[{i}].replay"
-            if not file.is_file():
-                raise error(f"{where}.path: no such file {file}")
+            problem = why_unreadable(file)
+            if problem:
+                raise error(f"{where}.path: {problem}: {shorten_path(file)}")
+            file = file.resolve()
             if file.suffix not in SUFFIXES:
                 raise error(f"{where}.path: must be .csv or .parquet")
             try:

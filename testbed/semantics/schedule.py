@@ -26,16 +26,19 @@ one field, so a bad entry is one line naming it.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from testbed.semantics.limits import MAX_RATE, MAX_SCHEDULE_S, MIN_RATE
+from testbed.semantics.strict import StrictModel
 
 #: Seconds of one step of a rate ramp: sources change pace in steps this long.
 RAMP_STEP_S = 0.25
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = StrictModel
 
 
 class ScheduleError(ValueError):
@@ -61,8 +64,8 @@ class ChangeAction(_Strict):
 
 class RateAction(_Strict):
     stream: int = Field(ge=0)
-    rate: float = Field(gt=0, allow_inf_nan=False, description="events per second")
-    ramp: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="seconds")
+    rate: float = Field(ge=MIN_RATE, le=MAX_RATE, description="events per second")
+    ramp: float = Field(default=0.0, ge=0, le=MAX_SCHEDULE_S, description="seconds")
 
 
 class FailAction(_Strict):
@@ -79,7 +82,7 @@ ACTIONS = ("change", "rate", "fail", "recover")
 
 
 class ScheduleEntry(_Strict):
-    at: float = Field(ge=0, allow_inf_nan=False, description="seconds after the streams start")
+    at: float = Field(ge=0, le=MAX_SCHEDULE_S, description="seconds after the streams start")
     change: Optional[ChangeAction] = None
     rate: Optional[RateAction] = None
     fail: Optional[FailAction] = None
@@ -97,6 +100,21 @@ class ScheduleEntry(_Strict):
         return next(name for name in ACTIONS if getattr(self, name) is not None)
 
 
+def last_send(profile: list[tuple[float, float]], n: int) -> float:
+    """When the last of ``n`` events is due under ``profile``: ``send_offsets(profile, n)[-1]``
+    in time independent of ``n``."""
+    t, left = 0.0, n
+    bounds = [start for start, _ in profile[1:]] + [math.inf]
+    for (start, rate), end in zip(profile, bounds):
+        t = max(t, start)
+        fits = math.inf if end == math.inf else max(0, math.ceil((end - t) * rate))
+        if left <= fits:
+            return t + (left - 1) / rate
+        left -= fits
+        t += fits / rate
+    return t
+
+
 class ElasticPolicySpec(_Strict):
     """``adapt.elastic[i]``: the elastic policy for one stream."""
 
@@ -108,6 +126,14 @@ class ElasticPolicySpec(_Strict):
     low: float = Field(ge=0, allow_inf_nan=False, description="copies/s per operator below which N shrinks")
     cooldown: float = Field(default=2.0, ge=0, allow_inf_nan=False, description="seconds between changes")
     period: float = Field(default=0.5, gt=0, allow_inf_nan=False, description="seconds between decisions")
+
+    @field_validator("pool")
+    @classmethod
+    def _distinct(cls, pool: list[str]) -> list[str]:
+        twice = sorted(host for host, count in Counter(pool).items() if count > 1)
+        if twice:
+            raise ValueError(f"hosts listed twice: {', '.join(twice)}")
+        return pool
 
     @model_validator(mode="after")
     def _bounds(self):

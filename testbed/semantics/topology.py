@@ -7,14 +7,13 @@ the CLI can print it and exit 2 before anything is started.
 from __future__ import annotations
 
 import ipaddress
+from collections import Counter
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -24,11 +23,12 @@ from pydantic import (
 )
 
 from testbed import ROOT
-from testbed.semantics import limits
+from testbed.semantics import limits, strict
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
 from testbed.semantics.replay import resolve_replays
-from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError
+from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, last_send, rate_profile
+from testbed.semantics.strict import FieldError as _FieldError, StrictModel
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
     StreamConfig,
@@ -37,7 +37,7 @@ from testbed.semantics.windows import (
     make_assigner,
     max_windows,
 )
-from testbed.semantics.yamlfile import read_yaml
+from testbed.semantics.yamlfile import read_yaml, why_unreadable
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
 #: in command lines, so they are kept short and plain.
@@ -58,7 +58,7 @@ def at_most(limit: float, why: str) -> AfterValidator:
 
 def distinct(items: list[str], what: str) -> list[str]:
     """``items``, or ``ValueError`` naming those listed more than once."""
-    twice = sorted({i for i in items if items.count(i) > 1})
+    twice = sorted(item for item, count in Counter(items).items() if count > 1)
     if twice:
         raise ValueError(f"{what} listed twice: {', '.join(twice)}")
     return items
@@ -77,10 +77,6 @@ class TopologyError(Exception):
 
     def __init__(self, message: str):
         super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class WindowSpec(StrictModel):
@@ -153,7 +149,7 @@ class Disorder(StrictModel):
     events up to ``max_delay`` timestamp units newer than itself."""
 
     fraction: float = Field(ge=0, le=1)
-    max_delay: int = Field(gt=0, description="timestamp units")
+    max_delay: Int64 = Field(gt=0, description="timestamp units")
 
 
 class Perturb(StrictModel):
@@ -162,7 +158,7 @@ class Perturb(StrictModel):
     (``duplicate``).  sources.parquet records what was actually sent."""
 
     disorder: Optional[Disorder] = None
-    loss: float = Field(default=0, ge=0, le=1)
+    loss: float = Field(default=0, ge=0, lt=1, description="a stream that loses every event sends nothing to judge")
     duplicate: float = Field(default=0, ge=0, le=1)
 
 
@@ -173,7 +169,7 @@ class Stream(StrictModel):
     window: WindowSpec
     operators: list[Name] = Field(min_length=1)
     events: Annotated[int, at_most(MAX_EVENTS, "events are numbered by the 32-bit seq field")] = Field(gt=0)
-    rate: float = Field(gt=0, allow_inf_nan=False, description="events per second")
+    rate: float = Field(ge=limits.MIN_RATE, le=limits.MAX_RATE, description="events per second")
     timestamps: Timestamps = Timestamps()
     query: Query = Query()
     replay: Optional[Replay] = None
@@ -189,6 +185,12 @@ class Stream(StrictModel):
         if self.replay is None and self.timestamps.last(self.events) > MAX_INT64:
             raise _FieldError("timestamps", f"start + (events-1)*step = {self.timestamps.last(self.events)} "
                                             f"exceeds {MAX_INT64}, the largest timestamp the raw data holds")
+        disorder = self.perturb.disorder if self.perturb else None
+        if self.replay is None and disorder and self.timestamps.last(self.events) + disorder.max_delay > MAX_INT64:
+            # The source orders late events by timestamp + delay, in 64 bits.
+            raise _FieldError("perturb.disorder.max_delay",
+                              f"the last timestamp {self.timestamps.last(self.events)} plus {disorder.max_delay} "
+                              f"exceeds {MAX_INT64}, the largest the source can order by")
         return self
 
     @property
@@ -440,37 +442,9 @@ class Topology(StrictModel):
         raise KeyError(stream_id)
 
 
-class _FieldError(ValueError):
-    """Raised inside validators to name a field other than the one validated."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 def describe(err: ValidationError) -> str:
     """``field: message`` for the first error pydantic found, with the field spelt as in the file."""
-    first = err.errors(include_url=False)[0]
-    loc = ""
-    for part in first["loc"]:
-        if part == "[key]":
-            continue
-        if isinstance(part, int):
-            loc += f"[{part}]"
-        else:
-            loc += ("." if loc else "") + str(part)
-    ctx_error = (first.get("ctx") or {}).get("error")
-    if isinstance(ctx_error, _FieldError):     # a validator naming a field below the one it validated
-        return f"{'.'.join(p for p in (loc, ctx_error.field) if p)}: {ctx_error.message}"
-    msg = first["msg"]
-    msg = msg.removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif first["type"] == "string_pattern_mismatch" and "pattern" in (first.get("ctx") or {}):
-        msg = f"{first['input']!r} is not a valid name (lower-case letter, then up to 9 letters or digits)" \
-            if first["ctx"]["pattern"] == NAME_PATTERN else msg
-    return f"{loc or '(top level)'}: {msg}"
+    return strict.describe(err, NAME_PATTERN)
 
 
 def _plan_only(info: ValidationInfo) -> bool:
@@ -488,9 +462,14 @@ def check_schedule(topo: "Topology") -> None:
     operator_hosts = set(topo.hosts) - {s.source for s in topo.streams}
     order = sorted(range(len(topo.schedule)), key=lambda i: topo.schedule[i].at)
     down: set[str] = set()        # hosts failed and not yet recovered, in time order
+    ends = {s.id: last_send(rate_profile(s, topo.schedule), s.events) for s in topo.streams}
     for i in order:
         entry = topo.schedule[i]
         where = f"schedule[{i}].{entry.action}"
+        target = (entry.change or entry.rate).stream if (entry.change or entry.rate) else None
+        if target in ends and entry.at > ends[target]:
+            raise ScheduleError(f"schedule[{i}].at", f"{entry.at:g} s is after stream {target}'s last event, due "
+                                                     f"at {ends[target]:.3f} s: the {entry.action} could never apply")
         if entry.change is not None:
             c = entry.change
             if c.stream not in streams:
@@ -560,10 +539,10 @@ def load_topology(path: Union[str, Path]) -> Topology:
 def resolve_topology(name_or_path: str, root: Optional[Path] = None) -> Path:
     """A path as given, or a scenario name looked up in ``topologies/``."""
     p = Path(name_or_path)
-    if p.exists():
-        return p
-    root = root or ROOT
-    cand = root / "topologies" / f"{name_or_path}.yaml"
-    if cand.exists():
+    problem = why_unreadable(p)
+    if problem is None or problem != "no such file" or "/" in name_or_path:
+        return p          # read_yaml names any problem with it
+    cand = (root or ROOT) / "topologies" / f"{name_or_path}.yaml"
+    if why_unreadable(cand) is None:
         return cand
     raise TopologyError(f"{name_or_path}: no such topology file or scenario (looked in topologies/)")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from testbed.semantics.limits import MAX_INT64
 from testbed.semantics.queries import query
 from testbed.semantics.replay import read_replay
 from testbed.semantics.topology import Stream
@@ -58,11 +59,12 @@ def sent_events(stream: Stream, seed: int) -> dict[str, np.ndarray]:
     delay = np.zeros(n, dtype=np.int64)
     if p.disorder is not None:
         late = rng.random(n) < p.disorder.fraction
-        delay[late] = rng.integers(1, p.disorder.max_delay + 1, int(late.sum()))
+        delay[late] = rng.integers(1, p.disorder.max_delay, int(late.sum()), endpoint=True)
     twice = rng.random(n) < p.duplicate
     # A late event goes out after every event whose timestamp is at most its
     # own plus its delay; the rest keep their order.
-    order = np.argsort(events["ts"] + delay, kind="stable")
+    # Clamped so that a replay's timestamps near 2**63 cannot wrap round and go first.
+    order = np.argsort(events["ts"] + np.minimum(delay, MAX_INT64 - events["ts"]), kind="stable")
     order = order[kept[order]]
     copies = np.repeat(order, np.where(twice[order], 2, 1))
     second = np.zeros(len(copies), dtype=np.int8)

@@ -3,15 +3,80 @@
 Topology and experiment files come from users: what is not a regular file,
 too large, not UTF-8, not YAML, nested too deeply, or expands through
 aliases into a huge document is refused with one line naming the file.
+
+The loader reads YAML 1.2's booleans (``true``/``false`` only), so a host
+named ``on`` stays a name and ``size: yes`` is refused as text; it refuses a
+key given twice in one mapping, where YAML would silently keep the last
+(a second ``streams:`` dropped the first list), and integers longer than
+``MAX_INT_DIGITS`` digits, which no field holds.
 """
 from __future__ import annotations
 
+import errno
+import re
 from pathlib import Path
 from typing import Any, Union
 
 import yaml
+from yaml.constructor import ConstructorError
 
 from testbed.semantics import limits
+
+#: No field holds more than 64 bits, which take 20 digits; more are a mistake.
+MAX_INT_DIGITS = 40
+
+_BOOL = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 booleans, one value per key, and bounded integers."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], Any] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    seen = first.setdefault((key_node.tag, key_node.value), key_node.start_mark)
+                    if seen is not key_node.start_mark:
+                        raise ConstructorError(None, None, f"key {key_node.value!r} given twice in one mapping "
+                                                           f"(first on line {seen.line + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_bounded_int(self, node):
+        digits = sum(c.isalnum() for c in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise ConstructorError(None, None, f"an integer of {digits} digits; no field holds more than "
+                                               f"{MAX_INT_DIGITS}", node.start_mark)
+        return self.construct_yaml_int(node)
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_bounded_int)
+
+
+def why_unreadable(path: Path) -> str | None:
+    """Why ``path`` is not a regular file one can open, in a few words, or None if it is one.
+
+    Asked before opening so that a directory, a symlink loop or an over-long
+    name gets its own words instead of a traceback or "no such file".
+    """
+    try:
+        path.resolve(strict=True)
+        if path.is_dir():
+            return "a directory, not a file"
+        if not path.is_file():
+            return "not a file (a pipe or a device)"
+    except FileNotFoundError:
+        return "no such file"
+    except RuntimeError:                     # Python 3.11's resolve() on a symlink loop
+        return "a symlink loop"
+    except OSError as err:
+        return {errno.ELOOP: "a symlink loop", errno.ENAMETOOLONG: "name too long"}.get(
+            err.errno, err.strerror or str(err)).lower()
+    return None
 
 
 def read_yaml(path: Union[str, Path], error: type[Exception] = ValueError) -> Any:
@@ -23,8 +88,9 @@ def read_yaml(path: Union[str, Path], error: type[Exception] = ValueError) -> An
     """
     path = Path(path)
     try:
-        if not path.is_file():
-            raise error(f"{path}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
+        problem = why_unreadable(path)
+        if problem:
+            raise error(f"{shorten_path(path)}: cannot read: {problem}")
         size = path.stat().st_size
         if size > limits.MAX_FILE_BYTES:
             raise error(f"{path}: {size} bytes, more than the {limits.MAX_FILE_BYTES} a topology may have")
@@ -36,7 +102,7 @@ def read_yaml(path: Union[str, Path], error: type[Exception] = ValueError) -> An
     except UnicodeDecodeError as err:
         raise error(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
@@ -60,3 +126,9 @@ def _node_count(data: Any, limit: int) -> int:
         elif isinstance(node, list):
             todo.extend(node)
     return count
+
+
+def shorten_path(path: Path, keep: int = 120) -> str:
+    """``path`` for a message: an over-long one is cut in the middle so the line stays readable."""
+    text = str(path)
+    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]}"

@@ -12,7 +12,7 @@ from testbed.semantics.topology import TopologyError, parse_topology
 
 def with_schedule(schedule=None, adapt=None):
     data = topologies.topology_data([topologies.stream(5, {"kind": "count", "size": 4, "slide": 2}, ["h2", "h3"],
-                                                       events=1000, rate=500)], 6)
+                                                       events=3000, rate=500)], 6)
     if schedule is not None:
         data["schedule"] = schedule
     if adapt is not None:
@@ -58,6 +58,15 @@ BAD = {
     "zero rate": ([{"at": 1, "rate": {"stream": 5, "rate": 0}}], "schedule[0].rate.rate"),
     "nan rate": ([{"at": 1, "rate": {"stream": 5, "rate": math.nan}}], "schedule[0].rate.rate"),
     "unknown field": ([{"at": 1, "fail": {"host": "h2"}, "colour": 1}], "schedule[0].colour: unknown field"),
+    "change after the end": ([{"at": 7, "change": {"stream": 5, "operators": ["h2"]}}],
+                             "schedule[0].at: 7 s is after stream 5's last event, due at 5.998 s"),
+    "rate after the end": ([{"at": 1, "rate": {"stream": 5, "rate": 3000}},
+                            {"at": 9, "rate": {"stream": 5, "rate": 10}}], "schedule[1].at"),
+    "at overflows": ([{"at": 1e300, "fail": {"host": "h2"}}], "schedule[0].at"),
+    "ramp too long": ([{"at": 1, "rate": {"stream": 5, "rate": 900, "ramp": 1e18}}], "schedule[0].rate.ramp"),
+    "rate too high": ([{"at": 1, "rate": {"stream": 5, "rate": 1e18}}], "schedule[0].rate.rate"),
+    "rate too low": ([{"at": 1, "rate": {"stream": 5, "rate": 1e-300}}], "schedule[0].rate.rate"),
+    "boolean time": ([{"at": True, "fail": {"host": "h2"}}], "schedule[0].at: true is a boolean"),
 }
 
 
@@ -86,7 +95,7 @@ def test_bad_adapt_sections(adapt, field):
 def test_changes_are_checked_in_time_order_against_the_one_before():
     """Lateness may not grow: the second change (earlier in the file, later in time) raises it back."""
     data = topologies.topology_data([topologies.stream(5, {"kind": "time", "size": 10, "slide": 5, "lateness": 5},
-                                                       ["h2"], events=10, rate=10)], 4)
+                                                       ["h2"], events=40, rate=10)], 4)
     data["schedule"] = [{"at": 2, "change": {"stream": 5, "window": {"kind": "time", "size": 10, "slide": 5,
                                                                       "lateness": 5}}},
                         {"at": 1, "change": {"stream": 5, "window": {"kind": "time", "size": 10, "slide": 5}}}]
