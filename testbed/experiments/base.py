@@ -28,14 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from rich.console import Console
 
 from testbed import ROOT
 from testbed.emulation import procs
 from testbed.emulation.veth import VethRig
-from testbed.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir, RunDirError
 from testbed.runs.record import git_revision
+from testbed.semantics.strict import StrictModel
 from testbed.semantics.topology import TopologyError
 from testbed.targets import PROCESSES, switch_process
 
@@ -51,10 +52,9 @@ class Interrupted(Exception):
     """SIGTERM or SIGINT arrived while an experiment ran; it stops and cleans up."""
 
 
-class ExperimentFile(BaseModel):
+class ExperimentFile(StrictModel):
     """The YAML an experiment is described by."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=EXPERIMENT_NAME)
     description: str = ""
@@ -74,10 +74,9 @@ class ExperimentFile(BaseModel):
         return kind
 
 
-class KindParams(BaseModel):
+class KindParams(StrictModel):
     """Base of every kind's parameters: strict, and the targets to measure."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     targets: list[str] = Field(default=["model", "bmv2"], min_length=1)
 
@@ -327,4 +326,8 @@ def redraw(expdir: ExperimentDir) -> list[Path]:
     from testbed.experiments import kind_class
 
     record = expdir.read_record()
-    return kind_class(record["kind"]).draw(expdir, record)
+    try:
+        kind = kind_class(record["kind"])
+    except ValueError as err:
+        raise RunDirError(f"{expdir.record}: kind: {err}") from None
+    return kind.draw(expdir, record)

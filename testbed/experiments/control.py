@@ -31,16 +31,17 @@ from testbed.experiments.resources import semantic_windows, sweep_topology
 from testbed.experiments.scenarios import check_scenarios
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import OperatorCount, Repeats
 
 FIG_9 = "s4_fig9"
 
 
 class ControlParams(KindParams):
-    n_values: list[int] = Field(default=[1, 2, 4, 8, 16, 32, 64, 128, 256], min_length=1)
+    n_values: list[OperatorCount] = Field(default=[1, 2, 4, 8, 16, 32, 64, 128, 256], min_length=1)
     #: tumbling and sliding, each with the window spec of a scenario (count and
     #: time windows cost the same: one window_spec entry, S4 §V-B3c)
     semantics: dict[str, str] = {"tumbling": "cbtw1", "sliding": "cbsw1"}
-    repeat: int = Field(default=20, ge=1)
+    repeat: Repeats = 20
 
     @field_validator("n_values")
     @classmethod

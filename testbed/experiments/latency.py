@@ -33,6 +33,7 @@ from testbed.experiments.scenarios import check_scenarios, scenario
 from testbed.experiments.stamps import SOURCE_PORT, copy_times, time_in_switch
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import EventCount, Rate, Repeats
 from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
 from testbed.semantics.workload import stream_events
 
@@ -43,9 +44,9 @@ FORWARD_PORT = 2
 
 class LatencyParams(KindParams):
     semantics: dict[str, str] = dict(SEMANTICS)
-    events: int = Field(default=300, ge=1, description="events per semantic per round")
-    rate: float = Field(default=200, gt=0, description="events per second, all semantics together")
-    rounds: int = Field(default=3, ge=1)
+    events: EventCount = Field(default=300, description="events per semantic per round")
+    rate: Rate = Field(default=200, description="events per second, all semantics together")
+    rounds: Repeats = 3
 
     @field_validator("semantics")
     @classmethod

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
 from testbed.experiments.scenarios import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir
+from testbed.semantics.strict import EventCount, Rate, StrictModel
 
 FIG_8 = "s4_fig8"
 #: A source that achieves less than this share of the offered rate is the
@@ -41,22 +42,21 @@ KEEP_UP = 0.9
 GUIDES = (1, 2, 5)
 
 
-class Calibration(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Calibration(StrictModel):
 
     scenario: str = "cbtw1"
-    start: float = Field(default=2000, gt=0)
-    max_rate: float = Field(default=64000, gt=0)
-    refine: int = Field(default=2, ge=0, description="bisection steps after the first loss")
+    start: Rate = 2000
+    max_rate: Rate = 64000
+    refine: int = Field(default=2, ge=0, le=20, description="bisection steps after the first loss")
 
 
 class RateParams(KindParams):
     scenarios: list[str] = Field(default=["cbtw1", "cbsw1", "tbtw1", "tbsw1"], min_length=1)
-    fractions: list[float] = Field(default=[0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5], min_length=1)
-    seconds: float = Field(default=2.0, gt=0, description="stream duration of each point")
-    min_events: int = Field(default=200, ge=1)
+    fractions: list[Annotated[float, Field(gt=0, le=100)]] = Field(default=[0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5], min_length=1)
+    seconds: float = Field(default=2.0, gt=0, le=3600, description="stream duration of each point")
+    min_events: EventCount = 200
     #: Events/s per target to take as the capacity instead of measuring it.
-    capacity: Optional[dict[str, float]] = None
+    capacity: Optional[dict[str, Rate]] = None
     calibration: Calibration = Calibration()
 
     @field_validator("scenarios")

@@ -54,6 +54,7 @@ from testbed.experiments.base import ExperimentKind, KindParams, interruptible, 
 from testbed.experiments.scenarios import check_scenarios, scenario
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import OperatorCount, StreamCount
 from testbed.semantics.topology import Topology, WindowSpec, parse_topology
 from testbed.targets.bmv2 import toolchain
 from testbed.targets.bmv2.program import short_name
@@ -75,15 +76,15 @@ def powers_of(base: int, top: int) -> list[int]:
 
 class ResourceParams(KindParams):
     semantics: dict[str, str] = dict(SEMANTICS)
-    n_sweep: list[int] = Field(default=powers_of(2, 1024), min_length=1)
-    stream_sweep: list[int] = Field(default=powers_of(4, 65536), min_length=1)
+    n_sweep: list[OperatorCount] = Field(default=powers_of(2, 1024), min_length=1)
+    stream_sweep: list[StreamCount] = Field(default=powers_of(4, 65536), min_length=1)
     #: N of every stream in the stream sweep.
-    stream_sweep_n: int = Field(default=6, ge=1)
+    stream_sweep_n: OperatorCount = 6
     #: P4SS Fig. 6: its scenario's three streams, each given N operators.
     p4ss_scenario: str = "p4ss"
-    p4ss_n: list[int] = Field(default=powers_of(2, 64), min_length=1)
+    p4ss_n: list[OperatorCount] = Field(default=powers_of(2, 64), min_length=1)
     #: N installed on the live targets (bmv2 ports are 9 bits: N <= 510).
-    readback_n: list[int] = Field(default=[2, 8, 64], min_length=1)
+    readback_n: list[OperatorCount] = Field(default=[2, 8, 64], min_length=1)
 
     @field_validator("semantics")
     @classmethod

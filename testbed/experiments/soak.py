@@ -42,6 +42,7 @@ from testbed.analysis.plots import plt, save_figure
 from testbed.emulation.footprint import TAG_ENV, Footprint, leaks, tagged_processes
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible
 from testbed.rundir import ExperimentDir
+from testbed.semantics.strict import Repeats
 
 #: The phases of a run in order, as its state file names them (``Run.phase``).
 PHASES = ["starting", "spark submit", "network", "plan", "operators", "stream", "stop", "spark", "conclude"]
@@ -54,7 +55,7 @@ EXIT_TIMEOUT_S = 600
 
 class SoakParams(KindParams):
     targets: list[str] = Field(default=["model"], min_length=1)
-    cycles: int = Field(default=20, ge=1)
+    cycles: Repeats = 20
     seed: Optional[int] = Field(default=None, description="of the phases, signals and delays (default: the time)")
 
 

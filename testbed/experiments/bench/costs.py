@@ -11,12 +11,13 @@ import time
 import tracemalloc
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import FrameTemplate
 from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import MAX_MEASURED_EVENTS, EventCount, StrictModel
 from testbed.semantics.topology import parse_topology
 from testbed.semantics.windows import CountWindows, StreamOracle
 
@@ -30,14 +31,12 @@ PLAN_N = (2, 4, 8, 16, 32, 64)
 PLAN_SPECS = ((5, 1), (5, 2), (100, 30), (10, 10))
 
 
-class CostParams(BaseModel):
+class CostParams(StrictModel):
     """How many events each in-process part times."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    oracle_events: int = Field(default=200_000, ge=1)
-    pipeline_events: int = Field(default=100_000, ge=4)
-    lateness_events: int = Field(default=60_000, ge=1)
+    oracle_events: EventCount = 200_000
+    pipeline_events: int = Field(default=100_000, ge=4, le=MAX_MEASURED_EVENTS)
+    lateness_events: EventCount = 60_000
 
 
 def one_stream(size: int, slide: int, n_ops: int, kind: str = "count", events: int = 1,

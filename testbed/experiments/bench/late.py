@@ -9,24 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from testbed.emulation.veth import VethRig
 from testbed.experiments.bench.costs import TEMPLATE, one_stream
 from testbed.experiments.stamps import copy_times, time_in_switch
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import EventCount, Rate, StrictModel
 from testbed.semantics.topology import parse_topology
 
 #: Operators of the stream, on switch ports 2..4.
 OPERATORS = 3
 
 
-class LateParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LateParams(StrictModel):
 
-    events: int = Field(default=800, ge=10)
-    rate: float = Field(default=200, gt=0, description="events per second")
+    events: EventCount = Field(default=800, ge=10)
+    rate: Rate = Field(default=200, description="events per second")
 
 
 def late_stream(events: int, slide: int = 100) -> tuple[SplitterPlan, list[bytes], dict[int, str]]:

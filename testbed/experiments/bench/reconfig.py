@@ -13,7 +13,7 @@ import threading
 import time
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from testbed.dataplane.control import Controller
 from testbed.emulation.veth import StampedTaps, VethRig, send_frames
@@ -21,6 +21,7 @@ from testbed.experiments.base import live_switch
 from testbed.experiments.bench.costs import TEMPLATE, one_stream
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import MAX_MEASURED_EVENTS, Rate, Repeats, StrictModel
 from testbed.semantics.topology import parse_topology
 
 #: The wide configuration's operators, on switch ports 2..7.
@@ -28,12 +29,11 @@ OPERATORS = 6
 TIMEOUT_S = 5
 
 
-class ReconfigParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ReconfigParams(StrictModel):
 
-    events: int = Field(default=6000, ge=100)
-    rate: float = Field(default=2000, gt=0, description="events per second")
-    changes: int = Field(default=10, ge=1)
+    events: int = Field(default=6000, ge=100, le=MAX_MEASURED_EVENTS)
+    rate: Rate = Field(default=2000, description="events per second")
+    changes: Repeats = 10
 
 
 def reconfigure(target: str, expdir: ExperimentDir, params: ReconfigParams) -> tuple[list[dict], dict]:

@@ -22,7 +22,7 @@ from typing import Any, Literal, Optional
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from testbed import ROOT
 from testbed.analysis.plots import latency_table
@@ -32,6 +32,7 @@ from testbed.experiments.bench.costs import one_stream
 from testbed.experiments.bench.files import BenchFiles
 from testbed.experiments.scenarios import scenario_run
 from testbed.rundir import RunDir
+from testbed.semantics.strict import EventCount, Rate, StrictModel
 from testbed.semantics.topology import load_topology
 
 #: The whole runs are the embedded target's: bmv2 in Mininet would measure bmv2's own limits.
@@ -42,11 +43,10 @@ SCALE_RUNS: list[ScaleRun] = ["streams1000", "operators64", "events1m"]
 SETUP_PHASES = ("spark submit", "network", "plan", "operators")
 
 
-class SweepParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SweepParams(StrictModel):
 
-    rates: list[float] = Field(default=[1000, 2000, 4000, 8000], min_length=1)
-    events: int = Field(default=8000, ge=1)
+    rates: list[Rate] = Field(default=[1000, 2000, 4000, 8000], min_length=1)
+    events: EventCount = 8000
 
 
 def rate_sweep(files: BenchFiles, params: SweepParams, settings: Settings) -> list[dict[str, Any]]:
