@@ -223,16 +223,17 @@ def compare(run_a: Path, run_b: Path, as_json: bool) -> None:
     For example the same seeded scenario on both targets, or before and
     after a change to the P4 program.
     """
+    from testbed.analysis.check import require_run
     from testbed.analysis.compare import compare_runs, diff_lines
     from testbed.rundir import RunDir, RunDirError
 
     a, b = RunDir(run_a), RunDir(run_b)
     try:
-        records = {"A": a.read_record(), "B": b.read_record()}
+        records = {"A": require_run(a, ("sources", "deliveries")), "B": require_run(b, ("sources", "deliveries"))}
         diffs = compare_runs(a, b)
     except RunDirError as err:
         _fail(str(err), 2)
-    except (OSError, KeyError, ValueError) as err:
+    except (OSError, KeyError, ValueError, TypeError) as err:
         _fail(f"not two complete run directories ({type(err).__name__}: {err})", 2)
     same = all(d.same for d in diffs.values())
     if as_json:
@@ -259,7 +260,8 @@ def plot(run_dir: Path) -> None:
 
     expdir = ExperimentDir(run_dir)
     if expdir.is_experiment():
-        figures = redraw(expdir)
+        with _run_dir_errors(expdir.record):
+            figures = redraw(expdir)
     else:
         rundir = RunDir(run_dir)
         with _run_dir_errors(run_dir):

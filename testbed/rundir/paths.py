@@ -349,4 +349,9 @@ class ExperimentDir:
         write_json_atomic(self.record, record)
 
     def read_record(self) -> dict:
-        return json.loads(self.record.read_text())
+        """experiment.json as a dict, or ``RunDirError`` naming the file and what is wrong with it."""
+        record = read_object(self.record)
+        if not isinstance(record.get("kind"), str):
+            problem = "missing" if "kind" not in record else f"expected a string, got {type(record['kind']).__name__}"
+            raise RunDirError(f"{self.record}: kind: {problem}")
+        return record

@@ -84,6 +84,11 @@ RAW = {   # files that are not YAML mappings at all
                    + b"".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n".encode()
                               for p, c in zip("abcdefg", "bcdefgh")), "YAML nodes"),
     "control-char": (b"name: \"t\x07\"\n", "not valid YAML"),
+    "duplicate-key": (yaml.safe_dump(GOOD, sort_keys=False).encode() + b"streams: []\n",
+                      "key 'streams' given twice in one mapping (first on line 6)"),
+    "int-4301-digits": (b"name: t\nseed: " + b"9" * 4301 + b"\n", "an integer of 4301 digits"),
+    "size-yes": (yaml.safe_dump(GOOD, sort_keys=False).replace("size: 3", "size: yes").encode(),
+                 "streams[0].window.size: Input should be a valid integer"),
 }
 
 SEMANTIC = {   # YAML mappings that validation must refuse
@@ -164,6 +169,18 @@ SEMANTIC = {   # YAML mappings that validation must refuse
     "name-missing": (with_(("name",), KeyError), "name"),
     "top-unknown-field": (with_(("colour",), "blue"), "colour"),
     "plan-unicast-table": (many_operators(1000, 66), "streams: the plan needs 66000 entries in table unicast"),
+    "id-true": (stream_with(id=True), "streams[0].id: true is a boolean, not an integer"),
+    "size-true": (stream_with(window={"kind": "count", "size": True, "slide": 1}), "streams[0].window.size: true"),
+    "operator-false": (stream_with(operators=["h2", False]), "streams[0].operators[1]: false is a boolean"),
+    "rate-1e18": (stream_with(rate=1e18), "streams[0].rate"),
+    "rate-1e-300": (stream_with(rate=1e-300), "streams[0].rate"),
+    "disorder-past-int64": (stream_with(perturb={"disorder": {"fraction": 0.1, "max_delay": 2**63 - 1}}),
+                            "streams[0].perturb.disorder.max_delay: the last timestamp 9 plus"),
+    "loss-everything": (stream_with(perturb={"loss": 1.0}), "streams[0].perturb.loss"),
+    "pool-twice": (with_(("adapt",), {"elastic": [{"stream": 1, "pool": ["h2", "h2", "h3"], "high": 100,
+                                                   "low": 10}]}), "adapt.elastic[0].pool: hosts listed twice: h2"),
+    "schedule-after-the-end": (with_(("schedule",), [{"at": 5, "change": {"stream": 1, "operators": ["h3"]}}]),
+                               "schedule[0].at: 5 s is after stream 1's last event"),
 }
 
 
@@ -204,6 +221,26 @@ def test_topology_path_that_is_not_a_file(tmp_path):
     with open(big, "wb") as f:
         f.truncate(17 << 20)             # sparse: the size alone refuses it
     assert_refused(cli("validate", str(big)), big, "bytes, more than")
+
+
+def test_paths_too_long_for_the_file_system(tmp_path):
+    """A name over 255 bytes is one line, whichever argument or field holds it."""
+    long_name = "a" * 300
+    result = cli("validate", str(tmp_path / f"{long_name}.yaml"))
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: /") and result.stderr.endswith("a.yaml: cannot read: name too long\n")
+    path = write(tmp_path, stream_with(replay={"path": f"{long_name}.csv", "ts": "t", "value": "v"}))
+    assert_refused(cli("validate", path), f"{path}: streams[0].replay.path", "name too long")
+
+
+def test_words_yaml_1_1_took_for_booleans_are_names(tmp_path):
+    """YAML 1.2 booleans only: a host called ``on`` is a host, not ``True``."""
+    text = yaml.safe_dump(GOOD, sort_keys=False).replace("h3", "on")
+    path = tmp_path / "on.yaml"
+    path.write_text(text)
+    result = cli("validate", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert "ok (3 hosts, 1 streams)" in result.stdout
 
 
 def test_topology_at_the_limits_is_accepted(tmp_path):
@@ -282,6 +319,33 @@ def test_replay_file_missing(tmp_path):
     assert_refused(cli("plan", path), f"{path}: streams[0].replay.path", "no such file")
 
 
+def test_replay_path_that_is_not_a_file(tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "loop.csv").symlink_to("loop.csv")
+    for name, says in (("folder", "a directory, not a file"), ("loop.csv", "a symlink loop")):
+        path = write(tmp_path, stream_with(replay={"path": name, "ts": "t", "value": "v"}))
+        assert_refused(cli("validate", path), f"{path}: streams[0].replay.path", says)
+
+
+def test_replay_parquet_with_decimal_timestamps_is_read_as_integers(tmp_path):
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    table = pa.table({"t": pa.array([decimal.Decimal(i) for i in range(10)], pa.decimal128(10, 0)),
+                      "v": pa.array([decimal.Decimal(i) / 4 for i in range(10)], pa.decimal128(10, 2))})
+    pq.write_table(table, tmp_path / "dec.parquet")
+    path = write(tmp_path, stream_with(replay={"path": "dec.parquet", "ts": "t", "value": "v"}))
+    result = cli("validate", path)
+    assert result.exit_code == 0, result.stderr
+    from pathlib import Path
+
+    from testbed.semantics.replay import read_replay
+    data = read_replay(Path(tmp_path / "dec.parquet"), "t", "v", None, 10)
+    assert data["ts"].tolist() == list(range(10))
+    assert data["value"].tolist() == [round(i / 4) for i in range(10)]     # values are whole, as for CSV
+
+
 # ---------------------------------------------------------------------------
 # experiment files
 # ---------------------------------------------------------------------------
@@ -297,6 +361,14 @@ EXPERIMENTS = {
     "unknown-scenario": (b"name: e\nkind: scenarios\nparams: {runs: [cbsw1, nosuch]}\n", "params.runs: [1]: nosuch"),
     "figure": (b"name: e\nkind: scenarios\nparams: {runs: [cbsw1], figure: pie}\n", "params.figure"),
     "name": (b"name: E-1\nkind: scenarios\nparams: {runs: [cbsw1]}\n", "name"),
+    "no-kind": (b"name: e\nparams: {runs: [cbsw1]}\n", "kind: Field required"),
+    "seconds-inf": (b"name: e\nkind: rates\nparams: {seconds: .inf}\n", "params.seconds: must be a finite number"),
+    "seconds-true": (b"name: e\nkind: rates\nparams: {seconds: true}\n", "params.seconds: true is a boolean"),
+    "fraction-negative": (b"name: e\nkind: rates\nparams: {fractions: [-1]}\n", "params.fractions[0]"),
+    "latency-rate-inf": (b"name: e\nkind: latency\nparams: {rate: .inf}\n", "params.rate: must be a finite"),
+    "n-sweep-1e9": (b"name: e\nkind: resources\nparams: {n_sweep: [1000000000]}\n", "params.n_sweep[0]"),
+    "run-name-too-long": (b"name: e\nkind: scenarios\nparams: {runs: [" + b"a" * 300 + b"]}\n",
+                          "name too long"),
 }
 
 
@@ -355,6 +427,10 @@ def damage(rundir: RunDir, what: str) -> None:
         write_json_atomic(rundir.record, {**record, "colour": "blue"})
     elif what == "record-wrong-type":
         write_json_atomic(rundir.record, {**record, "changes": ["not", "a", "mapping"]})
+    elif what == "record-switch-wrong-type":
+        write_json_atomic(rundir.record, {**record, "switch": [1]})
+    elif what == "record-streams-list":
+        write_json_atomic(rundir.record, {**record, "streams": list(record["streams"].values())})
     elif what == "record-nested-deep":
         rundir.record.write_text(json.dumps(record)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     elif what == "no-sources":
@@ -378,6 +454,8 @@ RUN_DAMAGE = {"no-record": "run.json: missing", "record-not-json": "run.json: no
               "record-other-stream": "sources.parquet: stream 3 is not among run.json's streams (7)",
               "link-loop": "a link that leads nowhere, or in a loop", "record-wrong-type": "run.json: changes",
               "record-nested-deep": "run.json: nested more than",
+              "record-switch-wrong-type": "run.json: switch: Input should be a valid dictionary",
+              "record-streams-list": "run.json: streams: Input should be a valid dictionary",
               "no-sources": "sources.parquet: missing", "corrupt-deliveries": "deliveries.parquet: not a readable",
               "deliveries-no-operator": "deliveries.parquet: no column 'operator'",
               "windows-without-reference": "windows_reference.parquet: missing"}
@@ -399,3 +477,28 @@ def test_run_directory_that_is_not_one(tmp_path):
         assert_refused(cli(command, str(tmp_path / "nowhere")), tmp_path / "nowhere", "no such run directory")
         assert_refused(cli(command, str(tmp_path)), tmp_path, "run.json: missing")
 
+
+@pytest.mark.parametrize("what", ["no-sources", "record-streams-list", "record-other-stream", "corrupt-deliveries"])
+def test_compare_with_a_damaged_run(tmp_path, what):
+    intact = finished_run(tmp_path / "a")
+    damaged = finished_run(tmp_path / "b")
+    assert cli("compare", str(intact.root), str(damaged.root)).exit_code == 0     # the same run: no difference
+    damage(damaged, what)
+    assert_refused(cli("compare", str(intact.root), str(damaged.root)), damaged.root, RUN_DAMAGE[what])
+
+
+EXPERIMENT_DAMAGE = {   # experiment.json's text -> what plot's one line says after the file name
+    "truncated": ('{"kind": "resources", "name', "not valid JSON"),
+    "no-kind": ('{"name": "s4resources"}', "kind: missing"),
+    "kind-number": ('{"kind": 7}', "kind: expected a string, got int"),
+    "kind-unknown": ('{"kind": "pie"}', "kind: unknown experiment kind 'pie'"),
+    "nested-deep": ('{"kind": "resources", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested more than"),
+    "a-list": ("[]", "(top level): expected an object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPERIMENT_DAMAGE))
+def test_plot_on_a_damaged_experiment_directory(tmp_path, case):
+    text, says = EXPERIMENT_DAMAGE[case]
+    (tmp_path / "experiment.json").write_text(text)
+    assert_refused(cli("plot", str(tmp_path)), tmp_path / "experiment.json", says)
