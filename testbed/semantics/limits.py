@@ -62,6 +62,11 @@ MAX_FILE_BYTES = 16 << 20
 #: YAML aliases can make a small file expand into a huge document; more
 #: nodes than this (counting each expansion) is refused.
 MAX_YAML_NODES = 1_000_000
+#: A replay file's columns, and a CSV header line's bytes: a stream reads at
+#: most three columns, and every column of a CSV is parsed (to refuse ragged
+#: rows), so a file far wider than any data set is refused before it is read.
+MAX_REPLAY_COLUMNS = 1024
+MAX_CSV_HEADER_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)

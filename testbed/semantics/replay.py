@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from testbed.semantics.limits import MAX_INT64
+from testbed.semantics.limits import MAX_CSV_HEADER_BYTES, MAX_INT64, MAX_REPLAY_COLUMNS
 from testbed.semantics.yamlfile import shorten_path, why_unreadable
 
 SUFFIXES = (".csv", ".parquet")
@@ -31,14 +31,26 @@ class ReplayError(ValueError):
 
 
 def columns(file: Path) -> list[str]:
-    """The column names of a replay file, from its header or schema only."""
+    """The column names of a replay file, from its header or schema only; a
+    header over ``MAX_CSV_HEADER_BYTES`` or more than ``MAX_REPLAY_COLUMNS``
+    columns is refused without parsing the rest."""
     try:
         if file.suffix == ".parquet":
             import pyarrow.parquet as pq
-            return list(pq.read_schema(file).names)
-        return list(pd.read_csv(file, nrows=0, encoding="utf-8").columns)
+            names = list(pq.read_schema(file).names)
+        else:
+            with open(file, "rb") as f:
+                first = f.readline(MAX_CSV_HEADER_BYTES + 1)
+            if len(first) > MAX_CSV_HEADER_BYTES:
+                raise ReplayError("path", f"{file.name}'s header line is longer than {MAX_CSV_HEADER_BYTES} bytes")
+            names = list(pd.read_csv(file, nrows=0, encoding="utf-8").columns)
     except (OSError, ValueError, UnicodeDecodeError) as err:
+        if isinstance(err, ReplayError):
+            raise
         raise ReplayError("path", f"cannot read {file.name}: {_reason(err)}") from None
+    if len(names) > MAX_REPLAY_COLUMNS:
+        raise ReplayError("path", f"{file.name} has {len(names)} columns, more than {MAX_REPLAY_COLUMNS}")
+    return names
 
 
 def read_replay(file: Path, ts: str, value: str, key: Optional[str], n: int) -> dict[str, np.ndarray]:

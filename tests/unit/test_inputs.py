@@ -298,6 +298,12 @@ REPLAY = {   # file name -> (contents, field of the message, what it says)
     "nulls.parquet": (pd.DataFrame({"time": [0, None], "price": [1.0, 2.0]}), "replay.ts", "row 1"),
     "bools.parquet": (pd.DataFrame({"time": [0, 1], "price": [True, False]}), "replay.value", "not numeric"),
     "data.txt": ("time,price\n0,1\n1,2\n", "replay.path", "must be .csv or .parquet"),
+    "wide.csv": ("time,price," + ",".join(f"c{i}" for i in range(2000)) + "\n0,1\n1,2\n", "replay.path",
+                 "wide.csv has 2002 columns, more than 1024"),
+    "long-header.csv": ("time,price," + "x" * (1 << 20) + "\n0,1,2\n1,2,3\n", "replay.path",
+                        "long-header.csv's header line is longer than 65536 bytes"),
+    "wide.parquet": (pd.DataFrame({"time": [0, 1], "price": [1, 2]} | {f"c{i}": [0, 0] for i in range(1100)}),
+                     "replay.path", "wide.parquet has 1102 columns, more than 1024"),
 }
 
 
