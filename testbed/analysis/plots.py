@@ -44,11 +44,14 @@ def plot_load(rundir: RunDir) -> Path:
     counts = load_table(rundir)
     run = rundir.read_record()
     fig, ax = plt.subplots(figsize=(7, 4))
-    counts.plot.bar(ax=ax, width=0.8, rot=0)
+    if counts.columns.empty:        # every operator failed, or every event was lost, before one arrived
+        _say_nothing_arrived(ax)
+    else:
+        counts.plot.bar(ax=ax, width=0.8, rot=0)
+        ax.legend(title="stream")
     ax.set_xlabel("operator instance (host)")
     ax.set_ylabel("events received")
     ax.set_title(f"{run.name}: load per operator ({run.target} target)")
-    ax.legend(title="stream")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     out = rundir.figure("load")
@@ -77,17 +80,25 @@ def plot_latency(rundir: RunDir) -> Path:
         points = np.unique(np.linspace(0, len(values) - 1, min(len(values), CDF_POINTS)).astype(int))
         label = f"all {streams} streams" if sid is None else run.streams[str(sid)].get("name") or str(sid)
         ax.plot(values[points], (points + 1) / len(values), label=label)
-    ax.set_xscale("log")
+    if lat.empty:
+        _say_nothing_arrived(ax)
+    else:
+        ax.set_xscale("log")
+        ax.legend(title="stream")
     ax.set_xlabel("delivery latency (us, source send to operator receive)")
     ax.set_ylabel("fraction of deliveries")
     ax.set_title(f"{run.name}: latency ({run.target} target)")
-    ax.legend(title="stream")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     out = rundir.figure("latency")
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def _say_nothing_arrived(ax) -> None:
+    ax.text(0.5, 0.5, "no event reached an operator (see testbed check)", ha="center", va="center",
+            transform=ax.transAxes)
 
 
 def plot_analysis(rundir: RunDir) -> Path:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed import ROOT
-from testbed.rundir import RunDir, RunRecord
+from testbed.rundir import TABLE_COLUMNS, RunDir, RunRecord
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
 
@@ -74,7 +74,16 @@ def collect(rundir: RunDir) -> None:
         parts = rundir.host_files(kind)
         if parts:
             pq.write_table(pa.concat_tables([pq.read_table(p) for p in parts]), merged)
+        elif kind != "link_drops":
+            # Every receiver killed before its first flush (all operators failed, say): the
+            # run still has a deliveries table, an empty one, so its events are accounted.
+            pq.write_table(_empty_table(TABLE_COLUMNS[kind]), merged)
         for p in parts:
             p.replace(rundir.raw / p.name)
     for p in rundir.host_files("status"):
         p.replace(rundir.raw / p.name)
+
+
+def _empty_table(columns: tuple[str, ...]) -> pa.Table:
+    """No rows, with the column types the sources and receivers write."""
+    return pa.table({c: pa.array([], pa.string() if c == "operator" else pa.int64()) for c in columns})

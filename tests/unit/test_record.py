@@ -6,7 +6,7 @@ import pytest
 
 from support.records import record_of
 from testbed.analysis.verdicts import account, evaluate
-from testbed.rundir import ExperimentDir, RunDir, read_json, write_json_atomic
+from testbed.rundir import TABLE_COLUMNS, ExperimentDir, RunDir, read_json, write_json_atomic
 from testbed.runs.record import base_record, collect
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.workload import stream_events
@@ -56,6 +56,26 @@ def test_collect_merges_host_files_and_moves_them_to_raw(sliding, rundir):
     assert rundir.host_files("sources") == rundir.host_files("deliveries") == rundir.host_files("status") == []
     assert (rundir.raw / rundir.receiver_events("h2").name).exists()
     assert read_json(rundir.raw_receiver_status("h3"))["kernel_drops"] == {"rcvbuf_errors": 0}
+
+
+def test_a_run_where_no_operator_recorded_anything_is_still_accounted_and_drawn(sliding, rundir):
+    """Every receiver killed before its first flush: the tables exist, empty, and every copy is lost after the switch."""
+    from testbed.analysis.plots import plot_run
+
+    oracle_run(sliding, rundir)
+    for op in ("h2", "h3", "h4"):
+        rundir.receiver_events(op).unlink()
+    collect(rundir)
+    assert len(pd.read_parquet(rundir.deliveries)) == 0
+    assert list(pd.read_parquet(rundir.deliveries).columns) == list(TABLE_COLUMNS["deliveries"])
+    record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "ports": {}, "non_event": 0}
+    rundir.write_record(record)
+    verdicts = evaluate(record, rundir, with_windows=False)
+    assert not verdicts.ok
+    acct = judged(rundir)["accounting"]["streams"]["3"]
+    assert acct["sent"] == 60 and acct["lost_after_switch"] == 146 and acct["lost_before_switch"] == 0
+    assert [p.name for p in plot_run(rundir)] == ["load.png", "latency.png"]
 
 
 def test_evaluate_passes_an_oracle_run_and_accounts_every_event(sliding, rundir):
