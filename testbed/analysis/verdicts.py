@@ -94,6 +94,8 @@ class Verdicts:
     windows: dict[int, WindowCheck] = field(default_factory=dict)
     #: Why the windows were not checked, when the run asked for them.
     windows_not_computed: Optional[str] = None
+    #: Schedule entries that never took effect, each with why.
+    not_applied: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -123,13 +125,26 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
         verdicts.windows = check_windows(rundir, record, failed_operators_windows(verdicts.frames))
     elif with_windows:
         verdicts.windows_not_computed = f"the Spark application failed: {failure.splitlines()[0]}"
+    verdicts.not_applied = not_applied(record)
     rundir.write_verdicts(RunVerdicts(
-        checked_at=time.time(), ok=verdicts.ok,
+        checked_at=time.time(), ok=verdicts.ok, not_applied=verdicts.not_applied,
         accounting=account(record, rundir, sources, deliveries, verdicts.frames),
         check={str(k): v.as_json() for k, v in verdicts.frames.items()},
         window_check={str(k): v.as_json() for k, v in verdicts.windows.items()},
         windows_not_computed=verdicts.windows_not_computed))
     return verdicts
+
+
+def not_applied(record: RunRecord) -> list[str]:
+    """``schedule[i] (action): not applied: why`` for each entry of the schedule
+    that did not take effect: its point or time never came before the stream
+    ended, or its change found no boundary.  The events are judged all the same."""
+    adaptation = record.adaptation or {}
+    lines = [f"schedule[{e['entry']}] ({e['action']}): not applied: {e['why']}"
+             for e in adaptation.get("not_applied", [])]
+    lines += [f"{d['reason']} (change): not applied: {d['error']}" for d in adaptation.get("decisions", [])
+              if d.get("policy") == "schedule" and d.get("error")]
+    return lines
 
 
 def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
@@ -141,4 +156,4 @@ def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
     for fault in record.faults:
         cause = "as the schedule asked" if fault.planned else f"during the {fault.phase}"
         lines.append(f"{fault.what} {exit_text(fault.exit)} {cause}; its missing events are counted lost there")
-    return lines
+    return lines + verdicts.not_applied

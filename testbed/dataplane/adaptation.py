@@ -34,6 +34,9 @@ class Decision:
     asked_at: float = field(default_factory=time.time)
     change: Optional[Change] = None
     error: Optional[str] = None
+    #: Set once the change is installed and armed, or has failed: a source held
+    #: for it (a schedule entry in stream terms) may go on from then.
+    armed: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def record(self) -> dict[str, Any]:
         out = {"policy": self.policy, "stream": self.stream, "operators": list(self.operators),
@@ -83,9 +86,12 @@ class Adapter:
             with self.lock:
                 change = self.controller.change(self.plan, new, 0)
             decision.change = change
+            decision.armed.set()
             self.controller.wait_applied(change, self.timeout)
         except (ChangeTimeout, ValueError) as exc:
             decision.error = str(exc)
+        finally:
+            decision.armed.set()
 
     def _run(self) -> None:
         while True:

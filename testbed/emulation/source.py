@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +37,23 @@ CATCH_UP_FACTOR = 2.0
 BURST_S = 0.005
 
 
+#: How often a stream held at a barrier looks for the run's go.
+BARRIER_POLL_S = 0.001
+
+
+@dataclass
+class Barrier:
+    """Schedule entry ``entry``'s point: its stream is held once it has sent ``events`` frames."""
+
+    entry: int
+    events: int
+    reached_at: Optional[float] = None
+    held_s: float = 0.0
+
+    def record(self) -> dict:
+        return {"entry": self.entry, "events": self.events, "held_s": round(self.held_s, 6)}
+
+
 class Source:
     """Sends the events of the streams whose source is this host."""
 
@@ -51,6 +70,9 @@ class Source:
         self.sock.setblocking(True)            # a full send buffer makes the source wait, not fail
         self.stopping = False
         self.sent = {s.id: 0 for s in self.streams}
+        self.barriers = self._barriers()
+        self.held_s = {s.id: 0.0 for s in self.streams}
+        self.passed: list[Barrier] = []
 
     @property
     def status_path(self) -> Path:
@@ -64,7 +86,9 @@ class Source:
         due ``offsets[i]`` seconds after the start.  Each pass sends the
         events that are due, at most one burst per stream; a stream that is
         behind is paced at ``CATCH_UP_FACTOR`` times its pace until it is
-        back on time.
+        back on time.  A stream held at a barrier (a schedule entry placed in
+        its terms) sends nothing until the run says go, and its pace resumes
+        from there: the time held does not count as being behind.
         """
         send_ns = {s.id: np.zeros(self.total(s.id), dtype=np.int64) for s in self.streams}
         frames = {s.id: self._frames(s.id) for s in self.streams}
@@ -84,7 +108,15 @@ class Source:
                 if i >= total:
                     continue
                 pending = True
-                ready = min(total, int(np.searchsorted(offsets, now - start, side="right")), i + burst)
+                barrier = self.barriers[sid][0] if self.barriers[sid] else None
+                if barrier is not None and i == barrier.events:
+                    if not self._passed(barrier):
+                        wake = min(wake, now + BARRIER_POLL_S)
+                        continue
+                    barrier = self.barriers[sid][0] if self.barriers[sid] else None
+                clock = now - start - self.held_s[sid]      # the stream's own time: pauses at barriers left out
+                ready = min(total if barrier is None else barrier.events,
+                            int(np.searchsorted(offsets, clock, side="right")), i + burst)
                 stamps, stream_frames = send_ns[sid], frames[sid]
                 while i < ready:
                     stamps[i] = time.time_ns()
@@ -92,7 +124,7 @@ class Source:
                     i += 1
                 self.sent[sid] = i
                 if i < total:
-                    on_time = start + offsets[i]
+                    on_time = start + self.held_s[sid] + offsets[i]
                     behind = on_time <= now
                     interval = offsets[min(i + 1, total - 1)] - offsets[i] if i + 1 < total else 0.001
                     wake = min(wake, now + burst * interval / CATCH_UP_FACTOR if behind else on_time)
@@ -104,6 +136,40 @@ class Source:
             time.sleep(max(0.0, wake - time.monotonic()))
         self._write(send_ns)
         self._status(True)
+
+    def _barriers(self) -> dict[int, list[Barrier]]:
+        """Per stream, the schedule's points in its terms that fall before its
+        last frame, in order: where the stream is held until the run says go."""
+        out: dict[int, list[Barrier]] = {s.id: [] for s in self.streams}
+        for entry_index, entry in enumerate(self.schedule):
+            point = entry.after
+            if point is None or point.stream not in out:
+                continue
+            if point.events is not None:
+                events = point.events
+            else:
+                later = np.flatnonzero(self.events[point.stream]["ts"] >= point.ts)
+                events = int(later[0]) + 1 if len(later) else None
+            if events is not None and events < self.total(point.stream):
+                out[point.stream].append(Barrier(entry_index, events))
+        return {sid: sorted(points, key=lambda b: b.events) for sid, points in out.items()}
+
+    def _passed(self, barrier: Barrier) -> bool:
+        """Hold at ``barrier``: say it is reached, then whether the run has said go."""
+        go = self.rundir.barrier_go(barrier.entry)
+        if barrier.reached_at is None:
+            barrier.reached_at = time.monotonic()
+            reached = self.rundir.barrier_reached(barrier.entry)
+            reached.parent.mkdir(exist_ok=True)
+            write_json_atomic(reached, {"events": barrier.events})   # the run waits for the switch to count these
+        if not go.exists():
+            return False
+        barrier.held_s = time.monotonic() - barrier.reached_at
+        sid = self.schedule[barrier.entry].after.stream
+        self.held_s[sid] += barrier.held_s
+        self.barriers[sid].pop(0)
+        self.passed.append(barrier)
+        return True
 
     def total(self, sid: int) -> int:
         """Frames this stream sends: its events, less those lost and plus those
@@ -131,7 +197,8 @@ class Source:
 
     def _status(self, final: bool) -> None:
         write_json_atomic(self.status_path, {"host": self.host, "pid": os.getpid(), "final": final,
-                                             "sent": {str(k): v for k, v in self.sent.items()}})
+                                             "sent": {str(k): v for k, v in self.sent.items()},
+                                             "held": [b.record() for b in self.passed]})
 
 
 def main(argv=None) -> None:

@@ -54,8 +54,8 @@ class AdaptationParams(KindParams):
 
 def paced(data: dict[str, Any], factor: float) -> dict[str, Any]:
     """A topology file's data with every rate times ``factor``: the streams'
-    rates and event counts, the schedule's rates and the elastic policies'
-    thresholds.  The run keeps its timeline (the same seconds, the same
+    rates and event counts, the schedule's rates, its points in stream terms
+    and the elastic policies' thresholds.  The run keeps its timeline (the same seconds, the same
     ramps, the same boundaries in time) and, scaled alike, the load that
     drives the policies, so N takes the same course at a pace the target
     carries."""
@@ -63,9 +63,16 @@ def paced(data: dict[str, Any], factor: float) -> dict[str, Any]:
     for stream in out.get("streams", []):
         stream["rate"] = stream["rate"] * factor
         stream["events"] = max(1, round(stream["events"] * factor))
+    starts = {s.get("id"): (s.get("timestamps") or {}).get("start", 0) for s in out.get("streams", [])}
     for entry in out.get("schedule") or []:
         if "rate" in entry:
             entry["rate"]["rate"] = entry["rate"]["rate"] * factor
+        point = entry.get("after") or {}
+        if "events" in point:                  # the same point of the stream, which has fewer events
+            point["events"] = max(1, round(point["events"] * factor))
+        if "ts" in point:
+            start = starts.get(point.get("stream"), 0)
+            point["ts"] = start + round((point["ts"] - start) * factor)
     for policy in (out.get("adapt") or {}).get("elastic") or []:
         policy["high"], policy["low"] = policy["high"] * factor, policy["low"] * factor
     return out

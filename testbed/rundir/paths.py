@@ -250,6 +250,15 @@ class RunDir:
             part += 1
         return part
 
+    # A schedule entry placed in stream terms holds its stream's source at the
+    # point: the source creates ``reached`` there and waits for ``go``, which
+    # the run creates once the entry has taken effect.  Collect removes both.
+    def barrier_reached(self, entry: int) -> Path:
+        return self.root / "barriers" / f"{entry}.reached"
+
+    def barrier_go(self, entry: int) -> Path:
+        return self.root / "barriers" / f"{entry}.go"
+
     def relay_status(self, host: str) -> Path:
         """Status of the link relay on ``host``'s link (user-space impairment)."""
         return self.host_file("relay_status", host)

@@ -179,6 +179,8 @@ class RunVerdicts(Model):
         default_factory=dict, description="per stream: windows against the reference (runs with Spark)")
     windows_not_computed: Optional[str] = Field(
         default=None, description="why the window check could not be made")
+    not_applied: list[str] = Field(
+        default_factory=list, description="schedule entries that never took effect, and why (not a failed check)")
     ok: bool = Field(description="every check passed")
 
 

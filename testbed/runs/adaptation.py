@@ -19,10 +19,19 @@ from testbed.dataplane.adaptation import Adapter, Decision, ElasticPolicy, Elast
 from testbed.dataplane.control import Controller
 from testbed.dataplane.liveness import HeartbeatMonitor
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.topology import Topology, WindowSpec
+from testbed.rundir import RunDir, read_json
+from testbed.semantics.topology import Topology, WindowSpec, nominal_times
 
 #: How long a change may wait for its boundary; the stream may end first.
 CHANGE_TIMEOUT_S = 5.0
+#: How often the timeline looks whether a source is held at an entry's point.
+POINT_POLL_S = 0.001
+#: How long the timeline waits for the switch to count the events a held source
+#: sent before its point (events lost on a link never arrive).
+SWITCH_CATCH_UP_S = 2.0
+#: How long a held source waits for a change to be armed: longer only when an
+#: earlier change's transition needs more events, which only the source can send.
+ARM_WAIT_S = 1.0
 
 
 class RunAdaptation:
@@ -36,9 +45,11 @@ class RunAdaptation:
     """
 
     def __init__(self, topo: Topology, plan: SplitterPlan, installed: Controller, connect: Callable[[], Any],
-                 fail: Callable[[str, str], None], origins: dict[int, int],
+                 fail: Callable[[str, str], None], origins: dict[int, int], rundir: RunDir,
                  recover: Optional[Callable[[str, str], None]] = None):
         self.topo = topo
+        self.rundir = rundir
+        self.not_applied: list[dict[str, Any]] = []
         self.plan = plan
         self.connect = connect
         self.fail = fail
@@ -104,25 +115,62 @@ class RunAdaptation:
         self.t0 = time.monotonic()
 
     def _timeline(self) -> None:
+        """Carry the entries out in the order their times give at the streams'
+        pace: an ``at`` entry when its second comes, an ``after`` entry when
+        its stream's source is held at its point (and the switch has seen
+        every event sent before it), releasing the source once it took effect."""
         self._await_first_event()
-        for i, entry in sorted(enumerate(self.topo.schedule), key=lambda item: item[1].at):
-            if self._stop.wait(max(0.0, self.t0 + entry.at - time.monotonic())):
+        due = nominal_times(self.topo)
+        order = sorted(range(len(self.topo.schedule)), key=lambda i: due[i])
+        for n, i in enumerate(order):
+            entry = self.topo.schedule[i]
+            if entry.after is None:
+                reached = not self._stop.wait(max(0.0, self.t0 + entry.at - time.monotonic()))
+            else:
+                reached = self._await_point(i, entry.after.stream)
+            if not reached:
+                self.not_applied = [{"entry": j, "action": self.topo.schedule[j].action,
+                                     "why": "the stream ended first"} for j in order[n:]]
                 return
-            if entry.change is not None:
-                c = entry.change
-                old = self.adapter.current(c.stream)
-                window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
-                new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
-                self.adapter.submit(Decision("schedule", c.stream, tuple(new.operators), f"schedule[{i}]"), new)
-            elif entry.fail is not None:
-                self.failures.append({"host": entry.fail.host, "how": entry.fail.how, "at": time.time(),
-                                      "scheduled_s": entry.at, "port": self.plan.ports[entry.fail.host]})
-                self.fail(entry.fail.host, entry.fail.how)
-            elif entry.recover is not None:
-                host = entry.recover.host
-                how = next(f["how"] for f in reversed(self.failures) if f["host"] == host)
-                self.recoveries.append({"host": host, "at": time.time(), "scheduled_s": entry.at})
-                self.recover(host, how)
+            decision = self._carry_out(i, entry)
+            if entry.after is not None:
+                if decision is not None:
+                    # Armed, unless an earlier change's transition is still waiting for events.
+                    decision.armed.wait(ARM_WAIT_S)
+                self.rundir.barrier_go(i).touch()
+
+    def _await_point(self, i: int, sid: int) -> bool:
+        """Wait until the stream's source is held at entry ``i``'s point and the
+        switch has counted what it sent; False if the run stops first."""
+        reached = self.rundir.barrier_reached(i)
+        while not reached.exists():
+            if self._stop.wait(POINT_POLL_S):
+                return False
+        sent = read_json(reached).get("events", 0)
+        deadline = time.monotonic() + SWITCH_CATCH_UP_S     # events lost on a link never arrive
+        while self._first.counter_read("stream_in", sid)[1] < sent and time.monotonic() < deadline:
+            if self._stop.wait(POINT_POLL_S):
+                return False
+        return True
+
+    def _carry_out(self, i: int, entry) -> Optional[Decision]:
+        placed = {"scheduled_s": entry.at} if entry.after is None else {"after": entry.after.model_dump()}
+        if entry.change is not None:
+            c = entry.change
+            old = self.adapter.current(c.stream)
+            window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
+            new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
+            return self.adapter.submit(Decision("schedule", c.stream, tuple(new.operators), f"schedule[{i}]"), new)
+        if entry.fail is not None:
+            self.failures.append({"host": entry.fail.host, "how": entry.fail.how, "at": time.time(),
+                                  "port": self.plan.ports[entry.fail.host]} | placed)
+            self.fail(entry.fail.host, entry.fail.how)
+        elif entry.recover is not None:
+            host = entry.recover.host
+            how = next(f["how"] for f in reversed(self.failures) if f["host"] == host)
+            self.recoveries.append({"host": host, "at": time.time()} | placed)
+            self.recover(host, how)
+        return None
 
     def _tick(self, period: float) -> None:
         while not self._stop.wait(period):
@@ -159,6 +207,8 @@ class RunAdaptation:
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"decisions": [d.record() for d in self.adapter.decisions],
                                "failures": self.failures, "recoveries": self.recoveries}
+        if self.not_applied:
+            out["not_applied"] = self.not_applied
         if self.monitor is not None:
             host_of = self.plan.host_of_port()
             out["detections"] = [{"host": host_of.get(d.port), "port": d.port, "detected_at": d.wall_clock,

@@ -255,7 +255,7 @@ class Run:
     def adaptation(self) -> Optional[RunAdaptation]:
         """The schedule and the controller's policies, started with the sources (or nothing to do)."""
         run = RunAdaptation(self.topo, self.plan, self.controller, self.network.switch.control_api,
-                            self.fail_operator, self.origins(), recover=self.recover_operator)
+                            self.fail_operator, self.origins(), self.rundir, recover=self.recover_operator)
         return run.start() if run.needed else None
 
     def origins(self) -> dict[int, int]:

@@ -13,6 +13,7 @@ What the facts mean (accounting, checks) is the analysis' business
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -82,6 +83,7 @@ def collect(rundir: RunDir) -> None:
             p.replace(rundir.raw / p.name)
     for p in rundir.host_files("status"):
         p.replace(rundir.raw / p.name)
+    shutil.rmtree(rundir.barrier_go(0).parent, ignore_errors=True)
 
 
 def _empty_table(columns: tuple[str, ...]) -> pa.Table:

@@ -1,7 +1,12 @@
 """What a topology asks to happen during a run: its ``schedule`` and ``adapt`` sections.
 
-``schedule`` is a list of timed actions, ``at`` seconds after the streams
-start, each exactly one of:
+``schedule`` is a list of actions, each placed either ``at`` seconds after
+the streams start, or ``after`` a point of one stream in the stream's own
+terms (``{stream, events}``: once its source has sent that many events;
+``{stream, ts}``: once it has sent its first event stamped ``ts`` or later).
+A point in stream terms holds that stream's source at the point until the
+action has taken effect, so its outcome does not depend on how fast the
+machine is.  Each entry carries exactly one of:
 
 - ``change: {stream, window?, operators?}``: a new window spec and/or
   operator list, taking effect at the stream's next window boundary
@@ -31,7 +36,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from testbed.semantics.limits import MAX_RATE, MAX_SCHEDULE_S, MIN_RATE
+from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_RATE, MAX_SCHEDULE_S, MIN_RATE
 from testbed.semantics.strict import StrictModel
 
 #: Seconds of one step of a rate ramp: sources change pace in steps this long.
@@ -81,8 +86,25 @@ class RecoverAction(_Strict):
 ACTIONS = ("change", "rate", "fail", "recover")
 
 
+class StreamPoint(_Strict):
+    """A point of one stream in its own terms: once its source has sent
+    ``events`` events (every frame it sends counts), or once it has sent its
+    first event whose timestamp is ``ts`` or later."""
+
+    stream: int = Field(ge=0)
+    events: Optional[int] = Field(default=None, ge=1, le=MAX_EVENTS)
+    ts: Optional[int] = Field(default=None, ge=0, le=MAX_INT64)
+
+    @model_validator(mode="after")
+    def _one_measure(self):
+        if (self.events is None) == (self.ts is None):
+            raise ValueError("a point is either events or ts, not both and not neither")
+        return self
+
+
 class ScheduleEntry(_Strict):
-    at: float = Field(ge=0, le=MAX_SCHEDULE_S, description="seconds after the streams start")
+    at: Optional[float] = Field(default=None, ge=0, le=MAX_SCHEDULE_S, description="seconds after the streams start")
+    after: Optional[StreamPoint] = None
     change: Optional[ChangeAction] = None
     rate: Optional[RateAction] = None
     fail: Optional[FailAction] = None
@@ -93,6 +115,10 @@ class ScheduleEntry(_Strict):
         given = [name for name in ACTIONS if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError(f"an entry has exactly one of {', '.join(ACTIONS)} (got {', '.join(given) or 'none'})")
+        if (self.at is None) == (self.after is None):
+            raise ValueError("an entry is placed by exactly one of at (seconds) and after (a stream's point)")
+        if self.rate is not None and self.after is not None:
+            raise ValueError("a rate entry is placed by at: a source's pace is set in seconds")
         return self
 
     @property
@@ -162,7 +188,7 @@ def rate_profile(stream, schedule: list[ScheduleEntry]) -> list[tuple[float, flo
     steps = [(0.0, float(stream.rate))]
     current = float(stream.rate)
     for entry in sorted((e for e in schedule if e.rate is not None and e.rate.stream == stream.id),
-                        key=lambda e: e.at):
+                        key=lambda e: e.at):        # rate entries are placed by at only
         target, ramp = entry.rate.rate, entry.rate.ramp
         n = max(1, math.ceil(ramp / RAMP_STEP_S)) if ramp else 1
         for k in range(1, n + 1):

@@ -27,7 +27,7 @@ from testbed.semantics import limits, strict
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERY_KINDS
 from testbed.semantics.replay import resolve_replays
-from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, last_send, rate_profile
+from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, StreamPoint, last_send, rate_profile
 from testbed.semantics.strict import FieldError as _FieldError, StrictModel
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
@@ -460,14 +460,18 @@ def check_schedule(topo: "Topology") -> None:
     """
     streams = {s.id: s for s in topo.streams}
     operator_hosts = set(topo.hosts) - {s.source for s in topo.streams}
-    order = sorted(range(len(topo.schedule)), key=lambda i: topo.schedule[i].at)
     down: set[str] = set()        # hosts failed and not yet recovered, in time order
     ends = {s.id: last_send(rate_profile(s, topo.schedule), s.events) for s in topo.streams}
+    due = nominal_times(topo)
+    order = sorted(range(len(topo.schedule)), key=lambda i: due[i])
     for i in order:
         entry = topo.schedule[i]
         where = f"schedule[{i}].{entry.action}"
         target = (entry.change or entry.rate).stream if (entry.change or entry.rate) else None
-        if target in ends and entry.at > ends[target]:
+        if entry.after is not None and target in ends and target != entry.after.stream and due[i] > ends[target]:
+            raise ScheduleError(f"schedule[{i}].after", f"due at {due[i]:.3f} s at the streams' pace, after stream "
+                                                        f"{target}'s last event at {ends[target]:.3f} s")
+        if entry.at is not None and target in ends and entry.at > ends[target]:
             raise ScheduleError(f"schedule[{i}].at", f"{entry.at:g} s is after stream {target}'s last event, due "
                                                      f"at {ends[target]:.3f} s: the {entry.action} could never apply")
         if entry.change is not None:
@@ -511,6 +515,50 @@ def check_schedule(topo: "Topology") -> None:
             for j, host in enumerate(e.pool):
                 if host not in topo.hosts or host == streams[e.stream].source:
                     raise ScheduleError(f"adapt.elastic[{i}].pool[{j}]", f"{host!r} cannot be an operator")
+
+
+def nominal_times(topo: "Topology") -> dict[int, float]:
+    """Each schedule entry's time at the streams' own pace: its ``at``, or when
+    its point's event is due.  A run carries the entries out in this order.
+    ``ScheduleError`` for a point the stream never reaches."""
+    streams = {s.id: s for s in topo.streams}
+    due = {}
+    for i, entry in enumerate(topo.schedule):
+        if entry.after is None:
+            due[i] = entry.at
+            continue
+        point, where = entry.after, f"schedule[{i}].after"
+        if point.stream not in streams:
+            raise ScheduleError(f"{where}.stream", f"no stream {point.stream}")
+        held = streams[point.stream]
+        sent = point_events(held, point)
+        if sent is None:
+            raise ScheduleError(f"{where}.ts", f"stream {held.id} replays a file, whose timestamps validate does "
+                                              f"not read: place the entry by events")
+        if sent >= held.events:
+            raise ScheduleError(f"{where}.{'events' if point.events is not None else 'ts'}",
+                                f"stream {held.id} sends {held.events} events, and this point is at its "
+                                f"{'event ' + str(sent) if point.events is None else 'end'} or later: "
+                                f"the {entry.action} could never take effect before the stream ends")
+        due[i] = last_send(rate_profile(held, topo.schedule), sent)
+    return due
+
+
+def point_events(stream: "Stream", point: StreamPoint) -> Optional[int]:
+    """How many events ``stream``'s source has sent at ``point``: its
+    ``events``, or the position of the first event stamped ``ts`` or later,
+    counted from 1 (``stream.events + 1`` if there is none).  None for a
+    ``ts`` point of a replayed stream, whose timestamps are in its file."""
+    if point.events is not None:
+        return point.events
+    if stream.replay is not None:
+        return None
+    t = stream.timestamps
+    if point.ts <= t.start:
+        return 1
+    if t.step == 0:
+        return stream.events + 1
+    return min(stream.events + 1, -(-(point.ts - t.start) // t.step) + 1)
 
 
 def parse_topology(data: Any, source: str = "<topology>", plan_only: bool = False) -> Topology:

@@ -14,7 +14,7 @@ from support.records import written
 from support.runs import new_tag, nothing_left, run_cli, small_topology
 from testbed.analysis.spark import spark_missing
 from testbed.emulation.network import mininet_missing
-from testbed.rundir import RunDir
+from testbed.rundir import RunDir, read_json
 from testbed.targets.bmv2.toolchain import toolchain_missing
 
 MISSING = mininet_missing()
@@ -61,18 +61,27 @@ def test_n_changes_mid_stream_on_a_sliding_stream(tmp_path, target):
     """6 -> 3 operators and back, then a new window spec: each change lands
     on a window boundary mid-stream and every event passes the check.  On
     the embedded target the operators also compute their windows on Spark,
-    from the Windows headers, and every window equals the reference."""
+    from the Windows headers, and every window equals the reference.
+
+    The changes are placed after events of the stream, which holds the
+    source at each point until the change is armed: the boundaries are the
+    same however busy the machine is (placed at 0.4, 0.9 and 1.4 s, the third
+    once found no event left on a loaded machine)."""
     path = adaptive_topology(tmp_path, "sa" + target[0], {"kind": "count", "size": 5, "slide": 1},
                              rate=RATE[target], schedule=[
-        {"at": 0.4, "change": {"stream": 5, "operators": ["op1", "op3", "op5"]}},
-        {"at": 0.9, "change": {"stream": 5, "operators": ["op1", "op2", "op3", "op4", "op5", "op6"]}},
-        {"at": 1.4, "change": {"stream": 5, "window": {"kind": "count", "size": 4, "slide": 2}}}])
+        {"after": {"stream": 5, "events": 600}, "change": {"stream": 5, "operators": ["op1", "op3", "op5"]}},
+        {"after": {"stream": 5, "events": 1350},
+         "change": {"stream": 5, "operators": ["op1", "op2", "op3", "op4", "op5", "op6"]}},
+        {"after": {"stream": 5, "events": 2100},
+         "change": {"stream": 5, "window": {"kind": "count", "size": 4, "slide": 2}}}])
     with_spark = target == "model" and spark_missing() is None
     record = run(path, tmp_path / "run", "--target", target, spark=with_spark)
     changes = record["changes"]["5"]
     assert [c["epoch"] for c in changes] == [1, 2, 3]
     starts = [c["start"] for c in changes]
-    assert 0 < starts[0] < starts[1] < starts[2] < 3000          # mid-stream, in order
+    assert starts == [600, 1350, 2100]             # slide 1: a boundary after every event, the first after the point
+    held = read_json(RunDir(tmp_path / "run").raw / "src.source.status.json")["held"]
+    assert [(h["entry"], h["events"]) for h in held] == [(0, 600), (1, 1350), (2, 2100)]
     check = record["check"]["5"]
     assert check["ok"] and check["missing"] == check["extra"] == check["duplicates"] == 0
     # Between the first two boundaries only op1, op3, op5 received anything new.
@@ -87,12 +96,42 @@ def test_n_changes_mid_stream_on_a_sliding_stream(tmp_path, target):
 
 
 def test_a_time_window_changes_spec_mid_stream(tmp_path):
+    """Placed at an event time: the source is held after its first event
+    stamped 905 or later, so the change begins at the next boundary of the
+    old spec after it, 910, on any machine."""
     path = adaptive_topology(tmp_path, "sat", {"kind": "time", "size": 20, "slide": 10}, n_ops=4, schedule=[
+        {"after": {"stream": 5, "ts": 905}, "change": {"stream": 5, "window": {"kind": "time", "size": 9, "slide": 3},
+                                                       "operators": ["op2", "op4"]}}])
+    record = run(path, tmp_path / "run")
+    (change,) = record["changes"]["5"]
+    assert change["start"] == 910 and record["check"]["5"]["ok"]
+
+
+def test_a_timed_change_still_lands_mid_stream(tmp_path):
+    """``at`` (seconds) still places an entry: the boundary depends on the machine's pace, its order does not."""
+    path = adaptive_topology(tmp_path, "saw", {"kind": "time", "size": 20, "slide": 10}, n_ops=4, schedule=[
         {"at": 0.6, "change": {"stream": 5, "window": {"kind": "time", "size": 9, "slide": 3},
                                "operators": ["op2", "op4"]}}])
     record = run(path, tmp_path / "run")
     (change,) = record["changes"]["5"]
     assert change["start"] % 10 == 0 and record["check"]["5"]["ok"]
+
+
+def test_a_point_the_stream_never_reaches_is_reported_not_applied(tmp_path):
+    """Half the events are lost on purpose, so the source sends about 1,500
+    frames and never reaches the 2,900th: the run ends, the entry is named in
+    the verdict, and the events are judged all the same."""
+    path = adaptive_topology(tmp_path, "san", {"kind": "count", "size": 3, "slide": 1}, n_ops=4, schedule=[
+        {"after": {"stream": 5, "events": 2900}, "fail": {"host": "op2"}}])
+    data = yaml.safe_load(path.read_text())
+    data["streams"][0]["perturb"] = {"loss": 0.5}
+    path.write_text(yaml.safe_dump(data))
+    record = run(path, tmp_path / "run")
+    assert record["adaptation"]["not_applied"] == [{"entry": 0, "action": "fail", "why": "the stream ended first"}]
+    assert record["adaptation"]["failures"] == []
+    assert read_json(RunDir(tmp_path / "run").verdicts)["not_applied"] == [
+        "schedule[0] (fail): not applied: the stream ended first"]
+    assert record["check"]["5"]["ok"]
 
 
 def test_failover_detects_and_removes_a_killed_operator(tmp_path):

@@ -7,7 +7,7 @@ import yaml
 from support import topologies
 from testbed import ROOT
 from testbed.semantics.schedule import rate_profile, send_offsets
-from testbed.semantics.topology import TopologyError, parse_topology
+from testbed.semantics.topology import TopologyError, nominal_times, parse_topology, point_events
 
 
 def with_schedule(schedule=None, adapt=None):
@@ -67,6 +67,23 @@ BAD = {
     "rate too high": ([{"at": 1, "rate": {"stream": 5, "rate": 1e18}}], "schedule[0].rate.rate"),
     "rate too low": ([{"at": 1, "rate": {"stream": 5, "rate": 1e-300}}], "schedule[0].rate.rate"),
     "boolean time": ([{"at": True, "fail": {"host": "h2"}}], "schedule[0].at: true is a boolean"),
+    "placed twice": ([{"at": 1, "after": {"stream": 5, "events": 10}, "fail": {"host": "h2"}}],
+                     "schedule[0]: an entry is placed by exactly one of at (seconds) and after"),
+    "not placed": ([{"fail": {"host": "h2"}}], "schedule[0]: an entry is placed by exactly one of at"),
+    "point of two measures": ([{"after": {"stream": 5, "events": 10, "ts": 4}, "fail": {"host": "h2"}}],
+                              "schedule[0].after: a point is either events or ts"),
+    "point of no measure": ([{"after": {"stream": 5}, "fail": {"host": "h2"}}], "schedule[0].after"),
+    "point of no stream": ([{"after": {"stream": 9, "events": 10}, "fail": {"host": "h2"}}],
+                           "schedule[0].after.stream: no stream 9"),
+    "point at the end": ([{"after": {"stream": 5, "events": 3000}, "fail": {"host": "h2"}}],
+                         "schedule[0].after.events: stream 5 sends 3000 events, and this point is at its end"),
+    "point past the last timestamp": ([{"after": {"stream": 5, "ts": 2999}, "fail": {"host": "h2"}}],
+                                      "schedule[0].after.ts: stream 5 sends 3000 events, and this point is at "
+                                      "its event 3000"),
+    "point of zero events": ([{"after": {"stream": 5, "events": 0}, "fail": {"host": "h2"}}],
+                             "schedule[0].after.events"),
+    "rate after a point": ([{"after": {"stream": 5, "events": 10}, "rate": {"stream": 5, "rate": 9}}],
+                           "schedule[0]: a rate entry is placed by at"),
 }
 
 
@@ -130,3 +147,39 @@ def test_adaptation_experiments_name_adaptive_topologies(tmp_path):
     path.write_text("name: e\nkind: adaptation\nparams: {topology: cbsw1}\n")
     with pytest.raises(ExperimentError, match="params.topology: .*cbsw1 has neither a schedule nor an adapt"):
         load_experiment(path)
+
+
+def test_points_in_stream_terms_order_the_schedule_at_the_streams_pace():
+    """A point is due when its event is (500/s here), so the chain of changes is
+    checked in that order: the fail after event 400 (0.8 s) comes before the
+    recover at 1 s, though the file lists it last."""
+    topo = parse_topology(with_schedule([
+        {"at": 1.0, "recover": {"host": "h2"}},
+        {"after": {"stream": 5, "ts": 100}, "change": {"stream": 5, "operators": ["h3", "h4"]}},
+        {"after": {"stream": 5, "events": 400}, "fail": {"host": "h2"}}]))
+    due = nominal_times(topo)
+    assert due == {0: 1.0, 1: pytest.approx(100 / 500), 2: pytest.approx(399 / 500)}
+    assert point_events(topo.streams[0], topo.schedule[1].after) == 101
+    with pytest.raises(TopologyError, match=r"schedule\[0\]\.recover\.host: 'h2' has not failed"):
+        parse_topology(with_schedule([{"at": 0.5, "recover": {"host": "h2"}},
+                                      {"after": {"stream": 5, "events": 400}, "fail": {"host": "h2"}}]))
+
+
+def test_a_point_on_a_replayed_stream_is_placed_by_events(tmp_path):
+    (tmp_path / "r.csv").write_text("t,v\n" + "".join(f"{i},{i}\n" for i in range(3000)))
+    data = with_schedule([{"after": {"stream": 5, "ts": 10}, "fail": {"host": "h2"}}])
+    data["streams"][0]["replay"] = {"path": str(tmp_path / "r.csv"), "ts": "t", "value": "v"}
+    with pytest.raises(TopologyError, match=r"schedule\[0\]\.after\.ts: stream 5 replays a file"):
+        parse_topology(data)
+    data["schedule"] = [{"after": {"stream": 5, "events": 10}, "fail": {"host": "h2"}}]
+    assert parse_topology(data).schedule[0].after.events == 10
+
+
+def test_pacing_an_experiment_moves_its_points_with_its_events():
+    from testbed.experiments.adaptation import paced
+    data = with_schedule([{"after": {"stream": 5, "events": 1000}, "fail": {"host": "h2"}},
+                          {"after": {"stream": 5, "ts": 2000}, "recover": {"host": "h2"}}])
+    data["streams"][0]["timestamps"] = {"start": 100, "step": 1}
+    slow = paced(data, 0.5)
+    assert slow["schedule"][0]["after"]["events"] == 500 and slow["schedule"][1]["after"]["ts"] == 1050
+    parse_topology(slow)
