@@ -78,12 +78,86 @@ def account(record: RunRecord, rundir: RunDir, sources: pd.DataFrame, deliveries
             "lost_per_operator": r.missing_by_operator,
         }
     dead = {f.what.rsplit(" ", 1)[-1] for f in record.faults if f.what.startswith("receiver")}
+    if record.path is not None and switch is not None:
+        out["where_lost"] = where_lost(record, out["streams"], receivers, received, dead)
     if dead:
         # A receiver that died recorded nothing after its death: what its operator
         # misses is lost there, not in the network.
         out["lost_at_dead_receivers"] = {host: sum(s["lost_per_operator"].get(host, 0)
                                                    for s in out["streams"].values()) for host in sorted(dead)}
     return out
+
+
+def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, dict[str, int]],
+               received: pd.Series, dead: set[str]) -> dict[str, Any]:
+    """Per host, the events lost on its path and the places whose drop counters
+    account for them, in path order (``attribute``).
+
+    Before the switch, a source host's losses are its streams' events the
+    switch never counted: its link end's drops, the switch's end, then the
+    switch's packet socket.  After the switch, an operator host's losses are
+    the copies the switch sent to its port that its receiver never recorded:
+    the switch's send errors, the switch's link end, the operator's end, then
+    its UDP socket.  A receiver that died lost what came after its death."""
+    path, switch = record.path, record.switch
+    socket_stats = switch.socket or {}
+    sources: dict[str, Any] = {}
+    for sid, acct in streams.items():
+        host = record.streams[sid]["source"]
+        if acct["lost_before_switch"] is not None:
+            sources[host] = sources.get(host, 0) + acct["lost_before_switch"]
+    out: dict[str, Any] = {"sources": {}, "operators": {}}
+    for host, lost in sources.items():
+        port = str(record.switch_ports[host])
+        own, far = path.hosts.get(host), path.switch_ports.get(port)
+        places = [("source link end", own.tx_dropped + own.tx_errors if own else 0),
+                  ("switch link end", far.rx_dropped + far.rx_errors if far else 0),
+                  ("switch socket", max(path.switch_sockets.get(port, 0),
+                                        (socket_stats.get(port) or {}).get("rx_dropped", 0)))]
+        out["sources"][host] = {"lost": lost, "where": attribute(lost, places)}
+    for host in record.operator_hosts:
+        port = str(record.switch_ports[host])
+        got = int(received[received.index.get_level_values("operator") == host].sum()) if len(received) else 0
+        lost = switch.ports.get(port, 0) - got
+        if lost <= 0:
+            continue
+        if host in dead:
+            out["operators"][host] = {"lost": lost, "where": {"receiver died": lost}}
+            continue
+        far, own = path.switch_ports.get(port), path.hosts.get(host)
+        places = [("switch send errors", (socket_stats.get(port) or {}).get("tx_errors", 0)),
+                  ("switch link end", far.tx_dropped + far.tx_errors if far else 0),
+                  ("operator link end", own.rx_dropped + own.rx_errors if own else 0),
+                  ("operator socket", (receivers.get(host) or {}).get("rcvbuf_errors", 0))]
+        out["operators"][host] = {"lost": lost, "where": attribute(lost, places)}
+    return out
+
+
+def attribute(lost: int, places: list[tuple[str, int]]) -> dict[str, int]:
+    """``lost`` events spread over ``places`` in path order, each taking at most
+    what its counter says it dropped (counters count every frame, heartbeats
+    too, so they bound rather than name); what no counter covers is ``unknown``."""
+    where: dict[str, int] = {}
+    left = max(0, lost)
+    for place, dropped in places:
+        taken = min(left, max(0, dropped))
+        if taken:
+            where[place] = taken
+        left -= taken
+    if left:
+        where["unknown"] = left
+    return where
+
+
+def where_lost_lines(accounting: dict[str, Any]) -> list[str]:
+    """One line per host that lost events on its path, naming where."""
+    lines = []
+    for side, label in (("sources", "before the switch, from"), ("operators", "after the switch, to")):
+        for host, entry in sorted((accounting.get("where_lost") or {}).get(side, {}).items()):
+            if entry["lost"] > 0:
+                where = ", ".join(f"{place} {n}" for place, n in entry["where"].items())
+                lines.append(f"lost {label} {host}: {entry['lost']} ({where})")
+    return lines
 
 
 @dataclass
@@ -96,6 +170,8 @@ class Verdicts:
     windows_not_computed: Optional[str] = None
     #: Schedule entries that never took effect, each with why.
     not_applied: list[str] = field(default_factory=list)
+    #: Per host that lost events on its path, where (``where_lost_lines``).
+    where_lost: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -126,9 +202,11 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     elif with_windows:
         verdicts.windows_not_computed = f"the Spark application failed: {failure.splitlines()[0]}"
     verdicts.not_applied = not_applied(record)
+    accounting = account(record, rundir, sources, deliveries, verdicts.frames)
+    verdicts.where_lost = where_lost_lines(accounting)
     rundir.write_verdicts(RunVerdicts(
         checked_at=time.time(), ok=verdicts.ok, not_applied=verdicts.not_applied,
-        accounting=account(record, rundir, sources, deliveries, verdicts.frames),
+        accounting=accounting,
         check={str(k): v.as_json() for k, v in verdicts.frames.items()},
         window_check={str(k): v.as_json() for k, v in verdicts.windows.items()},
         windows_not_computed=verdicts.windows_not_computed))
@@ -156,4 +234,4 @@ def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
     for fault in record.faults:
         cause = "as the schedule asked" if fault.planned else f"during the {fault.phase}"
         lines.append(f"{fault.what} {exit_text(fault.exit)} {cause}; its missing events are counted lost there")
-    return lines + verdicts.not_applied
+    return lines + verdicts.where_lost + verdicts.not_applied

@@ -17,10 +17,11 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 from testbed import ROOT
 from testbed.emulation.impairment import Impairment, parse_duration
+from testbed.emulation.pathstats import interface_counters, socket_drops
 from testbed.emulation.procs import register_pid, spawn, stop, wait_ready
 from testbed.rundir import RunDir
 from testbed.semantics.addressing import plan_addresses, subnet
@@ -74,13 +75,15 @@ def _host_class():
 class SplitterNetwork:
     """The emulated network of one run, around a switch of the class it is given.
 
-    ``switch_cls`` is a Mininet switch class (a target's ``SplitterSwitch``);
-    the network does not choose the target, the run's composer does.
+    ``switch_cls`` is a Mininet switch class (a target's ``SplitterSwitch``),
+    built with ``switch_params`` besides its name and run directory; the
+    network does not choose the target, the run's composer does.
     """
 
-    def __init__(self, topo: Topology, switch_cls: type, rundir: RunDir):
+    def __init__(self, topo: Topology, switch_cls: type, rundir: RunDir, switch_params: Optional[dict] = None):
         self.topo = topo
         self.switch_cls = switch_cls
+        self.switch_params = switch_params or {}
         self.rundir = rundir
         self.net = None
         self.switch = None
@@ -98,7 +101,7 @@ class SplitterNetwork:
                       autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
         self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls,
-                                    run_dir=str(self.rundir.root))
+                                    run_dir=str(self.rundir.root), **self.switch_params)
         addresses = plan_addresses(topo)
         prefix = subnet(topo).prefixlen
         ports = topo.switch_ports()
@@ -157,6 +160,25 @@ class SplitterNetwork:
     def host(self, name: str):
         return self.net.get(name)
 
+    def path_counters(self) -> dict[str, Any]:
+        """The drop counters along every host's path (``pathstats``): each host's
+        end of its link, the switch's end per port, and the switch process's
+        packet sockets per port."""
+        hosts = {}
+        for name in self.topo.hosts:
+            intf = self.intf_of(name)
+            hosts[name] = interface_counters(self.host(name).cmd(f"ip -s -j link show {intf}")).get(intf, {})
+        # The switch has a namespace of its own (targets.base): read its ends and sockets there.
+        root = interface_counters(self.switch.cmd("ip -s -j link show"))
+        sockets = socket_drops(self.switch.cmd("ss -0 -m -p -n"), self.switch.proc.pid)
+        switch_ports, switch_sockets = {}, {}
+        for intf, port in self.switch.ports.items():
+            if intf.name == "lo":
+                continue
+            switch_ports[str(port)] = root.get(intf.name, {})
+            switch_sockets[str(port)] = sockets.get(intf.name, 0)
+        return {"hosts": hosts, "switch_ports": switch_ports, "switch_sockets": switch_sockets}
+
     def intf_of(self, host: str) -> str:
         return self.host(host).defaultIntf().name
 
@@ -179,3 +201,4 @@ class SplitterNetwork:
         if self.net is not None:
             self.net.stop()
             self.net = None
+

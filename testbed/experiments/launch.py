@@ -32,7 +32,8 @@ def real_parts(options: RunOptions, console: Console) -> RunParts:
         reason = switch_cls.available()
         return f"cannot run on target {options.target}: {reason}" if reason else analysis.missing()
 
-    return RunParts(network=lambda topo, rundir: SplitterNetwork(topo, switch_cls, rundir),
+    return RunParts(network=lambda topo, rundir: SplitterNetwork(topo, switch_cls, rundir,
+                                                                 {"cpu_policy": options.switch_cpu}),
                     conclude=analysis.conclude, spark=analysis.spark if options.spark else None,
                     missing=missing)
 

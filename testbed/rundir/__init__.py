@@ -8,6 +8,7 @@ from testbed.rundir.paths import ANALYSIS_FIELDS, TABLE_COLUMNS, At, ExperimentD
 from testbed.rundir.record import (
     Fault,
     FrameVerdict,
+    PathCounters,
     RunDirError,
     RunRecord,
     RunVerdicts,
@@ -16,6 +17,6 @@ from testbed.rundir.record import (
 )
 
 __all__ = [
-    "ANALYSIS_FIELDS", "TABLE_COLUMNS", "At", "ExperimentDir", "Fault", "FrameVerdict", "RunDir", "RunDirError",
-    "RunRecord", "RunVerdicts", "SwitchCounters", "WindowVerdict", "read_json", "write_json_atomic",
+    "ANALYSIS_FIELDS", "TABLE_COLUMNS", "At", "ExperimentDir", "Fault", "FrameVerdict", "PathCounters", "RunDir",
+    "RunDirError", "RunRecord", "RunVerdicts", "SwitchCounters", "WindowVerdict", "read_json", "write_json_atomic",
 ]

@@ -74,6 +74,26 @@ class SwitchCounters(Model):
     socket: dict[str, Any] = Field(default_factory=dict, description="the target's socket statistics, if any")
 
 
+class InterfaceCounters(Model):
+    """One network interface's kernel counters (``ip -s link``)."""
+
+    rx_packets: int = 0
+    rx_dropped: int = 0
+    rx_errors: int = 0
+    tx_packets: int = 0
+    tx_dropped: int = 0
+    tx_errors: int = 0
+
+
+class PathCounters(Model):
+    """Drop counters along every host's path to the switch, read after the stream
+    (``testbed.emulation.pathstats``): frames of every kind, heartbeats too."""
+
+    hosts: dict[str, InterfaceCounters] = Field(description="each host's end of its link")
+    switch_ports: dict[str, InterfaceCounters] = Field(description="the switch's end of each link, by port")
+    switch_sockets: dict[str, int] = Field(description="frames the switch's packet socket on each port dropped")
+
+
 class Fault(Model):
     """A process that ended on its own during the run."""
 
@@ -113,6 +133,8 @@ class RunRecord(Model):
         default=None, description="decisions, failures, recoveries, detections of the schedule and policies")
     faults: list[Fault] = Field(default_factory=list, description="processes that ended on their own")
     switch: Optional[SwitchCounters] = Field(default=None, description="the switch's counters after the stream")
+    path: Optional[PathCounters] = Field(default=None, description="the kernel's drop counters along each path")
+    cpu_policy: dict[str, str] = Field(default_factory=dict, description="how each kind of process was scheduled")
     spark: Optional[dict[str, Any]] = Field(
         default=None, description="the Spark application's analysis, or its error with computed: false")
     error: Optional[str] = Field(default=None, description="why the run stopped early")

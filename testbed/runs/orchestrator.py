@@ -68,6 +68,7 @@ class RunOptions:
     spark_master: str = "local[*]"
     pcap: bool = False
     cli: Optional[str] = None       # "before" or "after" the stream: open Mininet's CLI
+    switch_cpu: str = "fifo"        # the switch process's CPU policy (targets.base.CPU_POLICIES)
 
 
 #: Bytes of raw data per event sent and per copy delivered (Parquet, logs), with room to spare,
@@ -159,6 +160,7 @@ class Run:
             if self.options.cli:
                 self.interact()          # with --cli, its `stream` command streams
             self.record.switch = self.switch_counters()
+            self.record.path = self.network.path_counters()
         except BaseException:
             with shield(raise_pending=False):
                 self.stop_and_collect()
@@ -200,6 +202,9 @@ class Run:
         if self.options.pcap:
             self.hosts.start_captures()
         self.record.versions = {**self.record.versions, **self.network.switch.versions()}
+        self.record.cpu_policy = {"switch": self.network.switch.cpu_policy.description,
+                                  "sources, receivers": "SCHED_OTHER, nice 0",
+                                  "spark": "SCHED_IDLE, nice 19" if self.spark is not None else "not running"}
         self.record.links = self.network.link_modes
 
     def program_switch(self) -> None:

@@ -35,6 +35,7 @@ class Switch(Protocol):
 
     name: str
     proc: Process
+    cpu_policy: Any             # how its process is scheduled: ``.name`` and ``.description``
 
     def control_api(self) -> Any: ...
 
@@ -64,6 +65,8 @@ class Network(Protocol):
     def link_down(self, host: str) -> None: ...
 
     def link_up(self, host: str) -> None: ...
+
+    def path_counters(self) -> dict[str, Any]: ...
 
 
 class Spark(Protocol):

@@ -15,6 +15,7 @@ namespace's loopback.
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from mininet.node import Switch
@@ -25,7 +26,27 @@ from testbed.emulation.procs import register_pid, spawn, stop_group, wait_ready
 from testbed.rundir import RunDir
 from testbed.targets.process import SwitchNotReady
 
-__all__ = ["SplitterSwitch", "SwitchNotReady"]
+__all__ = ["CPU_POLICIES", "CpuPolicy", "SplitterSwitch", "SwitchNotReady"]
+
+
+@dataclass(frozen=True)
+class CpuPolicy:
+    """How the switch process is scheduled against the run's other processes."""
+
+    name: str
+    prefix: list[str]           # put before the switch's command line
+    description: str
+
+
+#: ``fifo``: the switch runs in the real-time class (SCHED_FIFO, priority 20) and
+#: takes a core whenever it has frames, ahead of the sources, the receivers and
+#: Spark (itself SCHED_IDLE); the kernel's real-time throttling still leaves the
+#: others 5 % of every second.  ``none``: the default time-sharing class, nice 0,
+#: like the sources and receivers.  Measured in experiments/cpupolicy.yaml.
+CPU_POLICIES = {
+    "fifo": CpuPolicy("fifo", ["chrt", "--fifo", "20"], "SCHED_FIFO, priority 20"),
+    "none": CpuPolicy("none", [], "SCHED_OTHER, nice 0 (the sources' and receivers' class)"),
+}
 
 
 class SplitterSwitch(Switch):
@@ -33,14 +54,14 @@ class SplitterSwitch(Switch):
 
     Parameters (passed through ``net.addSwitch(..., cls=..., **params)``):
     ``run_dir`` (the run's directory: logs go to its ``logs/``), ``control_port`` (loopback TCP port; picked
-    when not given), ``device_id``.
+    when not given), ``device_id``, ``cpu_policy`` (a key of ``CPU_POLICIES``).
     """
 
     #: Short name of the target, recorded in run.json.
     target = ""
 
     def __init__(self, name: str, run_dir: str, control_port: Optional[int] = None,
-                 device_id: int = 0, **kwargs: Any):
+                 device_id: int = 0, cpu_policy: str = "fifo", **kwargs: Any):
         # Mininet derives a datapath id from digits in the name; ours may have none.
         kwargs.setdefault("dpid", "%016x" % (device_id + 1))
         # Mininet's addSwitch passes inNamespace=False; a namespace of its own is the point (see above).
@@ -49,6 +70,7 @@ class SplitterSwitch(Switch):
         self.rundir = RunDir(run_dir)
         self.control_port = control_port or free_loopback_port()
         self.device_id = device_id
+        self.cpu_policy = CPU_POLICIES[cpu_policy]
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = self.rundir.switch_log(name)
 
@@ -104,7 +126,7 @@ class SplitterSwitch(Switch):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
         self.cmd("ip link set lo up")                  # the control port's only way in
-        cmd = ["mnexec", "-a", str(self.pid)] + cmd   # into the node's namespaces
+        cmd = ["mnexec", "-a", str(self.pid)] + self.cpu_policy.prefix + cmd   # into the node's namespaces
         self.proc = spawn(cmd, self.log_path, f"{self.target} switch {self.name}", start_new_session=True)
 
     def wait_ready(self, timeout: float = 30.0) -> None:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import pandas as pd
@@ -60,6 +61,7 @@ class ModelSwitch:
     every event the sources wrote down as sent."""
 
     name = "s1"
+    cpu_policy = SimpleNamespace(name="none", description="the test process's own")
 
     def __init__(self, topo: Topology, rundir: RunDir):
         self.topo, self.rundir = topo, rundir
@@ -125,6 +127,11 @@ class FakeNetwork:
 
     def link_up(self, host: str) -> None:
         self.events.append(f"up {host}")
+
+    def path_counters(self) -> dict[str, Any]:
+        """No kernel in between: nothing dropped anywhere."""
+        return {"hosts": {name: {} for name in self.topo.hosts},
+                "switch_ports": {str(port): {} for port in self.topo.switch_ports().values()}, "switch_sockets": {}}
 
 
 class FailingSpark:

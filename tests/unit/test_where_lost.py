@@ -1,0 +1,89 @@
+"""Where a lost event was lost: the kernel's counters along its path, read and attributed."""
+import json
+
+import pandas as pd
+
+from test_record import judged, oracle_run
+from testbed.analysis.verdicts import attribute, evaluate, verdict_summary
+from testbed.emulation.pathstats import interface_counters, socket_drops
+from testbed.rundir import PathCounters
+from testbed.runs.record import base_record, collect
+from testbed.semantics.plan import SplitterPlan
+
+IP_JSON = json.dumps([{"ifindex": 2, "ifname": "s1-eth1@if3", "stats64": {
+    "rx": {"bytes": 1, "packets": 3003, "errors": 1, "dropped": 7},
+    "tx": {"bytes": 1, "packets": 0, "errors": 0, "dropped": 2}}}])
+SS = ("Netid Recv-Q Send-Q Local Address:Port Peer Address:PortProcess\n"
+      'p_raw 0 0 *:s1-eth1 * users:(("simple_switch",pid=41,fd=9)) skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d825)\n'
+      'p_raw 0 0 *:s1-eth2 * users:(("simple_switch",pid=41,fd=10))\n'
+      "\t skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d3)\n"
+      'p_raw 0 0 *:s1-eth1 * users:(("tcpdump",pid=77,fd=3)) skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d99)\n')
+
+
+def test_interface_counters_read_ip_s_json():
+    assert interface_counters(IP_JSON) == {"s1-eth1": {"rx_packets": 3003, "rx_dropped": 7, "rx_errors": 1,
+                                                       "tx_packets": 0, "tx_dropped": 2, "tx_errors": 0}}
+    assert interface_counters("") == {}
+
+
+def test_socket_drops_are_the_switch_process_own_per_interface():
+    """skmem's d, on the line or the next; another process's socket on the same port is not the switch's."""
+    assert socket_drops(SS, 41) == {"s1-eth1": 825, "s1-eth2": 3}
+    assert socket_drops(SS, 77) == {"s1-eth1": 99}
+    assert socket_drops(SS, 5) == {}
+
+
+def test_attribute_fills_places_in_path_order_and_names_the_rest_unknown():
+    assert attribute(10, [("a", 3), ("b", 0), ("c", 4)]) == {"a": 3, "c": 4, "unknown": 3}
+    assert attribute(2, [("a", 5), ("b", 5)]) == {"a": 2}
+    assert attribute(0, [("a", 5)]) == {}
+
+
+def copies_out(rundir, ports, lost_at):
+    """The switch's per-port copy counters of a run in which one copy to ``lost_at`` went missing."""
+    got = pd.read_parquet(rundir.deliveries)["operator"].value_counts()
+    return {str(ports[op]): int(got[op]) + (op == lost_at) for op in ("h2", "h3", "h4")}
+
+
+def counters(**fields):
+    return {"rx_packets": 0, "rx_dropped": 0, "rx_errors": 0, "tx_packets": 0, "tx_dropped": 0, "tx_errors": 0} | fields
+
+
+def test_every_lost_event_gets_a_place_on_its_path(topo, rundir):
+    """One event never reached the switch (its socket dropped it) and one copy to
+    h3 never reached h3's receiver (h3's end of the link dropped it)."""
+    sliding = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"],
+                                      events=60)], 4)
+    oracle_run(sliding, rundir, lose=(10, "h3"))
+    collect(rundir)
+    record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
+    ports = record.switch_ports
+    record.switch = {"streams": {"3": {"in": 59, "out": 146, "dropped": {}}}, "non_event": 0,
+                     "ports": copies_out(rundir, ports, lost_at="h3")}
+    record.path = PathCounters(
+        hosts={h: counters() for h in ("h1", "h2", "h4")} | {"h3": counters(rx_dropped=1)},
+        switch_ports={str(p): counters() for p in ports.values()},
+        switch_sockets={str(ports["h1"]): 1})
+    rundir.write_record(record)
+    verdicts = evaluate(record, rundir, with_windows=False)
+    where = judged(rundir)["accounting"]["where_lost"]
+    assert where["sources"] == {"h1": {"lost": 1, "where": {"switch socket": 1}}}
+    assert where["operators"]["h3"] == {"lost": 1, "where": {"operator link end": 1}}
+    lines = verdict_summary(record, verdicts)
+    assert "lost before the switch, from h1: 1 (switch socket 1)" in lines
+    assert "lost after the switch, to h3: 1 (operator link end 1)" in lines
+
+
+def test_a_loss_no_counter_explains_is_unknown(topo, rundir):
+    sliding = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"],
+                                      events=60)], 4)
+    oracle_run(sliding, rundir, lose=(10, "h3"))
+    collect(rundir)
+    record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
+    ports = record.switch_ports
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "non_event": 0,
+                     "ports": copies_out(rundir, ports, lost_at="h3")}
+    record.path = PathCounters(hosts={h: counters() for h in ("h1", "h2", "h3", "h4")},
+                               switch_ports={str(p): counters() for p in ports.values()}, switch_sockets={})
+    evaluate(record, rundir, with_windows=False)
+    assert judged(rundir)["accounting"]["where_lost"]["operators"] == {"h3": {"lost": 1, "where": {"unknown": 1}}}
