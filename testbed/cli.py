@@ -4,12 +4,14 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn, Optional
 
 import click
 
+from testbed import ROOT
 from testbed.semantics.limits import MAX_INT64
 from testbed.semantics.topology import TopologyError, resolve_topology
 
@@ -91,6 +93,75 @@ def plan(topology: str, n_events: int, as_json: bool) -> None:
         print_plan(topo, n_events)
 
 
+def _launch_scenario(topo, path: Path, target: Optional[str], out: Path, spark_master: str, no_spark: bool) -> bool:
+    from testbed.experiments.launch import launch
+    from testbed.runs.orchestrator import RunOptions
+
+    return launch(topo, path, RunOptions(target=target or topo.switch.target, out=out, spark=not no_spark,
+                                         spark_master=spark_master))
+
+
+def _repeat(name: str, times: int, out: Optional[Path], run_once) -> NoReturn:
+    """Run ``run_once`` ``times`` times and print how stable each verdict was; exit 0 only if all passed every time."""
+    from testbed.experiments.base import Interrupted
+    from testbed.experiments.repeat import repeat_experiment
+    from testbed.runs.orchestrator import PreflightError
+    from testbed.runs.signals import RunInterrupted
+
+    folder = out or ROOT / "results" / name / f"{time.strftime('%Y%m%d-%H%M%S')}-repeat"
+    with _run_errors():
+        stability = repeat_experiment(name, times, folder, run_once, fatal=(RunInterrupted, Interrupted, PreflightError),
+                                      progress=lambda line: click.echo(line, err=True))
+    click.echo(stability.markdown(), nl=False)
+    click.echo(f"stability: {folder / 'stability.md'}")
+    sys.exit(0 if stability.ok else 1)
+
+
+@main.command("stress")
+@click.option("--suite-runs", type=click.IntRange(min=0, max=100), default=3, show_default=True,
+              help="Runs of the test suite under load.")
+@click.option("--repeat", type=click.IntRange(min=0, max=1000), default=5, show_default=True,
+              help="Repetitions of each scenario under load.")
+@click.option("--scenario", "scenarios", multiple=True, help="A scenario to repeat (default: the shipped nine).")
+@click.option("--load", type=click.IntRange(min=1, max=100), default=50, show_default=True,
+              help="Percent of each core stress-ng keeps busy.")
+@click.option("--pytest-args", default="", help="Arguments for pytest, e.g. '-m unit'.")
+@click.option("--target", type=click.Choice(["model", "bmv2"]), default=None)
+@click.option("--no-spark", is_flag=True)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: results/stress/<id>/.")
+def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], load: int, pytest_args: str,
+                   target: Optional[str], no_spark: bool, out: Optional[Path]) -> None:
+    """Run the test suite and the shipped scenarios on a loaded machine; write a stability table."""
+    import shlex
+
+    from testbed.experiments.base import Interrupted
+    from testbed.experiments.repeat import repeat_experiment
+    from testbed.experiments.stress import SCENARIOS, stress, stress_ng_missing
+    from testbed.runs.orchestrator import PreflightError
+    from testbed.runs.signals import RunInterrupted
+
+    missing = stress_ng_missing()
+    if missing:
+        _refuse(f"cannot load the machine: {missing}")
+    names = list(scenarios or SCENARIOS)
+    loaded = {name: _load(name) for name in names}         # every scenario checked before anything starts
+    progress = lambda line: click.echo(line, err=True)    # noqa: E731
+
+    def repeat_scenario(name: str, times: int, folder: Path):
+        path, topo = loaded[name]
+        return repeat_experiment(name, times, folder,
+                                 lambda o: _launch_scenario(topo, path, target, o, "local[*]", no_spark),
+                                 fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
+
+    folder = out or ROOT / "results" / "stress" / time.strftime("%Y%m%d-%H%M%S")
+    with _run_errors():
+        report = stress(folder, suite_runs, repeat, names if repeat else [], shlex.split(pytest_args), load,
+                        repeat_scenario, progress)
+    click.echo(report.markdown())
+    click.echo(f"stability: {folder / 'stability.md'}")
+    sys.exit(0 if report.ok else 1)
+
+
 @main.command()
 @click.argument("topology")
 def validate(topology: str) -> None:
@@ -112,19 +183,21 @@ def validate(topology: str) -> None:
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
 @click.option("--no-spark", is_flag=True, help="Only record deliveries; skip the windowed computation.")
 @click.option("--pcap", is_flag=True, help="Capture every switch port into pcaps/ (tcpdump).")
+@click.option("--switch-cpu", type=click.Choice(["fifo", "none"]), default="fifo", show_default=True,
+              help="The switch process's CPU policy: fifo (real-time class, ahead of the rest) or none.")
 @click.option("--cli", type=click.Choice(["before", "after"]), is_flag=False, flag_value="before", default=None,
               help="Open Mininet's CLI before streaming (--cli; its `stream` command streams) "
                    "or after it (--cli=after).  Leaving the CLI finishes the run.")
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
         timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False,
-        cli: Optional[str] = None) -> None:
+        cli: Optional[str] = None, switch_cpu: str = "fifo") -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from testbed.experiments.launch import launch
     from testbed.runs.orchestrator import RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
-                         spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli)
+                         spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli, switch_cpu=switch_cpu)
     with _run_errors():
         ok = launch(topo, path, options)
     sys.exit(0 if ok else 1)
@@ -135,8 +208,8 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
 @click.option("--target", type=click.Choice(["model", "bmv2"]), default=None,
               help="Measure on this target only (default: the experiment's targets).")
 @click.option("--quick", is_flag=True, help="The experiment's small size (its quick: section), for tests.")
-@click.option("--repeat", type=click.IntRange(min=1), default=None,
-              help="Repetitions of each point of a timing loop (s4control; the paper used 100).")
+@click.option("--repeat", type=click.IntRange(min=1, max=1000), default=None,
+              help="Run it this many times and report how stable each verdict was (results/<name>/<id>-repeat/).")
 @click.option("--switch-name", default=None,
               help="Name of the Mininet switch in emulation runs (to keep apart from others' runs).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -166,17 +239,25 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
     )
 
     path = None if name == "all" else experiment_path(name)
+    if repeat is not None and name == "all":
+        _refuse("--repeat: name one experiment or scenario, not all")
     if name != "all" and path is None:
+        if repeat is not None:
+            scenario, topo = _load(name)
+            _repeat(name, repeat, out, lambda o: _launch_scenario(topo, scenario, target, o, spark_master, no_spark))
         ctx.invoke(run, topology=name, target=target, out=out, seed=None, timeout=None,
                    spark_master=spark_master, no_spark=no_spark)
         return
     try:
-        settings = Settings(quick=quick, target=target, repeat=repeat, switch_name=switch_name,
+        settings = Settings(quick=quick, target=target, switch_name=switch_name,
                             spark=not no_spark, spark_master=spark_master, params=parse_params(param_pairs))
         loaded = figure_experiments(settings) if path is None else [load_experiment(path, settings)]
     except ExperimentError as err:       # every file is checked before anything starts
         click.echo(f"error: {err}", err=True)
         sys.exit(2)
+    if repeat is not None:
+        (spec, params), = loaded
+        _repeat(spec.name, repeat, out, lambda o: run_experiment(spec, params, settings, o))
     ok = True
     for spec, params in loaded:
         where = out / spec.name if out and name == "all" else out

@@ -31,6 +31,7 @@ KINDS = {
     "control": "testbed.experiments.control:ControlTime",
     "latency": "testbed.experiments.latency:Latency",
     "rates": "testbed.experiments.rates:RateSweep",
+    "cpupolicy": "testbed.experiments.cpupolicy:CpuPolicyCapacity",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "bench": "testbed.experiments.bench.kind:Bench",
     "soak": "testbed.experiments.soak:Soak",

@@ -95,8 +95,8 @@ class Settings:
 
     quick: bool = False
     target: Optional[str] = None          # --target: measure this one only
-    repeat: Optional[int] = None          # --repeat: repetitions of a timing loop
     switch_name: Optional[str] = None     # --switch-name: Mininet switch of emulation runs
+    switch_cpu: str = "fifo"              # the switch's CPU policy in emulation runs (targets.base.CPU_POLICIES)
     spark: bool = True
     spark_master: str = "local[*]"
     #: --param KEY=VALUE: parameters of the file replaced, after quick's (any kind; its Params validate them)
@@ -107,8 +107,6 @@ class Settings:
         out: dict[str, Any] = {}
         if self.target is not None:
             out["targets"] = [self.target]
-        if self.repeat is not None:
-            out["repeat"] = self.repeat
         return out
 
 

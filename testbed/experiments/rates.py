@@ -115,6 +115,14 @@ class RateSweep(ExperimentKind):
 
     Params = RateParams
     paper = {"s4_fig8": paper.S4_FIG_8}
+    #: Whether Spark runs beside the points' switch: the rates are the switch's, so
+    #: here it does not (it would only compete for the CPU); ``cpupolicy`` turns it on.
+    spark_live = False
+
+    @property
+    def policy(self) -> str:
+        """The switch's CPU policy in the points' runs."""
+        return getattr(self, "_policy", self.settings.switch_cpu)
 
     def measure(self) -> dict[str, Any]:
         self.rows: list[dict[str, Any]] = []
@@ -139,9 +147,10 @@ class RateSweep(ExperimentKind):
         stream = topo.streams[0].model_copy(update={"events": events, "rate": offered})
         topo = topo.model_copy(update={"streams": [stream, *topo.streams[1:]]})
         rundir = self.expdir.run(f"{target}-{name}-{len(self.rows):03d}")
-        # The rates are the switch's; Spark would only compete for the CPU.
-        scenario_run(topo, path, target, rundir, replace(self.settings, spark=False))
+        scenario_run(topo, path, target, rundir, replace(self.settings, spark=self.spark_live,
+                                                         switch_cpu=self.policy))
         row = {"target": target, "scenario": name, "phase": phase, "fraction": fraction, "offered": offered,
+               "policy": self.policy, "spark": self.spark_live,
                "events": events, "run_dir": str(rundir.root.relative_to(self.expdir.root)), **point_row(rundir)}
         self.rows.append(row)
         pd.DataFrame(self.rows).to_parquet(self.expdir.rate_points, index=False)

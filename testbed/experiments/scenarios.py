@@ -55,7 +55,7 @@ def scenario_run(topo: Topology, path: Path, target: str, rundir: RunDir, settin
     if settings.switch_name:
         topo = topo.model_copy(update={"switch": topo.switch.model_copy(update={"name": settings.switch_name})})
     options = RunOptions(target=target, out=rundir.root, spark=settings.spark,
-                         spark_master=settings.spark_master, timeout=timeout)
+                         spark_master=settings.spark_master, timeout=timeout, switch_cpu=settings.switch_cpu)
     settings.console.print(f"== {topo.name} on {target}")
     return launch(topo, path, options, settings.console)
 

@@ -7,6 +7,7 @@ Interface and namespace names start with ``$TESTBED_VETH_PREFIX``.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def test_resources_read_back_equals_the_plan(tmp_path, target):
 @needs_root
 @pytest.mark.parametrize("target", TARGETS)
 def test_control_sliding_needs_more_calls_than_tumbling(tmp_path, target):
-    ok, expdir, record = quick("s4control", tmp_path, target, repeat=2)
+    ok, expdir, record = quick("s4control", tmp_path, target, params={"repeat": 2})
     rows = pd.read_parquet(expdir.control_times)
     params = record["params"]
     assert len(rows) == 2 * len(params["n_values"]) * len(params["semantics"])
@@ -112,9 +113,23 @@ def test_rates_output_is_input_times_the_oracles_copies(tmp_path):
     assert_record_and_redraw(expdir, record)
 
 
+@pytest.mark.mininet
+@pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation: {mininet_missing()}")
+def test_cpu_policy_capacity_is_calibrated_once_per_policy(tmp_path):
+    ok, expdir, record = quick("cpupolicy", tmp_path, "model", switch_name="e8")
+    rows = pd.read_parquet(expdir.rate_points)
+    assert ok and set(rows["policy"]) == {"none", "fifo"} and not rows["spark"].any()
+    assert set(record["ours"]["capacity_events_per_s"]["model"]) == {"none", "fifo"}
+    for r in rows.itertuples():
+        run = json.loads((expdir.root / r.run_dir / "run.json").read_text())
+        assert run["cpu_policy"]["switch"] == {"none": "SCHED_OTHER, nice 0 (the sources' and receivers' class)",
+                                               "fifo": "SCHED_FIFO, priority 20"}[r.policy]
+    assert_record_and_redraw(expdir, record)
+
+
 @needs_root
 def test_cli_redraws_an_experiment_directory(tmp_path):
-    ok, expdir, record = quick("s4control", tmp_path, "model", repeat=1)
+    ok, expdir, record = quick("s4control", tmp_path, "model", params={"repeat": 1})
     for f in record["figures"]:
         (expdir.root / f).unlink()
     res = subprocess.run([sys.executable, "-m", "testbed.cli", "plot", str(expdir.root)], cwd=ROOT,

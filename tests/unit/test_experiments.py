@@ -57,23 +57,23 @@ def test_every_experiment_file_loads(quick):
     assert names == {"s4load": "scenarios", "p4ssexp": "scenarios", "s4amp": "rates",
                      "s4resources": "resources", "s4control": "control", "s4latency": "latency",
                      "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
-                     "elastic": "adaptation", "bench": "bench", "soak": "soak"}
+                     "elastic": "adaptation", "bench": "bench", "soak": "soak", "cpupolicy": "cpupolicy"}
 
 
 def test_all_runs_the_paper_figures_and_not_the_bench_or_the_soak():
     chosen = {spec.name for spec, _params in figure_experiments(Settings(quick=True))}
     every = {load_experiment(path)[0].name for path in all_experiments()}
-    assert every - chosen == {"bench", "soak"}
-    for name in ("bench", "soak"):
+    assert every - chosen == {"bench", "soak", "cpupolicy"}
+    for name in ("bench", "soak", "cpupolicy"):
         assert load_experiment(ROOT / "experiments" / f"{name}.yaml")[0].in_figures is False
 
 
 def test_command_line_overrides_reach_only_kinds_that_take_them():
     spec, params = load_experiment(ROOT / "experiments" / "s4control.yaml",
-                                   Settings(quick=True, repeat=7, target="model"))
+                                   Settings(quick=True, target="model", params={"repeat": 7}))
     assert params.repeat == 7 and params.targets == ["model"]
-    spec, params = load_experiment(ROOT / "experiments" / "s4resources.yaml", Settings(repeat=7))
-    assert not hasattr(params, "repeat")
+    spec, params = load_experiment(ROOT / "experiments" / "s4resources.yaml", Settings(target="bmv2"))
+    assert params.targets == ["bmv2"] and not hasattr(params, "repeat")
 
 
 @pytest.mark.parametrize("text, where", [
