@@ -110,7 +110,8 @@ def _repeat(name: str, times: int, out: Optional[Path], run_once) -> NoReturn:
 
     folder = out or ROOT / "results" / name / f"{time.strftime('%Y%m%d-%H%M%S')}-repeat"
     with _run_errors():
-        stability = repeat_experiment(name, times, folder, run_once, fatal=(RunInterrupted, Interrupted, PreflightError),
+        stability = repeat_experiment(name, times, folder, run_once,
+                                      fatal=(RunInterrupted, Interrupted, PreflightError),
                                       progress=lambda line: click.echo(line, err=True))
     click.echo(stability.markdown(), nl=False)
     click.echo(f"stability: {folder / 'stability.md'}")

@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.scenarios import check_scenarios, plan_cost, scenario, scenario_run
+from testbed.experiments.shipped import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir, RunRecord, RunVerdicts
 from testbed.semantics.plan import load_planned
 from testbed.semantics.topology import Topology, parse_topology

@@ -28,7 +28,7 @@ from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.resources import semantic_windows, sweep_topology
-from testbed.experiments.scenarios import check_scenarios
+from testbed.experiments.shipped import check_scenarios
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import OperatorCount, Repeats

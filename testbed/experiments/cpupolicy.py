@@ -4,7 +4,7 @@ On a machine the switch shares with the sources, the receivers and Spark,
 a switch that waits for the CPU overflows its socket buffers and events
 are lost before it.  ``targets.base.CPU_POLICIES`` gives the switch the
 real-time class (``fifo``) or leaves it in the default one (``none``).
-This kind calibrates each target's sustained capacity (``RateSweep.calibrate``:
+This kind calibrates each target's sustained capacity (``RatePoints.capacity``:
 double the rate until a run loses or falls behind, then bisect) once per
 policy, every point a run with the operators' Spark application live, so
 the two policies are compared under the load a real run has.
@@ -18,8 +18,10 @@ import pandas as pd
 from pydantic import Field
 
 from testbed.analysis.plots import plt, save_figure
-from testbed.experiments.base import KindParams
-from testbed.experiments.rates import Calibration, RateSweep, points_ok
+from testbed.experiments.base import ExperimentKind, KindParams
+from testbed.experiments.capacity import Calibration, RatePoints
+from testbed.experiments.rates import points_ok
+from testbed.experiments.shipped import plan_cost, scenario
 from testbed.rundir import ExperimentDir
 from testbed.semantics.strict import EventCount
 
@@ -34,28 +36,29 @@ class PolicyParams(KindParams):
     calibration: Calibration = Calibration()
 
 
-class CpuPolicyCapacity(RateSweep):
+class CpuPolicyCapacity(ExperimentKind):
     """Each target's sustained capacity under each CPU policy of its switch."""
 
     Params = PolicyParams
     paper: dict[str, Any] = {}
 
     def measure(self) -> dict[str, Any]:
-        self.rows: list[dict[str, Any]] = []
-        self.spark_live = self.params.spark
         capacity: dict[str, dict[str, Optional[float]]] = {}
+        rows: list[dict[str, Any]] = []
         for target in self.targets():
             for policy in self.params.policies:
-                self._policy = policy
+                points = RatePoints(self, self.expdir.rate_points, self.params.seconds, self.params.min_events,
+                                    spark=self.params.spark, policy=policy, prefix=f"{policy}-")
+                points.rows = rows           # one table for every policy and target
                 try:
-                    found: Optional[float] = self.calibrate(target)
+                    found: Optional[float] = points.capacity(target, self.params.calibration)
                 except RuntimeError as err:           # not sustained even at the calibration's start
                     self.log(str(err))
                     found = None
                 capacity.setdefault(target, {})[policy] = found
                 self.log(f"{target}, switch {policy}: capacity "
                          f"{'none found' if found is None else f'{found:.0f} events/s'}")
-        pd.DataFrame(self.rows).to_parquet(self.expdir.rate_points, index=False)
+        pd.DataFrame(rows).to_parquet(self.expdir.rate_points, index=False)
         return {"capacity_events_per_s": capacity, "spark_live": self.params.spark,
                 "scenario": self.params.calibration.scenario}
 
@@ -64,7 +67,6 @@ class CpuPolicyCapacity(RateSweep):
 
     @classmethod
     def installs(cls, params: KindParams) -> dict[str, Any]:
-        from testbed.experiments.scenarios import plan_cost, scenario
         return {params.calibration.scenario: plan_cost(scenario(params.calibration.scenario)[1])}
 
     @classmethod

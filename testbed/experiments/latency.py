@@ -29,7 +29,7 @@ from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible
 from testbed.experiments.resources import SEMANTICS
-from testbed.experiments.scenarios import check_scenarios, scenario
+from testbed.experiments.shipped import check_scenarios, scenario
 from testbed.experiments.stamps import SOURCE_PORT, copy_times, time_in_switch
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan

@@ -17,7 +17,6 @@ times the oracle's copies per event.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -27,32 +26,20 @@ from pydantic import Field, field_validator
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.scenarios import check_scenarios, plan_cost, scenario, scenario_run
-from testbed.rundir import ExperimentDir, RunDir
-from testbed.semantics.strict import EventCount, Rate, StrictModel
+from testbed.experiments.capacity import Calibration, RatePoints
+from testbed.experiments.shipped import check_scenarios, plan_cost, scenario
+from testbed.rundir import ExperimentDir
+from testbed.semantics.strict import EventCount, Rate
 
 FIG_8 = "s4_fig8"
-#: A source that achieves less than this share of the offered rate is the
-#: bottleneck itself; doubling further measures the source, not the switch.
-SOURCE_LIMIT = 0.8
-#: A run keeps up when its output rate is at least this share of its input
-#: rate times the copies per event.
-KEEP_UP = 0.9
 #: Amplification lines drawn in the figure (S4 Fig. 8's x1, x2 and the cbsw1 factor).
 GUIDES = (1, 2, 5)
 
 
-class Calibration(StrictModel):
-
-    scenario: str = "cbtw1"
-    start: Rate = 2000
-    max_rate: Rate = 64000
-    refine: int = Field(default=2, ge=0, le=20, description="bisection steps after the first loss")
-
-
 class RateParams(KindParams):
     scenarios: list[str] = Field(default=["cbtw1", "cbsw1", "tbtw1", "tbsw1"], min_length=1)
-    fractions: list[Annotated[float, Field(gt=0, le=100)]] = Field(default=[0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5], min_length=1)
+    fractions: list[Annotated[float, Field(gt=0, le=100)]] = Field(
+        default=[0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5], min_length=1)
     seconds: float = Field(default=2.0, gt=0, le=3600, description="stream duration of each point")
     min_events: EventCount = 200
     #: Events/s per target to take as the capacity instead of measuring it.
@@ -66,125 +53,27 @@ class RateParams(KindParams):
         return names
 
 
-def classify(checks: dict[str, Any]) -> dict[str, int]:
-    """Where a point's copies went wrong, from its run's checks (``testbed.analysis.check``).
-
-    Above a target's capacity events are lost, before the switch or after it
-    (``missing``: the switch saw the event but its copy never arrived): that
-    is the saturation the figure measures.  A copy where the definition puts
-    none (``extra``, which includes a copy at the wrong operator) or twice
-    (``duplicates``) is wrong at any rate: those are ``faults``.
-    """
-    def total(key: str) -> int:
-        return sum(int(c.get(key) or 0) for c in checks.values())
-
-    return {"lost_before_switch_checked": total("lost_before_switch") + total("lost_on_link"),
-            "missing_after_switch": total("missing"),
-            "faults": total("extra") + total("duplicates")}
-
-
-def point_row(rundir: RunDir) -> dict[str, Any]:
-    """What one run says about rates: achieved input, received output, losses."""
-    run, verdicts = rundir.read_record(), rundir.read_verdicts()
-    acct = verdicts.accounting.get("streams", {}) if verdicts else {}
-    sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
-    deliveries = pd.read_parquet(rundir.deliveries, columns=["recv_ns"])
-
-    def rate(ns: pd.Series) -> float:
-        span = (ns.max() - ns.min()) / 1e9 if len(ns) > 1 else 0.0
-        return (len(ns) - 1) / span if span > 0 else float("nan")
-
-    input_rate, output_rate = rate(sources["send_ns"]), rate(deliveries["recv_ns"])
-    copies = (run.expected_deliveries or 0) / max(1, len(sources))
-    # Every loss, wherever it happened: copies that went missing after the switch,
-    # and events that never reached it (the accounting keeps the two apart).
-    lost = sum(s.get("lost", 0) + (s.get("lost_events") or 0) for s in acct.values())
-    return {"sent": len(sources), "input_rate": input_rate,
-            "copies_expected": run.expected_deliveries, "copies_received": len(deliveries),
-            "output_rate": output_rate, "sustained": bool(lost == 0 and output_rate >= KEEP_UP * input_rate * copies),
-            "switch_copies_out": sum(s.get("switch_copies_out") or 0 for s in acct.values()),
-            "lost": lost,
-            "lost_before_switch": sum(s.get("lost_before_switch") or 0 for s in acct.values()),
-            "lost_after_switch": sum(s.get("lost_after_switch") or 0 for s in acct.values()),
-            "checks_ok": verdicts is not None and verdicts.ok,
-            **classify({k: v.model_dump() for k, v in verdicts.check.items()} if verdicts else {})}
-
-
 class RateSweep(ExperimentKind):
     """Calibrate each target's sustained capacity, then sweep every scenario across it."""
 
     Params = RateParams
     paper = {"s4_fig8": paper.S4_FIG_8}
-    #: Whether Spark runs beside the points' switch: the rates are the switch's, so
-    #: here it does not (it would only compete for the CPU); ``cpupolicy`` turns it on.
-    spark_live = False
-
-    @property
-    def policy(self) -> str:
-        """The switch's CPU policy in the points' runs."""
-        return getattr(self, "_policy", self.settings.switch_cpu)
 
     def measure(self) -> dict[str, Any]:
-        self.rows: list[dict[str, Any]] = []
+        points = RatePoints(self, self.expdir.rate_points, self.params.seconds, self.params.min_events)
         capacities = {}
         for target in self.targets():
             given = (self.params.capacity or {}).get(target)
-            capacities[target] = given if given else self.calibrate(target)
+            capacities[target] = given if given else points.capacity(target, self.params.calibration)
             self.log(f"{target}: capacity {capacities[target]:.0f} events/s"
                      f"{' (given)' if given else ' (measured)'}")
             for name in self.params.scenarios:
                 for fraction in self.params.fractions:
-                    self.point(target, name, fraction * capacities[target], "sweep", fraction)
-        pd.DataFrame(self.rows).to_parquet(self.expdir.rate_points, index=False)
-        rows = pd.DataFrame(self.rows)
+                    points.point(target, name, fraction * capacities[target], "sweep", fraction)
+        rows = pd.DataFrame(points.rows)
+        rows.to_parquet(self.expdir.rate_points, index=False)
         return {"capacity_events_per_s": capacities, "saturation": saturation(rows),
                 "overload_losses": overload_losses(rows)}
-
-    def point(self, target: str, name: str, offered: float, phase: str,
-              fraction: Optional[float] = None) -> dict[str, Any]:
-        path, topo = scenario(name)
-        events = max(self.params.min_events, round(offered * self.params.seconds))
-        stream = topo.streams[0].model_copy(update={"events": events, "rate": offered})
-        topo = topo.model_copy(update={"streams": [stream, *topo.streams[1:]]})
-        rundir = self.expdir.run(f"{target}-{name}-{len(self.rows):03d}")
-        scenario_run(topo, path, target, rundir, replace(self.settings, spark=self.spark_live,
-                                                         switch_cpu=self.policy))
-        row = {"target": target, "scenario": name, "phase": phase, "fraction": fraction, "offered": offered,
-               "policy": self.policy, "spark": self.spark_live,
-               "events": events, "run_dir": str(rundir.root.relative_to(self.expdir.root)), **point_row(rundir)}
-        self.rows.append(row)
-        pd.DataFrame(self.rows).to_parquet(self.expdir.rate_points, index=False)
-        return row
-
-    def calibrate(self, target: str) -> float:
-        """The highest input rate (achieved, events/s) that a run of the
-        calibration scenario sustained: double, then bisect."""
-        c = self.params.calibration
-        sustained: Optional[dict[str, Any]] = None
-        failed: Optional[float] = None
-        rate = c.start
-        while rate <= c.max_rate:
-            row = self.point(target, c.scenario, rate, "calibration")
-            if not row["sustained"]:
-                failed = rate
-                break
-            sustained = row
-            if row["input_rate"] < SOURCE_LIMIT * rate:
-                self.log(f"{target}: the source reaches only {row['input_rate']:.0f} of {rate:.0f} events/s")
-                break
-            rate *= 2
-        low = sustained["offered"] if sustained else 0.0
-        for _ in range(c.refine if failed else 0):
-            mid = (low + failed) / 2
-            row = self.point(target, c.scenario, mid, "calibration")
-            if not row["sustained"]:
-                failed = mid
-            else:
-                sustained, low = row, mid
-        if sustained is None:
-            raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
-                               f"lower calibration.start")
-        return float(sustained["input_rate"])
 
     def ok(self, ours: dict[str, Any]) -> bool:
         """Every run finished, none put a copy where it does not belong, and every

@@ -2,7 +2,8 @@
 
 A verdict is any ``ok`` an experiment records: the experiment's own, and
 every ``ok`` inside its numbers (``ours``), such as each scenario run's
-check; for a single scenario, every ``ok`` of its verdicts.json.  ``repeat_experiment`` runs the experiment into ``repeat-1`` ..
+check; for a single scenario, every ``ok`` of its verdicts.json.
+``repeat_experiment`` runs the experiment into ``repeat-1`` ..
 ``repeat-R`` under one folder and writes ``stability.json`` and
 ``stability.md`` beside them: per verdict, how many of the R runs passed.
 A verdict that passed in some runs and not in others is *flaky*; that is

@@ -51,7 +51,7 @@ from testbed.dataplane.model import SplitterPipeline
 from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
-from testbed.experiments.scenarios import check_scenarios, scenario
+from testbed.experiments.shipped import check_scenarios, scenario
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import OperatorCount, StreamCount

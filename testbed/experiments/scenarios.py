@@ -6,58 +6,23 @@ events dropped as too late and the windows that then differ, against the
 lateness its runs allow.  Each scenario is an ordinary run
 (``testbed.runs.orchestrator.Run``) in ``runs/<scenario>/`` of the
 experiment directory; the figure is drawn from the runs' deliveries.
-``scenario_run`` is also how the rate sweep runs its points.
+With a ``calibration``, each target's capacity is measured on this machine
+first (``capacity.RatePoints``) and every scenario runs at a rate it carries.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
 from testbed.analysis.plots import plot_experiment
 from testbed.experiments import paper
-from testbed.experiments.base import ExperimentKind, KindParams, Settings
+from testbed.experiments.base import ExperimentKind, KindParams
+from testbed.experiments.capacity import RatePoints, ScenarioCalibration
+from testbed.experiments.shipped import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir
-from testbed.semantics.plan import SplitterPlan, load_planned
-from testbed.semantics.topology import Topology, TopologyError, distinct, resolve_topology
-
-
-def scenario(name: str) -> tuple[Path, Topology]:
-    path = resolve_topology(name)
-    return path, load_planned(path)[0]     # the plan must fit the switch too
-
-
-def plan_cost(topo: Topology) -> dict[str, int]:
-    """What installing ``topo``'s plan takes (``SplitterPlan.cost``)."""
-    return SplitterPlan(topo).cost()
-
-
-def check_scenarios(names: Iterable[str]) -> None:
-    """Raise ``ValueError`` naming the first scenario that is not a usable topology."""
-    for i, name in enumerate(names):
-        try:
-            scenario(name)
-        except TopologyError as err:
-            raise ValueError(f"[{i}]: {err}") from None
-
-
-def scenario_run(topo: Topology, path: Path, target: str, rundir: RunDir, settings: Settings,
-                 timeout: Optional[float] = None) -> bool:
-    """One emulation run of ``topo`` on ``target`` into ``rundir``; ``True`` when its checks pass.
-
-    ``settings.switch_name`` renames the Mininet switch, so that runs on a
-    shared machine never meet another's interfaces.
-    """
-    from testbed.experiments.launch import launch
-    from testbed.runs.orchestrator import RunOptions
-
-    if settings.switch_name:
-        topo = topo.model_copy(update={"switch": topo.switch.model_copy(update={"name": settings.switch_name})})
-    options = RunOptions(target=target, out=rundir.root, spark=settings.spark,
-                         spark_master=settings.spark_master, timeout=timeout, switch_cpu=settings.switch_cpu)
-    settings.console.print(f"== {topo.name} on {target}")
-    return launch(topo, path, options, settings.console)
+from testbed.semantics.topology import Topology, distinct
 
 
 class ScenarioParams(KindParams):
@@ -66,6 +31,8 @@ class ScenarioParams(KindParams):
     figure: Literal["load", "lateness"] = "load"
     #: None: each topology's own ``switch.target``.
     targets: Optional[list[str]] = None  # type: ignore[assignment]
+    #: None: every scenario at its own rate; else at a rate this machine carries.
+    calibration: Optional[ScenarioCalibration] = None
 
     @field_validator("runs")
     @classmethod
@@ -84,15 +51,36 @@ class ScenarioRuns(ExperimentKind):
 
     def measure(self) -> dict[str, Any]:
         runs: dict[str, Any] = {}
+        capacities: dict[str, float] = {}
         for name in self.params.runs:
             path, topo = scenario(name)
             targets = self.params.targets or [topo.switch.target]
             for target in targets:
                 label = name if len(targets) == 1 else f"{name}-{target}"
+                entry: dict[str, Any] = {}
+                if self.params.calibration is not None:
+                    if target not in capacities:
+                        capacities[target] = self.capacity(target)
+                    topo, entry = calibrated(topo, capacities[target], self.params.calibration.fraction)
                 rundir = self.expdir.run(label)
                 ok = scenario_run(topo, path, target, rundir, self.settings)
-                runs[label] = {"ok": ok, "target": target, "run_dir": str(rundir.root.relative_to(self.expdir.root))}
-        return {"runs": runs}
+                runs[label] = {"ok": ok, "target": target, "run_dir": str(rundir.root.relative_to(self.expdir.root)),
+                               **entry}
+        out: dict[str, Any] = {"runs": runs}
+        if self.params.calibration is not None:
+            # The rates chosen are each run's own (rates, topology_rates, rate_scale).
+            out["calibration"] = {"capacity_events_per_s": capacities, "fraction": self.params.calibration.fraction,
+                                  "scenario": self.params.calibration.scenario}
+        return out
+
+    def capacity(self, target: str) -> float:
+        """This machine's sustained capacity for ``target`` (the calibration's runs go to ``runs/``)."""
+        c = self.params.calibration
+        points = RatePoints(self, self.expdir.raw / f"calibration-{target}.parquet", c.seconds, 200,
+                            prefix="calibration-")
+        found = points.capacity(target, c)
+        self.log(f"{target}: sustained {found:.0f} events/s of {c.scenario} on this machine")
+        return found
 
     def ok(self, ours: dict[str, Any]) -> bool:
         return all(r["ok"] for r in ours["runs"].values())
@@ -107,3 +95,18 @@ class ScenarioRuns(ExperimentKind):
         runs = {label: rundir for label, rundir in runs.items() if rundir.is_run()}
         figure = record["params"].get("figure", "load")
         return [plot_experiment(figure, record["experiment"]["description"], runs, expdir.figure(figure))]
+
+
+def calibrated(topo: Topology, capacity: float, fraction: float) -> tuple[Topology, dict[str, Any]]:
+    """``topo`` with each stream at most at ``fraction`` of ``capacity`` (events/s of
+    a stream with one copy per event, so two packets at the switch), shared
+    among the streams by the packets each event costs: one in, and its copies
+    out.  The events stay as many; a slower rate only makes the run longer."""
+    budget = fraction * capacity * 2                     # packets/s the switch sustained, with headroom
+    cost = {s.id: 1 + s.copies() / s.events for s in topo.streams}
+    demand = sum(s.rate * cost[s.id] for s in topo.streams)
+    scale = min(1.0, budget / demand)
+    streams = [s.model_copy(update={"rate": s.rate * scale}) for s in topo.streams]
+    entry = {"rate_scale": round(scale, 4), "rates": {str(s.id): round(s.rate, 1) for s in streams},
+             "topology_rates": {str(s.id): s.rate for s in topo.streams}}
+    return topo.model_copy(update={"streams": streams}), entry

@@ -189,7 +189,7 @@ class Soak(ExperimentKind):
 
     @classmethod
     def installs(cls, params: KindParams) -> dict[str, Any]:
-        from testbed.experiments.scenarios import plan_cost
+        from testbed.experiments.shipped import plan_cost
         from testbed.semantics.topology import parse_topology
 
         return {"soak": plan_cost(parse_topology(soak_topology(), "soak topology"))}

@@ -106,8 +106,9 @@ class StressReport:
             lines += [f"## Test suite: passed {passed} of {len(self.suite)} runs", "",
                       "| run | passed | failed | skipped | minutes | failed tests |", "|---|---|---|---|---|---|"]
             for i, r in enumerate(self.suite, 1):
-                lines.append(f"| {i} | {r.counts.get('passed', 0)} | {r.counts.get('failed', 0) + r.counts.get('errors', 0)}"
-                             f" | {r.counts.get('skipped', 0)} | {r.seconds / 60:.1f} | {', '.join(r.failed) or '-'} |")
+                failed = r.counts.get("failed", 0) + r.counts.get("errors", 0)
+                lines.append(f"| {i} | {r.counts.get('passed', 0)} | {failed} | {r.counts.get('skipped', 0)} "
+                             f"| {r.seconds / 60:.1f} | {', '.join(r.failed) or '-'} |")
             lines.append("")
         if self.scenarios:
             lines += ["## Scenarios", "", "| scenario | verdict | passed | stable |", "|---|---|---|---|"]

@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional
 from testbed.dataplane.adaptation import Adapter, Decision, ElasticPolicy, ElasticSettings, FailoverPolicy
 from testbed.dataplane.control import Controller
 from testbed.dataplane.liveness import HeartbeatMonitor
-from testbed.semantics.plan import SplitterPlan
 from testbed.rundir import RunDir, read_json
+from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology, WindowSpec, nominal_times
 
 #: How long a change may wait for its boundary; the stream may end first.

@@ -7,8 +7,8 @@ the CLI can print it and exit 2 before anything is started.
 from __future__ import annotations
 
 import ipaddress
-from collections import Counter
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 

@@ -32,7 +32,7 @@ from testbed.experiments.resources import (
     sweep_streams,
     sweep_topology,
 )
-from testbed.experiments.scenarios import scenario
+from testbed.experiments.shipped import scenario
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import WindowSpec
@@ -286,7 +286,7 @@ def test_a_paced_adaptation_keeps_its_timeline_and_scales_every_rate(tmp_path):
 
 def rate_point(**check) -> dict:
     """A rate point's row as ``point_row`` builds it, from one stream's check."""
-    from testbed.experiments.rates import classify
+    from testbed.experiments.capacity import classify
 
     full = {"missing": 0, "extra": 0, "duplicates": 0, "lost_before_switch": 0, "lost_on_link": 0} | check
     # A point's "lost" is every loss: copies missing after the switch and events lost before it.
@@ -324,3 +324,23 @@ def test_rate_point_lossless_but_short_fails():
 
     row = rate_point() | {"copies_received": 99}
     assert points_ok(pd.DataFrame([row])) is False
+
+
+def test_a_calibrated_scenario_runs_at_a_rate_the_machine_carries():
+    """cbsw1 sends each event to 5 operators: 6 packets at the switch per event.
+    A capacity of 4,000 events/s of cbtw1 (2 packets each) at half is 4,000
+    packets/s, so 667 events/s; a fast machine keeps the topology's own rate."""
+    from testbed.experiments.scenarios import calibrated
+
+    topo = scenario("cbsw1")[1]
+    slow, entry = calibrated(topo, 4000, 0.5)
+    assert slow.streams[0].rate == pytest.approx(4000 / 6) and slow.streams[0].events == topo.streams[0].events
+    assert entry["topology_rates"] == {"291": 2000} and entry["rates"] == {"291": 666.7}
+    fast, entry = calibrated(topo, 100_000, 0.5)
+    assert fast.streams[0].rate == 2000 and entry["rate_scale"] == 1.0
+    three = scenario("p4ss")[1]
+    shared, _ = calibrated(three, 1000, 0.5)
+    scales = {s.rate / t.rate for s, t in zip(shared.streams, three.streams)}
+    assert len({round(x, 9) for x in scales}) == 1          # every stream slowed alike
+    demand = sum(s.rate * (1 + s.copies() / s.events) for s in shared.streams)
+    assert demand == pytest.approx(1000)

@@ -28,7 +28,8 @@ def fake_experiment(outcomes):
         if a == "raise":
             raise RuntimeError("the switch died\nwith a long story")
         out.mkdir(parents=True)
-        (out / "experiment.json").write_text(json.dumps({"ok": a, "ours": {"runs": {"a": {"ok": a}, "b": {"ok": True}}}}))
+        record = {"ok": a, "ours": {"runs": {"a": {"ok": a}, "b": {"ok": True}}}}
+        (out / "experiment.json").write_text(json.dumps(record))
     return run_once
 
 

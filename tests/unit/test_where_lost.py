@@ -2,8 +2,8 @@
 import json
 
 import pandas as pd
-
 from test_record import judged, oracle_run
+
 from testbed.analysis.verdicts import attribute, evaluate, verdict_summary
 from testbed.emulation.pathstats import interface_counters, socket_drops
 from testbed.rundir import PathCounters

@@ -70,7 +70,7 @@ class Bench(ExperimentKind):
     def installs(cls, params: KindParams) -> dict[str, Any]:
         """The plans of the runs the bench makes: the rate sweep's and each scale run's."""
         from testbed.experiments.bench.costs import one_stream
-        from testbed.experiments.scenarios import plan_cost
+        from testbed.experiments.shipped import plan_cost
         from testbed.semantics.topology import parse_topology
 
         out = {f"sweep-{rate:g}": plan_cost(parse_topology(one_stream(5, 1, 4, events=params.sweep.events,

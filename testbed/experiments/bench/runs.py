@@ -30,7 +30,7 @@ from testbed.emulation.footprint import TAG_ENV, memory_of
 from testbed.experiments.base import Settings
 from testbed.experiments.bench.costs import one_stream
 from testbed.experiments.bench.files import BenchFiles
-from testbed.experiments.scenarios import scenario_run
+from testbed.experiments.shipped import scenario_run
 from testbed.rundir import RunDir
 from testbed.semantics.strict import EventCount, Rate, StrictModel
 from testbed.semantics.topology import load_topology

@@ -1,0 +1,159 @@
+"""A target's sustained capacity on the machine at hand, measured by emulation runs.
+
+Every point is an ordinary run of a shipped scenario at one offered rate,
+with one row of what it achieved (``point_row``): input and output rates,
+losses before and after the switch, and whether it was *sustained* (nothing
+lost and the output kept up).  ``RatePoints.capacity`` doubles the rate until
+a point is not sustained, then bisects.  The rate sweep (S4 Fig. 8), the
+CPU-policy comparison and calibrated scenario sets all measure through it,
+so a slower machine runs an experiment at a rate it carries instead of
+failing its check.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+from pydantic import Field
+
+from testbed.experiments.base import ExperimentKind
+from testbed.experiments.shipped import scenario, scenario_run
+from testbed.rundir import RunDir
+from testbed.semantics.strict import Rate, StrictModel
+
+#: A source that achieves less than this share of the offered rate is the
+#: bottleneck itself; doubling further measures the source, not the switch.
+SOURCE_LIMIT = 0.8
+#: A run keeps up when its output rate is at least this share of its input
+#: rate times the copies per event.
+KEEP_UP = 0.9
+
+
+class Calibration(StrictModel):
+    """A short measurement of a target's sustained capacity on this machine:
+    runs of ``scenario`` from ``start`` events/s, doubling until one loses or
+    falls behind (or ``max_rate``), then ``refine`` bisection steps."""
+
+    scenario: str = "cbtw1"
+    start: Rate = 2000
+    max_rate: Rate = 64000
+    refine: int = Field(default=2, ge=0, le=20, description="bisection steps after the first loss")
+
+
+class ScenarioCalibration(Calibration):
+    """Rates chosen for this machine: each scenario runs at most at
+    ``fraction`` of the calibrated capacity, shared among the packets each of
+    its events costs the switch (one in, then its copies out)."""
+
+    fraction: float = Field(default=0.5, gt=0, le=1)
+    seconds: float = Field(default=1.0, gt=0, le=60, description="stream duration of each calibration point")
+
+
+def classify(checks: dict[str, Any]) -> dict[str, int]:
+    """Where a point's copies went wrong, from its run's checks (``testbed.analysis.check``).
+
+    Above a target's capacity events are lost, before the switch or after it
+    (``missing``: the switch saw the event but its copy never arrived): that
+    is the saturation the figure measures.  A copy where the definition puts
+    none (``extra``, which includes a copy at the wrong operator) or twice
+    (``duplicates``) is wrong at any rate: those are ``faults``.
+    """
+    def total(key: str) -> int:
+        return sum(int(c.get(key) or 0) for c in checks.values())
+
+    return {"lost_before_switch_checked": total("lost_before_switch") + total("lost_on_link"),
+            "missing_after_switch": total("missing"),
+            "faults": total("extra") + total("duplicates")}
+
+
+def point_row(rundir: RunDir) -> dict[str, Any]:
+    """What one run says about rates: achieved input, received output, losses."""
+    run, verdicts = rundir.read_record(), rundir.read_verdicts()
+    acct = verdicts.accounting.get("streams", {}) if verdicts else {}
+    sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
+    deliveries = pd.read_parquet(rundir.deliveries, columns=["recv_ns"])
+
+    def rate(ns: pd.Series) -> float:
+        span = (ns.max() - ns.min()) / 1e9 if len(ns) > 1 else 0.0
+        return (len(ns) - 1) / span if span > 0 else float("nan")
+
+    input_rate, output_rate = rate(sources["send_ns"]), rate(deliveries["recv_ns"])
+    copies = (run.expected_deliveries or 0) / max(1, len(sources))
+    # Every loss, wherever it happened: copies that went missing after the switch,
+    # and events that never reached it (the accounting keeps the two apart).
+    lost = sum(s.get("lost", 0) + (s.get("lost_events") or 0) for s in acct.values())
+    return {"sent": len(sources), "input_rate": input_rate,
+            "copies_expected": run.expected_deliveries, "copies_received": len(deliveries),
+            "output_rate": output_rate, "sustained": bool(lost == 0 and output_rate >= KEEP_UP * input_rate * copies),
+            "switch_copies_out": sum(s.get("switch_copies_out") or 0 for s in acct.values()),
+            "lost": lost,
+            "lost_before_switch": sum(s.get("lost_before_switch") or 0 for s in acct.values()),
+            "lost_after_switch": sum(s.get("lost_after_switch") or 0 for s in acct.values()),
+            "checks_ok": verdicts is not None and verdicts.ok,
+            **classify({k: v.model_dump() for k, v in verdicts.check.items()} if verdicts else {})}
+
+
+class RatePoints:
+    """Runs of a scenario at offered rates on a target, one row each, kept in
+    ``out`` (a Parquet file rewritten after every run); and the sustained
+    capacity found from them.
+
+    ``spark`` runs the operators' Spark application beside every point (the
+    rates are the switch's, so by default it does not: it would only compete
+    for the CPU); ``policy`` is the switch's CPU policy in them."""
+
+    def __init__(self, kind: ExperimentKind, out: Path, seconds: float, min_events: int, spark: bool = False,
+                 policy: Optional[str] = None, prefix: str = ""):
+        self.kind, self.out = kind, out
+        self.seconds, self.min_events = seconds, min_events
+        self.spark, self.policy = spark, policy or kind.settings.switch_cpu
+        self.prefix = prefix
+        self.rows: list[dict[str, Any]] = []
+
+    def point(self, target: str, name: str, offered: float, phase: str,
+              fraction: Optional[float] = None) -> dict[str, Any]:
+        path, topo = scenario(name)
+        events = max(self.min_events, round(offered * self.seconds))
+        stream = topo.streams[0].model_copy(update={"events": events, "rate": offered})
+        topo = topo.model_copy(update={"streams": [stream, *topo.streams[1:]]})
+        expdir = self.kind.expdir
+        rundir = expdir.run(f"{self.prefix}{target}-{name}-{len(self.rows):03d}")
+        scenario_run(topo, path, target, rundir, replace(self.kind.settings, spark=self.spark,
+                                                         switch_cpu=self.policy))
+        row = {"target": target, "scenario": name, "phase": phase, "fraction": fraction, "offered": offered,
+               "policy": self.policy, "spark": self.spark,
+               "events": events, "run_dir": str(rundir.root.relative_to(expdir.root)), **point_row(rundir)}
+        self.rows.append(row)
+        pd.DataFrame(self.rows).to_parquet(self.out, index=False)
+        return row
+
+    def capacity(self, target: str, c: "Calibration") -> float:
+        """The highest input rate (achieved, events/s) that a run of the
+        calibration scenario sustained: double, then bisect."""
+        sustained: Optional[dict[str, Any]] = None
+        failed: Optional[float] = None
+        rate = c.start
+        while rate <= c.max_rate:
+            row = self.point(target, c.scenario, rate, "calibration")
+            if not row["sustained"]:
+                failed = rate
+                break
+            sustained = row
+            if row["input_rate"] < SOURCE_LIMIT * rate:
+                self.kind.log(f"{target}: the source reaches only {row['input_rate']:.0f} of {rate:.0f} events/s")
+                break
+            rate *= 2
+        low = sustained["offered"] if sustained else 0.0
+        for _ in range(c.refine if failed else 0):
+            mid = (low + failed) / 2
+            row = self.point(target, c.scenario, mid, "calibration")
+            if not row["sustained"]:
+                failed = mid
+            else:
+                sustained, low = row, mid
+        if sustained is None:
+            raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
+                               f"lower calibration.start")
+        return float(sustained["input_rate"])
