@@ -152,3 +152,28 @@ def test_cli_refuses_a_bad_param_before_starting_anything(tmp_path, pair, messag
                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and message in res.stderr and res.stderr.strip().count("\n") == 0
     assert not out.exists()
+
+
+def test_a_bench_holds_its_rates_against_the_previous_one(tmp_path):
+    """The pipeline got 40 % slower since the last bench on this machine: named, with that bench's commit."""
+    from testbed.experiments.bench.baseline import against_baseline
+    from testbed.rundir import ExperimentDir
+
+    def ours(frames_per_s):
+        return {"pipeline": [{"spec": "sliding n=5 slide=1", "decisions_per_s": 90_000.0,
+                              "frames_per_s": frames_per_s}, {"spec": "memory", "peak_bytes": 5}],
+                "oracle": {"spec": "count n=5 slide=1 N=6", "events_per_s": 1000.0}}
+
+    first = ExperimentDir(tmp_path / "bench" / "20260101-000000").create()
+    assert against_baseline(ours(50_000.0), first) is None                 # nothing before it
+    first.write_record({"kind": "bench", "git_revision": "abc1234", "ours": ours(50_000.0)})
+    unrelated = ExperimentDir(tmp_path / "bench" / "20260102-000000").create()
+    unrelated.write_record({"kind": "bench", "git_revision": "def5678", "ours": {"scale": []}})
+    now = ExperimentDir(tmp_path / "bench" / "20260103-000000").create()
+    compared = against_baseline(ours(30_000.0), now)
+    assert compared["baseline_revision"] == "abc1234"          # the newest bench that measured these rates
+    ratios = {r["rate"]: r["ratio"] for r in compared["rates"]}
+    assert ratios == {"pipeline: sliding n=5 slide=1: decisions_per_s": 1.0,
+                      "pipeline: sliding n=5 slide=1: frames_per_s": 0.6,
+                      "oracle: count n=5 slide=1 N=6: events_per_s": 1.0}
+    assert compared["slower"] == ["pipeline: sliding n=5 slide=1: frames_per_s"]

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible
 from testbed.experiments.bench import costs, figures, late, reconfig, runs
+from testbed.experiments.bench.baseline import against_baseline
 from testbed.experiments.bench.costs import CostParams
 from testbed.experiments.bench.files import BenchFiles
 from testbed.experiments.bench.late import LateParams
@@ -98,6 +99,13 @@ class Bench(ExperimentKind):
             self.log(part)
             rows, ours[part] = steps[part]()
             pd.DataFrame(rows).to_parquet(self.files.table(part), index=False)
+        compared = against_baseline(ours, self.expdir)
+        if compared is not None:
+            ours["against_baseline"] = compared
+            for rate in compared["slower"]:
+                row = next(r for r in compared["rates"] if r["rate"] == rate)
+                self.log(f"slower than {compared['baseline_revision']}: {rate} {row['now']:.0f}/s, "
+                         f"{row['ratio']:.2f} x {row['baseline']:.0f}/s")
         return ours
 
     def targets(self) -> list[str]:

@@ -1,0 +1,63 @@
+"""The in-process parts' per-event rates held against the previous bench on this machine.
+
+A slowdown of the oracle or of the embedded target's pipeline should show
+up in the next ``make bench``, with the commit it was measured against.
+Every bench records its rates (events, decisions or frames per second) and
+its git revision; the next one finds the newest earlier bench of the same
+results folder whose record has them, and writes per rate the ratio now /
+then.  A ratio under ``1 - TOLERANCE`` is named *slower*.  Timings on a
+shared machine vary, so a slowdown is reported, never a failed check.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from testbed.rundir import ExperimentDir, read_json
+
+#: The rate columns of the in-process parts' rows.
+RATE_KEYS = ("events_per_s", "decisions_per_s", "frames_per_s")
+PARTS = ("oracle", "pipeline", "lateness")
+#: Below this share of the baseline's rate a rate counts as slower.
+TOLERANCE = 0.2
+
+
+def rates(ours: dict[str, Any]) -> dict[str, float]:
+    """``part: row label: column`` -> rate, for every rate the parts measured."""
+    out = {}
+    for part in PARTS:
+        rows = ours.get(part)
+        for row in [rows] if isinstance(rows, dict) else rows or []:
+            label = row.get("spec") or row.get("event") or ""
+            for key in RATE_KEYS:
+                if isinstance(row.get(key), (int, float)):
+                    out[f"{part}: {label}: {key}"] = float(row[key])
+    return out
+
+
+def earlier_benches(folder: Path, now: ExperimentDir) -> Iterator[tuple[ExperimentDir, dict[str, Any]]]:
+    """Bench results in ``folder`` before ``now``, newest first, with their records."""
+    for path in sorted((p for p in folder.iterdir() if p.is_dir()), reverse=True) if folder.is_dir() else []:
+        expdir = ExperimentDir(path)
+        if expdir.root == now.root or not expdir.record.is_file():
+            continue
+        yield expdir, read_json(expdir.record)
+
+
+def against_baseline(ours: dict[str, Any], now: ExperimentDir) -> Optional[dict[str, Any]]:
+    """This bench's rates against the newest earlier one that measured any of
+    them; ``None`` when there is none (the first bench on this machine)."""
+    current = rates(ours)
+    if not current:
+        return None
+    for expdir, record in earlier_benches(now.root.parent, now):
+        before = rates(record.get("ours") or {})
+        common = [key for key in current if key in before and before[key] > 0]
+        if not common:
+            continue
+        rows = [{"rate": key, "now": round(current[key], 1), "baseline": round(before[key], 1),
+                 "ratio": round(current[key] / before[key], 3)} for key in common]
+        return {"baseline": str(expdir.root), "baseline_revision": record.get("git_revision"),
+                "tolerance": TOLERANCE, "rates": rows,
+                "slower": [r["rate"] for r in rows if r["ratio"] < 1 - TOLERANCE]}
+    return None
