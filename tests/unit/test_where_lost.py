@@ -49,23 +49,29 @@ def counters(**fields):
     return {"rx_packets": 0, "rx_dropped": 0, "rx_errors": 0, "tx_packets": 0, "tx_dropped": 0, "tx_errors": 0} | fields
 
 
-def test_every_lost_event_gets_a_place_on_its_path(topo, rundir):
-    """One event never reached the switch (its socket dropped it) and one copy to
-    h3 never reached h3's receiver (h3's end of the link dropped it)."""
+def lossy_run(topo, rundir, switch_saw: int, hosts: dict, sockets: dict):
+    """A run of 60 events of which the switch saw ``switch_saw`` and whose copy of
+    seq 10 to h3 went missing, with the path counters ``hosts`` (by host) and
+    ``sockets`` (by host, the switch's socket drops on its port)."""
     sliding = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"],
                                       events=60)], 4)
     oracle_run(sliding, rundir, lose=(10, "h3"))
     collect(rundir)
     record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
     ports = record.switch_ports
-    record.switch = {"streams": {"3": {"in": 59, "out": 146, "dropped": {}}}, "non_event": 0,
+    record.switch = {"streams": {"3": {"in": switch_saw, "out": 146, "dropped": {}}}, "non_event": 0,
                      "ports": copies_out(rundir, ports, lost_at="h3")}
-    record.path = PathCounters(
-        hosts={h: counters() for h in ("h1", "h2", "h4")} | {"h3": counters(rx_dropped=1)},
-        switch_ports={str(p): counters() for p in ports.values()},
-        switch_sockets={str(ports["h1"]): 1})
+    record.path = PathCounters(hosts={h: counters(**hosts.get(h, {})) for h in ("h1", "h2", "h3", "h4")},
+                               switch_ports={str(p): counters() for p in ports.values()},
+                               switch_sockets={str(ports[h]): n for h, n in sockets.items()})
     rundir.write_record(record)
-    verdicts = evaluate(record, rundir, with_windows=False)
+    return record, evaluate(record, rundir, with_windows=False)
+
+
+def test_every_lost_event_gets_a_place_on_its_path(topo, rundir):
+    """One event never reached the switch (its socket dropped it) and one copy to
+    h3 never reached h3's receiver (h3's end of the link dropped it)."""
+    record, verdicts = lossy_run(topo, rundir, 59, {"h3": {"rx_dropped": 1}}, {"h1": 1})
     where = judged(rundir)["accounting"]["where_lost"]
     assert where["sources"] == {"h1": {"lost": 1, "where": {"switch socket": 1}}}
     assert where["operators"]["h3"] == {"lost": 1, "where": {"operator link end": 1}}
@@ -75,15 +81,5 @@ def test_every_lost_event_gets_a_place_on_its_path(topo, rundir):
 
 
 def test_a_loss_no_counter_explains_is_unknown(topo, rundir):
-    sliding = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"],
-                                      events=60)], 4)
-    oracle_run(sliding, rundir, lose=(10, "h3"))
-    collect(rundir)
-    record = base_record(sliding, SplitterPlan(sliding), "r1", "model", "t.yaml")
-    ports = record.switch_ports
-    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "non_event": 0,
-                     "ports": copies_out(rundir, ports, lost_at="h3")}
-    record.path = PathCounters(hosts={h: counters() for h in ("h1", "h2", "h3", "h4")},
-                               switch_ports={str(p): counters() for p in ports.values()}, switch_sockets={})
-    evaluate(record, rundir, with_windows=False)
+    lossy_run(topo, rundir, 60, {}, {})
     assert judged(rundir)["accounting"]["where_lost"]["operators"] == {"h3": {"lost": 1, "where": {"unknown": 1}}}
