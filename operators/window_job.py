@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from testbed.semantics.queries import query
+from testbed.semantics.splitting import key_owners
 from testbed.semantics.topology import Stream
 from testbed.semantics.windows import make_assigner, window_owners
 
@@ -105,11 +106,13 @@ def header_windows(events: DataFrame) -> DataFrame:
 
 def reference_windows(events: DataFrame, spec: dict) -> DataFrame:
     """The stream's events as the sources sent them, exploded into every window
-    that holds them by the definitions, each with the operator that owns it."""
+    that holds them by the definitions, each with the operator that owns it
+    (split by key: the operator of the event's key)."""
     w = spec["window"]
     assigner = make_assigner(w["kind"], w["size"], w["slide"])
     operators = list(spec["operators"])
     origin = spec["origin"]
+    by_key = spec.get("split") == "key"
 
     def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
@@ -118,7 +121,12 @@ def reference_windows(events: DataFrame, spec: dict) -> DataFrame:
             out = batch.loc[batch.index.repeat([len(r) for r in ranges])].reset_index(drop=True)
             windows = np.fromiter(chain.from_iterable(ranges), dtype=np.int64, count=len(out))
             out["window"] = windows
-            out["owner"] = window_owners(windows, operators) if len(out) else []
+            if not len(out):
+                out["owner"] = []
+            elif by_key:
+                out["owner"] = key_owners(out["key"].to_numpy(), operators)
+            else:
+                out["owner"] = window_owners(windows, operators)
             yield out
 
     return events.where(F.col("stream") == spec["id"]).select(*VALUE_COLUMNS).mapInPandas(explode, EXPLODED_SCHEMA)
@@ -136,8 +144,8 @@ def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
             .sort_values("send_ns", kind="stable"))
     rows = []
     for ev in sent.itertuples(index=False):
-        for window in oracle.step(ev.seq, ev.ts).windows:
-            rows.append((ev.stream, ev.seq, ev.ts, ev.key, ev.value, int(window), oracle.owner(window)))
+        for window in oracle.step(ev.seq, ev.ts, ev.key).windows:
+            rows.append((ev.stream, ev.seq, ev.ts, ev.key, ev.value, int(window), oracle.owner(window, ev.key)))
     return spark.createDataFrame(pd.DataFrame(rows, columns=EXPLODED_SCHEMA.fieldNames()), EXPLODED_SCHEMA)
 
 

@@ -84,7 +84,12 @@ control MyEgress(inout headers_t hdr,
                 hdr.windows.old_span = 0;
                 hdr.windows.old_stride = 0;
                 hdr.windows.reserved = 0;
-                if (meta.copy.active != 0) {
+                if (meta.win.by_key == 1) {
+                    /* Split by key: the one copy carries every window of the event. */
+                    hdr.windows.window = meta.verdict.window;
+                    hdr.windows.span = meta.copy.active;
+                    hdr.windows.stride = 1;
+                } else if (meta.copy.active != 0) {
                     if (operator_position.apply().hit) {
                         bit<32> back;
                         if (meta.verdict.newest_op >= meta.copy.position) {

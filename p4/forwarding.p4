@@ -10,7 +10,8 @@
  *      previous_spec   stream -> the previous epoch's spec and N, only while
  *                      its windows may still hold events
  *   3. SlideTracker    registers -> (w, c) or a drop reason (slides.p4)
- *   4. unicast         (stream, bank, w) -> egress port, when c == 1
+ *   4. unicast         (stream, bank, w) -> egress port, when c == 1, or
+ *                      (stream, bank, crc32(key) mod N) for a stream split by key
  *      multicast       (stream, bank, w, c) -> multicast group, when c >= 2
  *      handover        (stream, old w, old c, w, c) -> port or group, when
  *                      the event lies in windows of the previous epoch too
@@ -68,8 +69,17 @@ control MyIngress(inout headers_t hdr,
     }
 
     /* ---- operator_count ----------------------------------------------- */
+    /* Round robin over windows: window j to the operator at j mod N. */
     action set_operator_count(bit<32> n) {
         meta.win.n_ops = n;
+        meta.win.by_key = 0;
+    }
+
+    /* One operator per key: crc32(group_key) mod N takes the event with all
+     * of its windows (testbed.semantics.splitting). */
+    action split_by_key(bit<32> n) {
+        meta.win.n_ops = n;
+        meta.win.by_key = 1;
     }
 
     table operator_count {
@@ -77,7 +87,7 @@ control MyIngress(inout headers_t hdr,
             hdr.event.stream : exact @name("stream");
             meta.epoch.bank  : exact @name("bank");
         }
-        actions = { set_operator_count; @defaultonly NoAction; }
+        actions = { set_operator_count; split_by_key; @defaultonly NoAction; }
         const default_action = NoAction();
         size = STREAM_TABLE_SIZE;
     }
@@ -186,7 +196,15 @@ control MyIngress(inout headers_t hdr,
                 if (meta.verdict.old_active > meta.prev.n_ops) {
                     meta.verdict.old_active = meta.prev.n_ops;
                 }
-                if (meta.verdict.old_active != 0) {
+                if (meta.win.by_key == 1) {
+                    /* The key's operator, by its index in the unicast table;
+                     * a stream split by key never changes, so no handover. */
+                    hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,
+                         { hdr.event.group_key }, meta.win.n_ops);
+                    if (!unicast.apply().hit) {
+                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                    }
+                } else if (meta.verdict.old_active != 0) {
                     if (meta.verdict.active == 0) {
                         meta.verdict.newest_op = 0;
                     }

@@ -16,8 +16,8 @@ def first_verdicts(topo: Topology, stream_id: int, k: int) -> list[dict[str, Any
     ev = stream_events(s, topo.seed, limit=k)
     oracle = s.oracle()
     out = []
-    for seq, ts in zip(ev["seq"].tolist(), ev["ts"].tolist()):
-        v = oracle.step(seq, ts)
+    for seq, ts, key in zip(ev["seq"].tolist(), ev["ts"].tolist(), ev["key"].tolist()):
+        v = oracle.step(seq, ts, key)
         row: dict[str, Any] = {"seq": seq, "ts": ts, "operators": list(v.operators)}
         row["windows"] = list(v.windows)
         if v.dropped:

@@ -99,13 +99,14 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
     out = Expectation()
     failed = set(failed)
     link = Counter(link_drops)
-    for seq, ts in zip(sent["seq"].tolist(), sent["ts"].tolist()):
+    keys = sent["key"].tolist() if "key" in sent else [0] * len(sent)
+    for seq, ts, key in zip(sent["seq"].tolist(), sent["ts"].tolist(), keys):
         if link[seq]:
             link[seq] -= 1
             out.lost_on_link.append(seq)
             continue
         before = copy.copy(oracle) if unseen and received is not None and not received[seq] else None
-        verdict = oracle.step(seq, ts)
+        verdict = oracle.step(seq, ts, key)
         if before is not None and verdict.operators:
             oracle, unseen = before, unseen - 1
             out.unseen.append(seq)
@@ -117,7 +118,7 @@ def expected_deliveries(stream: Stream, sent: pd.DataFrame, received: Optional[C
         for op in verdict.operators:
             out.copies[(seq, op)] += 1
             if op in failed:
-                out.owned_by_failed[(seq, op)] = tuple(w for w in verdict.windows if oracle.owner(w) == op)
+                out.owned_by_failed[(seq, op)] = tuple(w for w in verdict.windows if oracle.owner(w, key) == op)
     return out
 
 

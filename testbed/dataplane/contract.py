@@ -146,8 +146,11 @@ SCHEMA: dict[str, TableSpec] = {
                                        Param("fixed_origin", "int", 8), Param("origin", "int", 64),
                                        Param("lateness", "int", 64))),
     }),
+    # N, and how the stream is split: round robin over windows
+    # (set_operator_count) or one operator per key (split_by_key).
     "operator_count": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY),
-                                {"set_operator_count": ActionSpec((Param("n", "int", 32),))}),
+                                {"set_operator_count": ActionSpec((Param("n", "int", 32),)),
+                                 "split_by_key": ActionSpec((Param("n", "int", 32),))}),
     "previous_spec": TableSpec(INGRESS, (STREAM_KEY,), {
         "set_previous": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
                                     Param("extra", "int", 64), Param("size", "int", 64),

@@ -87,7 +87,7 @@ def frames_and_oracle(topo: Topology) -> tuple[list[bytes], dict[tuple[int, int]
         for seq, ts, key, value in zip(ev["seq"].tolist(), ev["ts"].tolist(), ev["key"].tolist(),
                                        ev["value"].tolist()):
             frames.append(template.frame(seq, ts, key, value))
-            expected[(s.id, seq)] = sorted(plan.ports[h] for h in oracle.step(seq, ts).operators)
+            expected[(s.id, seq)] = sorted(plan.ports[h] for h in oracle.step(seq, ts, key).operators)
         per_stream.append(frames)
     interleaved = [f for group in zip(*per_stream) for f in group]
     return interleaved, expected

@@ -105,8 +105,9 @@ def expected_copies(topo: Topology, sends: dict[int, dict]) -> int:
     total = 0
     for s in topo.streams:
         oracle = s.oracle()
-        total += sum(len(oracle.step(seq, ts).operators)
-                     for seq, ts in zip(sends[s.id]["seq"].tolist(), sends[s.id]["ts"].tolist()))
+        sent = sends[s.id]
+        total += sum(len(oracle.step(seq, ts, key).operators)
+                     for seq, ts, key in zip(sent["seq"].tolist(), sent["ts"].tolist(), sent["key"].tolist()))
     return total
 
 

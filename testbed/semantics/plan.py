@@ -33,6 +33,8 @@ HANDOVER = "handover"
 EGRESS_REWRITE = "egress_rewrite"
 OPERATOR_POSITION = "operator_position"
 PREVIOUS_POSITION = "previous_position"
+#: operator_count's action per way of splitting (testbed.semantics.splitting).
+SPLIT_ACTIONS = {"windows": "set_operator_count", "key": "split_by_key"}
 #: Tables whose entries belong to one bank of one stream (their second key is the bank).
 BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST, OPERATOR_POSITION)
 #: Tables that describe one stream's transition: each change replaces their entries.
@@ -195,10 +197,14 @@ class SplitterPlan:
             fixed = 0 if w.origin is None else 1
             spec = TableEntry(WINDOW_SPEC, "set_time_window", (s.id, bank),
                               (w.slide, full, extra, cap, fixed, w.origin or 0, w.lateness))
-        entries = [spec, TableEntry(OPERATOR_COUNT, "set_operator_count", (s.id, bank), (n_ops,))]
+        entries = [spec, TableEntry(OPERATOR_COUNT, SPLIT_ACTIONS[s.split], (s.id, bank), (n_ops,))]
         for i, op in enumerate(s.operators):
             entries.append(TableEntry(UNICAST, "to_operator", (s.id, bank, i), (self.ports[op],)))
             entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.ports[op]), (i,)))
+        if s.split == "key":
+            # Every event goes to one operator, the key's (unicast by its
+            # index), with all of its windows: no groups.
+            return entries
         for newest, active in destination_pairs(w.size, w.slide, n_ops):
             if active < 2:
                 continue

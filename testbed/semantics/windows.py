@@ -20,6 +20,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from testbed.semantics.splitting import key_operator
+
 #: Why an event reached no operator.  The same names are used by the
 #: targets' drop counters and by ``testbed check``.
 NO_WINDOW = "no_window"          # falls in a gap between windows (size < slide)
@@ -292,10 +294,15 @@ class StreamOracle:
 
     def __init__(self, assigner: WindowAssigner, operators: Sequence[str],
                  origin: Optional[int] = None, lateness: int = 0,
-                 changes: Sequence[tuple[int, StreamConfig]] = ()):
+                 changes: Sequence[tuple[int, StreamConfig]] = (), split: str = "windows"):
         # The first epoch's assigner fixes the axis (kind, coordinate) for
         # every epoch: chain_epochs refuses a change of kind.
         self.assigner = assigner
+        #: ``windows``: round robin over windows; ``key``: one operator per key
+        #: (testbed.semantics.splitting), whose configuration never changes.
+        self.split = split
+        if split == "key" and changes:
+            raise ValueError("a stream split by key keeps its windows and operators for the whole run")
         self.epochs = chain_epochs(StreamConfig(assigner, tuple(operators), lateness), changes)
         self.origin = origin
         self.count = 0
@@ -345,6 +352,8 @@ class StreamOracle:
         the newest slide.  A change armed while another waits for its boundary
         replaces that one at the same boundary.
         """
+        if self.split == "key":
+            raise ValueError("a stream split by key keeps its windows and operators for the whole run")
         newest = self.newest_coordinate()
         changes = [(e.start, e.config) for e in self.epochs[1:]]
         waiting = bool(changes) and (newest is None or newest < changes[-1][0])
@@ -381,13 +390,16 @@ class StreamOracle:
         """Global ids of every window, of any epoch, that holds coordinate ``x``."""
         return self.assign(x)[0]
 
-    def owner(self, window: int) -> str:
-        """The operator window ``window`` (a global id) goes to: round robin within its epoch."""
+    def owner(self, window: int, key: int = 0) -> str:
+        """The operator window ``window`` (a global id) goes to: round robin
+        within its epoch, or, split by key, the operator of ``key``."""
+        if self.split == "key":
+            return self.operators[key_operator(key, len(self.operators))]
         epoch = self._epochs[bisect_right(self._firsts, window) - 1]
         return window_owner(window - epoch.first_window, epoch.config.operators)
 
-    def step(self, seq: int, ts: int) -> EventVerdict:
-        """EventVerdict for the next event to arrive."""
+    def step(self, seq: int, ts: int, key: int = 0) -> EventVerdict:
+        """EventVerdict for the next event to arrive (``key`` matters only when split by key)."""
         if self.assigner.is_event_time:
             if self.last_ts is not None and ts < self.last_ts:
                 newest = self.last_ts - (self.origin or 0)
@@ -404,4 +416,6 @@ class StreamOracle:
         windows, operators = self.assign(self.assigner.coordinate(index, ts, self.origin or 0))
         if not windows:
             return EventVerdict(seq, ts, windows, (), NO_WINDOW)
+        if self.split == "key":
+            operators = (self.owner(windows[0], key),)
         return EventVerdict(seq, ts, windows, operators)

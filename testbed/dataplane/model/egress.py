@@ -22,6 +22,8 @@ class Egress:
         event's windows whose operator stands at this port's position, in the
         epoch in force and in the previous one."""
         v = copy.verdict
+        if copy.by_key:
+            return WINDOWS_STRUCT.pack(v.window, v.active, 1, copy.epoch & 0xFFFF, 0, 0, 0, 0)
         window = span = old_window = old_span = 0
         hit = self.tables["operator_position"].get((stream, copy.bank, port))
         if v.active and hit is not None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, WindowParams
 from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame, is_heartbeat_frame
+from testbed.semantics.splitting import key_operator
 
 
 class Forwarding:
     """MyIngress and the PRE over the state (``ControlState``), and the whole switch on one frame."""
 
-    def ingress(self, stream: int, ts: int, nbytes: int = 0) -> Decision:
+    def ingress(self, stream: int, ts: int, nbytes: int = 0, key: int = 0) -> Decision:
         """MyIngress (forwarding.p4): the bank in force (or the other one, at an
         armed change's boundary), its spec and N, the slide tracker, then one
         of the unicast, multicast and transition tables."""
@@ -32,6 +33,7 @@ class Forwarding:
         if spec is None or n_ops_entry is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         n_ops = n_ops_entry[1][0]
+        by_key = n_ops_entry[0] == "split_by_key"
         verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops, prev, switching)
         if isinstance(verdict, str):
             return self._drop(stream, verdict, nbytes)
@@ -39,7 +41,10 @@ class Forwarding:
         # With N or more windows open every operator is hit once.
         active = min(verdict.active, n_ops)
         old_active = min(verdict.old_active, prev.n_ops) if verdict.old_active else 0
-        if old_active == 0:
+        if by_key:
+            # The key's operator by its index in unicast; such a stream never changes.
+            hit = self.tables["unicast"].get((stream, bank, key_operator(key, n_ops)))
+        elif old_active == 0:
             hit = self._destination(stream, bank, verdict.newest, active)
         else:
             # Old windows, and new ones unless active is 0: their union.
@@ -48,7 +53,7 @@ class Forwarding:
         if hit is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         action, (value,) = hit
-        copy = CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0)
+        copy = CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, by_key)
         if action == "to_operator":
             return Decision(port=value, copy=copy)
         return Decision(mgid=value, copy=copy)
@@ -82,8 +87,8 @@ class Forwarding:
             else:
                 self._count("non_event", 0, len(frame))
             return []
-        stream, _f, _seq, ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
-        decision = self.ingress(stream, ts, len(frame))
+        stream, _f, _seq, ts, key, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
+        decision = self.ingress(stream, ts, len(frame), key)
         out = []
         for port in self.replicate(decision):
             rewritten = self.egress(port, frame, self._windows_header(stream, port, decision.copy))

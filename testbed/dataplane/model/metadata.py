@@ -60,6 +60,8 @@ class CopyMeta(NamedTuple):
     verdict: SlideOutcome
     n_ops: int
     old_n_ops: int
+    #: split_by_key's stream: the one copy carries all the event's windows.
+    by_key: bool = False
 
 
 @dataclass
