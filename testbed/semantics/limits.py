@@ -54,6 +54,9 @@ MAX_BW_MBIT = 1000.0
 #: stream of even two events takes over a quarter of an hour between them.
 MAX_RATE = 10_000_000.0
 MIN_RATE = 0.001
+#: A Zipf exponent above this puts all but a vanishing share of the events
+#: on key 0; the bound keeps the sampler's arithmetic in double range.
+MAX_ZIPF_S = 50.0
 #: Schedule times and ramps, seconds: a week is longer than any run.
 MAX_SCHEDULE_S = 7 * 24 * 3600.0
 #: A topology file larger than this is refused before it is parsed; the

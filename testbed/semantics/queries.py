@@ -17,6 +17,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from testbed.semantics.keys import ZipfSampler
+
 #: YSB's event types: the value of an event.
 YSB_VIEW, YSB_CLICK, YSB_PURCHASE = 0, 1, 2
 
@@ -60,6 +62,31 @@ def _ad_events(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray
     return campaign, kind
 
 
+#: Slash's cluster monitoring: jobs and their tasks' CPU use (synthetic; docs/queries.md).
+CM_JOBS = 1000
+CM_JOB_SKEW = 1.0
+#: Slash's read-only count: keys uniform over a 100M-wide range.
+RO_KEY_RANGE = 100_000_000
+
+
+def _cpu_samples(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster monitoring: each event is one task's CPU sample.  The job is
+    Zipf-distributed over ``CM_JOBS`` jobs (a few jobs run most tasks); the
+    utilisation is Beta(2, 5) of one core, in basis points (0..10,000)."""
+    job = ZipfSampler(CM_JOBS, CM_JOB_SKEW).ranks(rng, n) - 1
+    cpu = np.round(rng.beta(2.0, 5.0, n) * 10_000).astype(np.int64)
+    return job, cpu
+
+
+def _keyed_values(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """100 keys, uniform; values uniform in 0..999."""
+    return rng.integers(0, 100, n, dtype=np.int64), rng.integers(0, 1000, n, dtype=np.int64)
+
+
+def _wide_keys(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.integers(0, RO_KEY_RANGE, n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+
+
 QUERIES: dict[str, QueryDef] = {q.kind: q for q in (
     QueryDef("count", result="n", draw=_uniform_values),
     QueryDef("sum", result="sum", draw=_uniform_values),
@@ -71,6 +98,13 @@ QUERIES: dict[str, QueryDef] = {q.kind: q for q in (
     # Yahoo Streaming Benchmark: views per campaign and window.
     QueryDef("ysb_campaign_count", result="n", key="group", group_by_key=True, only_value=YSB_VIEW,
              draw=_ad_events),
+    # Per key and window: how many events, and their mean value.
+    QueryDef("count_by_key", result="n", key="group", group_by_key=True, draw=_keyed_values),
+    QueryDef("mean_by_key", result="mean", key="group", group_by_key=True, draw=_keyed_values),
+    # Slash's CM: mean CPU utilisation per job and window.
+    QueryDef("cm", result="mean", key="group", group_by_key=True, draw=_cpu_samples),
+    # Slash's RO: occurrences per key and window.
+    QueryDef("ro", result="n", key="group", group_by_key=True, draw=_wide_keys),
 )}
 
 QUERY_KINDS = tuple(QUERIES)

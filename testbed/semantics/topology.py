@@ -24,11 +24,14 @@ from pydantic import (
 
 from testbed import ROOT
 from testbed.semantics import limits, strict
+from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
-from testbed.semantics.queries import QUERY_KINDS
+from testbed.semantics.queries import QUERIES, QUERY_KINDS, query
 from testbed.semantics.replay import resolve_replays
 from testbed.semantics.schedule import Adapt, ScheduleEntry, ScheduleError, StreamPoint, last_send, rate_profile
-from testbed.semantics.strict import FieldError as _FieldError, StrictModel
+from testbed.semantics.splitting import SPLITS
+from testbed.semantics.strict import FieldError as _FieldError
+from testbed.semantics.strict import StrictModel
 from testbed.semantics.windows import (
     MAX_LATE_SLIDES,
     StreamConfig,
@@ -144,6 +147,27 @@ class Query(StrictModel):
     kind: Literal[QUERY_KINDS] = "count"  # type: ignore[valid-type]
 
 
+class Keys(StrictModel):
+    """How a generated stream draws its keys, instead of the query's own draw
+    (``testbed.semantics.keys``): ``uniform`` over ``0 .. n-1``, or ``zipf``
+    with exponent ``s``, key ``k`` drawn with probability proportional to
+    ``1 / (k + 1)**s``, so key 0 is the most frequent."""
+
+    distribution: Literal["uniform", "zipf"]
+    n: Annotated[int, at_most(MAX_INT64, "keys are 64-bit signed integers in the raw data and on Spark")] = \
+        Field(gt=0, description="how many distinct keys")
+    s: Optional[float] = Field(default=None, gt=0, le=limits.MAX_ZIPF_S, allow_inf_nan=False,
+                               description="zipf exponent; s = 0 is the uniform distribution")
+
+    @model_validator(mode="after")
+    def _exponent(self):
+        if self.distribution == "zipf" and self.s is None:
+            raise _FieldError("s", "a zipf distribution needs its exponent s (> 0; for s = 0 use uniform)")
+        if self.distribution == "uniform" and self.s is not None:
+            raise _FieldError("s", "only a zipf distribution has an exponent")
+        return self
+
+
 class Disorder(StrictModel):
     """Send ``fraction`` of the events late: each such event goes out after the
     events up to ``max_delay`` timestamp units newer than itself."""
@@ -173,7 +197,12 @@ class Stream(StrictModel):
     timestamps: Timestamps = Timestamps()
     query: Query = Query()
     replay: Optional[Replay] = None
+    dataset: Optional[Dataset] = None
     perturb: Optional[Perturb] = None
+    keys: Optional[Keys] = None
+    #: ``windows``: window j to operator j mod N (the papers'); ``key``:
+    #: every event to operator crc32(key) mod N (testbed.semantics.splitting).
+    split: Literal[SPLITS] = "windows"  # type: ignore[valid-type]
 
     @field_validator("operators")
     @classmethod
@@ -181,17 +210,41 @@ class Stream(StrictModel):
         return distinct(ops, "operator hosts")
 
     @model_validator(mode="after")
+    def _sources_of_events(self):
+        if self.replay is not None and self.dataset is not None:
+            raise _FieldError("dataset", "a stream replays a file or a dataset, not both")
+        if self.keys is not None and (self.replay is not None or self.dataset is not None):
+            raise _FieldError("keys", "the keys of a replayed stream come from its data")
+        if self.dataset is not None:
+            try:
+                held = dataset_size(self.dataset)
+            except DatasetError as err:
+                raise _FieldError("dataset", str(err)) from None
+            if self.events > held:
+                raise _FieldError("events", f"{self.events} events, but dataset {self.dataset.name} holds {held}")
+        if self.split == "key" and not query(self.query.kind).group_by_key:
+            keyed = ", ".join(q.kind for q in QUERIES.values() if q.group_by_key)
+            raise _FieldError("split", f"split: key gives each key's windows to one operator, so the query must "
+                                       f"group by key ({keyed}), not {self.query.kind}")
+        return self
+
+    @model_validator(mode="after")
     def _timestamps_fit(self):
-        if self.replay is None and self.timestamps.last(self.events) > MAX_INT64:
+        if self.generated and self.timestamps.last(self.events) > MAX_INT64:
             raise _FieldError("timestamps", f"start + (events-1)*step = {self.timestamps.last(self.events)} "
                                             f"exceeds {MAX_INT64}, the largest timestamp the raw data holds")
         disorder = self.perturb.disorder if self.perturb else None
-        if self.replay is None and disorder and self.timestamps.last(self.events) + disorder.max_delay > MAX_INT64:
+        if self.generated and disorder and self.timestamps.last(self.events) + disorder.max_delay > MAX_INT64:
             # The source orders late events by timestamp + delay, in 64 bits.
             raise _FieldError("perturb.disorder.max_delay",
                               f"the last timestamp {self.timestamps.last(self.events)} plus {disorder.max_delay} "
                               f"exceeds {MAX_INT64}, the largest the source can order by")
         return self
+
+    @property
+    def generated(self) -> bool:
+        """Whether the testbed draws the events (else a replay file or a dataset holds them)."""
+        return self.replay is None and self.dataset is None
 
     @property
     def label(self) -> str:
@@ -205,7 +258,7 @@ class Stream(StrictModel):
         """The reference splitter for this stream (``docs/windows.md``), with
         the changes that took effect during a run, ``(start, config)``."""
         return StreamOracle(self.window.assigner(), self.operators, self.window.origin, self.window.lateness,
-                            changes)
+                            changes, self.split)
 
     def config(self, window: Optional["WindowSpec"] = None,
                operators: Optional[Sequence[str]] = None) -> StreamConfig:
@@ -227,6 +280,10 @@ class Stream(StrictModel):
         event could lie in windows of the epoch before the old one, which the
         splitter no longer holds (it keeps two configurations per stream).
         """
+        if self.split == "key":
+            raise _FieldError("split", f"stream {self.label} is split by key: its windows and operators stay as "
+                                       f"they are for the whole run (a change would move keys between operators "
+                                       f"in the middle of their windows)")
         self.config(new.window, new.operators)
         if new.window.lateness > self.window.lateness:
             raise ValueError(f"stream {self.label}: window.lateness cannot grow at run time "
@@ -512,9 +569,16 @@ def check_schedule(topo: "Topology") -> None:
         for i, e in enumerate(topo.adapt.elastic):
             if e.stream not in streams:
                 raise ScheduleError(f"adapt.elastic[{i}].stream", f"no stream {e.stream}")
+            if streams[e.stream].split == "key":
+                raise ScheduleError(f"adapt.elastic[{i}].stream", f"stream {e.stream} is split by key, so its N "
+                                                                  f"stays fixed for the run")
             for j, host in enumerate(e.pool):
                 if host not in topo.hosts or host == streams[e.stream].source:
                     raise ScheduleError(f"adapt.elastic[{i}].pool[{j}]", f"{host!r} cannot be an operator")
+        keyed = [s.id for s in topo.streams if s.split == "key"]
+        if topo.adapt.failover and keyed:
+            raise ScheduleError("adapt.failover", f"stream {keyed[0]} is split by key, and failover would move "
+                                                  f"its keys to other operators mid-window")
 
 
 def nominal_times(topo: "Topology") -> dict[int, float]:
@@ -551,7 +615,7 @@ def point_events(stream: "Stream", point: StreamPoint) -> Optional[int]:
     ``ts`` point of a replayed stream, whose timestamps are in its file."""
     if point.events is not None:
         return point.events
-    if stream.replay is not None:
+    if not stream.generated:
         return None
     t = stream.timestamps
     if point.ts <= t.start:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from testbed.semantics.datasets import dataset_events
+from testbed.semantics.keys import draw_keys
 from testbed.semantics.limits import MAX_INT64
 from testbed.semantics.queries import query
 from testbed.semantics.replay import read_replay
@@ -26,10 +28,16 @@ def stream_events(stream: Stream, seed: int, limit: int | None = None) -> dict[s
     n = stream.events if limit is None else min(limit, stream.events)
     if stream.replay is not None:
         return replay_events(stream, n)
+    if stream.dataset is not None:
+        return dataset_events(stream.dataset, n)
     k = np.arange(n, dtype=np.uint64)
     ts = np.uint64(stream.timestamps.start) + k * np.uint64(stream.timestamps.step)
     rng = np.random.default_rng([seed, stream.id])
     key, value = query(stream.query.kind).draw(rng, n)
+    if stream.keys is not None:
+        # Its own generator: choosing a key distribution leaves the values as they were.
+        k_spec = stream.keys
+        key = draw_keys(np.random.default_rng([seed, stream.id, 2]), n, k_spec.distribution, k_spec.n, k_spec.s)
     return {"seq": k.astype(np.int64), "ts": ts.astype(np.int64), "key": key, "value": value}
 
 

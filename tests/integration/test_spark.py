@@ -27,15 +27,16 @@ STREAMS = [
 ]
 
 
-def make_run_dir(tmp_path, drop_one=False, change=None, lose=()):
+def make_run_dir(tmp_path, drop_one=False, change=None, lose=(), streams=None):
     """A run directory as the emulation leaves it, with deliveries as the
     pipeline model makes them (Windows headers included).  ``change``:
     ``(seq, stream id, new window, new operators)``, armed before that event;
-    ``lose``: (stream id, seq) of events sent but lost before the switch."""
+    ``lose``: (stream id, seq) of events sent but lost before the switch;
+    ``streams``: stream dicts instead of ``STREAMS``'."""
     ops = ["o1", "o2", "o3"]
-    streams = [topologies.stream(i + 1, window, ops[:n_ops], source="src", events=400, rate=1000,
-                                 query={"kind": query}, timestamps={"start": 5, "step": 3})
-               for i, (window, query, n_ops) in enumerate(STREAMS)]
+    streams = streams or [topologies.stream(i + 1, window, ops[:n_ops], source="src", events=400, rate=1000,
+                                            query={"kind": query}, timestamps={"start": 5, "step": 3})
+                          for i, (window, query, n_ops) in enumerate(STREAMS)]
     path = topologies.write(tmp_path / "topology.yaml",
                             topologies.topology_data(streams, ["src"] + ops, name="sp"))
     topo = load_topology(path)
@@ -114,6 +115,39 @@ def test_operators_equal_centralized_run_local(tmp_path):
     assert all(r["p50"] == pytest.approx(1.0) for r in analysis["latency_us"])
     complete = {r["stream"]: (r["complete"], r["windows"]) for r in analysis["completeness"]}
     assert all(done == total > 0 for done, total in complete.values()), complete
+
+
+def test_key_split_streams_and_slashs_workloads_equal_the_reference(tmp_path):
+    """Streams split by key (Zipf keys, sliding count and time windows), and
+    Slash's CM and RO: every window equals the centralized reference, and a
+    key-split stream's (window, key) rows come from the key's operator alone."""
+    from testbed.semantics.splitting import key_owners
+
+    ops = ["o1", "o2", "o3"]
+    zipf = {"distribution": "zipf", "s": 1.2, "n": 50}
+    common = {"source": "src", "events": 600, "rate": 1000, "timestamps": {"start": 5, "step": 3}}
+    streams = [
+        topologies.stream(1, {"kind": "count", "size": 5, "slide": 2}, ops, split="key", keys=zipf,
+                          query={"kind": "count_by_key"}, **common),
+        topologies.stream(2, {"kind": "time", "size": 30, "slide": 12, "lateness": 24}, ops[:2], split="key",
+                          query={"kind": "mean_by_key"}, **common),
+        topologies.stream(3, {"kind": "time", "size": 60, "slide": 60}, ops, query={"kind": "cm"}, **common),
+        topologies.stream(4, {"kind": "count", "size": 100, "slide": 100}, ops, split="key",
+                          query={"kind": "ro"}, **common),
+    ]
+    topo, rundir = make_run_dir(tmp_path, streams=streams)
+    run_app(topo, rundir, "local[2]")
+    results = check_windows(rundir)
+    assert set(results) == {1, 2, 3, 4}
+    for sid, r in results.items():
+        assert r.ok and r.reference > 20, (sid, r.as_json())
+    windows = pd.read_parquet(rundir.windows)
+    for s in topo.streams:
+        rows = windows[windows["stream"] == s.id]
+        if s.split == "key":
+            assert (rows["operator"].to_numpy() == key_owners(rows["key"].to_numpy(), s.operators)).all()
+            assert rows.groupby(["window", "key"]).size().max() == 1
+    assert windows[windows["stream"] == 4]["key"].max() > 10**7        # RO's keys span 100M
 
 
 def test_operators_learn_their_windows_across_a_change(tmp_path):
