@@ -355,11 +355,13 @@ def plot(run_dir: Path) -> None:
 
 @main.command()
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the docs differ from what the results give.")
-def report(check: bool) -> None:
+@click.option("--only", "only", multiple=True, metavar="NAME",
+              help="Rewrite only these experiments' numbers (repeatable); the others stay as they are.")
+def report(check: bool, only: tuple[str, ...]) -> None:
     """Write the docs' generated parts: the evaluation's numbers from results/, the run record's schema."""
     from testbed.experiments.report import report as write_report
 
-    changed = write_report(check=check)
+    changed = write_report(check=check, names=list(only) or None)
     for path in changed:
         click.echo(f"{path}: {'differs from the results' if check else 'rewritten'}")
     if not changed:

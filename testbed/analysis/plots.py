@@ -164,7 +164,8 @@ def lateness_table(runs: dict[str, RunDir]) -> pd.DataFrame:
         for sid, stream in record.streams.items():
             window = stream["window"]
             frames, windows = verdicts.check[sid], verdicts.window_check.get(sid)
-            rows.append({"run": name, "lateness_slides": window["lateness"] / window["slide"],
+            rows.append({"run": name, "lateness": window["lateness"],
+                         "lateness_slides": window["lateness"] / window["slide"],
                          "too_late": frames.undelivered_by_design.get("too_late", 0),
                          "sent": frames.sent,
                          "windows": windows.reference_windows if windows else None,
@@ -175,14 +176,16 @@ def lateness_table(runs: dict[str, RunDir]) -> pd.DataFrame:
 
 def plot_lateness(runs: dict[str, RunDir], ax_pair) -> pd.DataFrame:
     table = lateness_table(runs)
-    x = [f"L = {v:g} slides" for v in table["lateness_slides"]]
+    x = [f"L = {v:g}\n({s:.2g} slides)" for v, s in zip(table["lateness"], table["lateness_slides"])]
     ax_pair[0].bar(x, table["too_late"])
     ax_pair[0].set_ylabel("events dropped as too late")
     ax_pair[1].bar(x, table["windows_differing"].fillna(0))
     ax_pair[1].set_ylabel("windows differing from the reference")
     for ax, col, total in zip(ax_pair, ("too_late", "windows_differing"), ("sent", "windows")):
         for i, (v, of) in enumerate(zip(table[col].fillna(0), table[total].fillna(0))):
-            ax.text(i, v, f"{v:.0f} of {of:.0f}", ha="center", va="bottom")
+            ax.text(i, v, f"{v:.0f}\nof {of:.0f}", ha="center", va="bottom", fontsize=7)
+        ax.margins(y=0.2)
+        ax.tick_params(axis="x", labelsize=8)
     return table
 
 

@@ -11,6 +11,8 @@ kind is a module and one line in ``KINDS``:
 - ``control``: time to install one stream against N (S4 Fig. 9);
 - ``latency``: time a frame spends in the switch, against plain forwarding (S4 Table V);
 - ``rates``: output against input rate up to and past saturation (S4 Fig. 8);
+- ``variants``: one topology with a patch per run (real-world data against
+  lateness; window splitting against key splitting under skew; issue 24);
 - ``adaptation``: a topology whose streams change, fail or scale while they
   run (P4SS's adaptability; issue 9);
 - ``bench``: the testbed's own speed and memory (``make bench``; package ``bench``);
@@ -33,6 +35,7 @@ KINDS = {
     "rates": "testbed.experiments.rates:RateSweep",
     "cpupolicy": "testbed.experiments.cpupolicy:CpuPolicyCapacity",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
+    "variants": "testbed.experiments.variants:Variants",
     "bench": "testbed.experiments.bench.kind:Bench",
     "soak": "testbed.experiments.soak:Soak",
 }

@@ -57,7 +57,8 @@ def test_every_experiment_file_loads(quick):
     assert names == {"s4load": "scenarios", "p4ssexp": "scenarios", "s4amp": "rates",
                      "s4resources": "resources", "s4control": "control", "s4latency": "latency",
                      "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
-                     "elastic": "adaptation", "bench": "bench", "soak": "soak", "cpupolicy": "cpupolicy"}
+                     "elastic": "adaptation", "bench": "bench", "soak": "soak", "cpupolicy": "cpupolicy",
+                     "flights": "variants", "skew": "variants", "slash": "scenarios"}
 
 
 def test_all_runs_the_paper_figures_and_not_the_bench_or_the_soak():
@@ -344,3 +345,41 @@ def test_a_calibrated_scenario_runs_at_a_rate_the_machine_carries():
     assert len({round(x, 9) for x in scales}) == 1          # every stream slowed alike
     demand = sum(s.rate * (1 + s.copies() / s.events) for s in shared.streams)
     assert demand == pytest.approx(1000)
+
+
+# -- variants: one topology, a patch per run -------------------------------------
+def test_variant_patches_merge_into_every_stream_and_are_validated():
+    from testbed.experiments.variants import merged, variant
+
+    assert merged({"a": {"b": 1, "c": 2}, "d": [1]}, {"a": {"b": 5}, "d": [2]}) == {"a": {"b": 5, "c": 2}, "d": [2]}
+    _path, topo = scenario("skew")
+    keyed = variant(topo, "k", {"split": "key", "keys": {"s": 1.5}}, "skew.yaml")
+    assert keyed.streams[0].split == "key" and keyed.streams[0].keys.s == 1.5
+    assert keyed.streams[0].keys.n == topo.streams[0].keys.n          # the rest of the mapping stays
+    with pytest.raises(Exception, match=r"^skew\.yaml \(variant bad\): streams\[0\]\.keys\.s: .*greater than 0$"):
+        variant(topo, "bad", {"keys": {"s": -1}}, "skew.yaml")
+
+
+def test_flights_fails_when_its_widest_lateness_leaves_a_window_differing(tmp_path):
+    from testbed.experiments.variants import Variants
+
+    spec, params = load_experiment(ROOT / "experiments" / "flights.yaml", Settings(quick=True))
+    kind = Variants(spec, params, Settings(quick=True), ExperimentDir(tmp_path))
+    runs = {"L0h-model": {"ok": True, "target": "model", "variant": "L0h"},
+            "L12h-model": {"ok": True, "target": "model", "variant": "L12h"}}
+    exact = {"too_late": 0, "windows_differing": 0}
+    assert kind.ok({"runs": runs, "table": {"L0h-model": {"too_late": 9, "windows_differing": 9},
+                                            "L12h-model": exact}})
+    assert not kind.ok({"runs": runs, "table": {"L0h-model": exact,
+                                                "L12h-model": {"too_late": 0, "windows_differing": 1}}})
+    assert not kind.ok({"runs": runs, "table": {}})                    # no numbers: nothing shown exact
+    with pytest.raises(Exception, match=r"params\.exact: 'L6h' is not one of the variants"):
+        load_experiment(ROOT / "experiments" / "flights.yaml", Settings(params={"exact": ["L6h"]}))
+
+
+def test_key_skew_reads_the_exponent_of_a_stream_record():
+    from testbed.experiments.variants import key_skew
+
+    assert key_skew({"keys": {"distribution": "zipf", "s": 1.5, "n": 3}}) == 1.5
+    assert key_skew({"keys": {"distribution": "uniform", "n": 3, "s": None}}) == 0.0
+    assert key_skew({}) == 0.0
