@@ -251,7 +251,10 @@ class Stream(StrictModel):
         return self.name or str(self.id)
 
     def copies(self) -> int:
-        """At most how many copies of the stream's events reach operators (each reaches <= min(cap, N))."""
+        """At most how many copies of the stream's events reach operators (each reaches <= min(cap, N);
+        split by key, one)."""
+        if self.split == "key":
+            return self.events
         return self.events * min(max_windows(self.window.size, self.window.slide), len(self.operators))
 
     def oracle(self, changes: Sequence[tuple[int, StreamConfig]] = ()) -> StreamOracle:

@@ -138,3 +138,31 @@ def test_cli_redraws_an_experiment_directory(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert all((expdir.root / f).exists() for f in record["figures"])
+
+
+@pytest.mark.mininet
+@pytest.mark.spark
+@pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation: {mininet_missing()}")
+def test_skew_splits_by_windows_evenly_and_by_key_by_the_keys(tmp_path):
+    """The quick skew experiment (Zipf s = 1.5, N = 4): split by windows, every
+    operator gets the same share; split by key, the copies follow the keys'
+    owners exactly, so the hot key's operator carries more than its share,
+    and holds fewer distinct keys per window.  Every window equals the reference."""
+    from testbed.analysis.spark import spark_missing
+    from testbed.semantics.splitting import key_owners
+
+    if spark_missing() is not None:
+        pytest.skip(f"Spark skipped: {spark_missing()}")
+    ok, expdir, record = quick("skew", tmp_path, "model", switch_name="e7")
+    table = record["ours"]["table"]
+    assert ok and set(table) == {"windows-s1.5-model", "key-s1.5-model"}
+    by_windows, by_key = table["windows-s1.5-model"], table["key-s1.5-model"]
+    assert by_windows["load_max_over_mean"] == pytest.approx(1.0)
+    assert by_key["load_max_over_mean"] > 1.3
+    assert by_key["keys_per_operator_window"] < by_windows["keys_per_operator_window"]
+    assert by_windows["windows_equal_reference"] and by_key["windows_equal_reference"]
+    run = expdir.root / record["ours"]["runs"]["key-s1.5-model"]["run_dir"]
+    deliveries = pd.read_parquet(run / "deliveries.parquet")
+    operators = json.loads((run / "run.json").read_text())["streams"]["24"]["operators"]
+    assert (deliveries["operator"].to_numpy() == key_owners(deliveries["key"].to_numpy(), operators)).all()
+    assert_record_and_redraw(expdir, record)

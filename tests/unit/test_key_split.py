@@ -92,6 +92,13 @@ def test_plan_of_a_key_split_stream_has_no_groups():
     assert plan.cost()["unicast"] == 4
 
 
+def test_a_key_split_stream_costs_one_copy_per_event():
+    window = {"kind": "count", "size": 5, "slide": 1}
+    keyed = keyed_topology(window, 4, events=1000).streams[0]
+    by_windows = build([stream(7, window, ["h2", "h3", "h4", "h5"], events=1000)], 5).streams[0]
+    assert (keyed.copies(), by_windows.copies()) == (1000, 4000)
+
+
 def test_split_by_key_needs_a_keyed_query():
     with pytest.raises(TopologyError, match=r"streams\[0\]\.split: .*group by key"):
         build([stream(1, {"kind": "count", "size": 2, "slide": 1}, ["h2"], split="key")], 2)
