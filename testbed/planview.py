@@ -44,7 +44,8 @@ def print_plan(topo: Topology, k: int) -> None:
         kind = "tumbling" if w.size <= w.slide else "sliding"
         origin = "" if w.kind == "count" else f", origin={'first event' if w.origin is None else w.origin}"
         console.rule(f"stream {s.id} ({s.label}): {w.kind}-based {kind}, size={w.size} slide={w.slide}"
-                     f"{origin}, N={len(s.operators)} [{', '.join(s.operators)}]")
+                     f"{origin}, N={len(s.operators)} [{', '.join(s.operators)}]"
+                     f"{', split by key: crc32(key) mod N' if s.split == 'key' else ''}")
         entries = Table(title="table entries", show_lines=False)
         for col in ("table", "action", "match", "params"):
             entries.add_column(col)
