@@ -162,6 +162,10 @@ class ExperimentKind:
     def log(self, message: str) -> None:
         self.console.log(f"{self.spec.name}: {message}")
 
+    def papers(self) -> dict[str, Any]:
+        """The papers' numbers this experiment sets ours beside: the kind's, unless its parameters choose."""
+        return self.paper
+
     # -- what a kind implements --------------------------------------------------
     def measure(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -286,7 +290,7 @@ def run_experiment(spec: ExperimentFile, params: KindParams, settings: Settings,
     kind = cls(spec, params, settings, expdir)
     record: dict[str, Any] = {
         "experiment": spec.model_dump(), "kind": spec.kind, "quick": settings.quick,
-        "params": params.model_dump(), "paper": cls.paper, "started": time.time(),
+        "params": params.model_dump(), "paper": kind.papers(), "started": time.time(),
         "git_revision": git_revision(), "machine_at_start": machine(),
     }
     expdir.write_record(record)

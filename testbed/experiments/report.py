@@ -22,7 +22,7 @@ from testbed.rundir import ExperimentDir
 from testbed.rundir.schema import markdown as record_schema
 
 #: Leaves shown per experiment and side; the rest are in the results' raw/ and experiment.json.
-MAX_ROWS = 24
+MAX_ROWS = 40
 #: A list longer than this is summarised by its length, not spelt out.
 MAX_LIST = 6
 MARKER = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=name) -->)",

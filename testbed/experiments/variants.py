@@ -97,7 +97,11 @@ class Variants(ExperimentKind):
                 ok = scenario_run(topo, path, target, rundir, self.settings)
                 runs[label] = {"ok": ok, "target": target, "variant": name,
                                "run_dir": str(rundir.root.relative_to(self.expdir.root))}
-        return {"runs": runs, "table": self.summary(runs)}
+        return {"table": self.summary(runs), "runs": runs}
+
+    def papers(self) -> dict[str, Any]:
+        return {"lateness": {"s4_real_data": paper.S4_REAL_DATA},
+                "skew": {"slash_fig10d": paper.SLASH_FIG_10D}}[self.params.figure]
 
     def summary(self, runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The figure's numbers per run, for the record (and the docs that ``testbed report`` writes)."""
