@@ -22,6 +22,7 @@ from testbed.experiments.base import ExperimentKind
 from testbed.experiments.shipped import scenario, scenario_run
 from testbed.rundir import RunDir
 from testbed.semantics.strict import Rate, StrictModel
+from testbed.semantics.topology import Topology
 
 #: A source that achieves less than this share of the offered rate is the
 #: bottleneck itself; doubling further measures the source, not the switch.
@@ -157,3 +158,28 @@ class RatePoints:
             raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
                                f"lower calibration.start")
         return float(sustained["input_rate"])
+
+
+def machine_capacity(kind: ExperimentKind, target: str, c: ScenarioCalibration) -> float:
+    """This machine's sustained capacity for ``target``, measured once for a
+    calibrated experiment (its runs go to ``runs/calibration-*``)."""
+    points = RatePoints(kind, kind.expdir.raw / f"calibration-{target}.parquet", c.seconds, 200,
+                        prefix="calibration-")
+    found = points.capacity(target, c)
+    kind.log(f"{target}: sustained {found:.0f} events/s of {c.scenario} on this machine")
+    return found
+
+
+def calibrated(topo: Topology, capacity: float, fraction: float) -> tuple[Topology, dict[str, Any]]:
+    """``topo`` with each stream at most at ``fraction`` of ``capacity`` (events/s of
+    a stream with one copy per event, so two packets at the switch), shared
+    among the streams by the packets each event costs: one in, and its copies
+    out.  The events stay as many; a slower rate only makes the run longer."""
+    budget = fraction * capacity * 2                     # packets/s the switch sustained, with headroom
+    cost = {s.id: 1 + s.copies() / s.events for s in topo.streams}
+    demand = sum(s.rate * cost[s.id] for s in topo.streams)
+    scale = min(1.0, budget / demand)
+    streams = [s.model_copy(update={"rate": s.rate * scale}) for s in topo.streams]
+    entry = {"rate_scale": round(scale, 4), "rates": {str(s.id): round(s.rate, 1) for s in streams},
+             "topology_rates": {str(s.id): s.rate for s in topo.streams}}
+    return topo.model_copy(update={"streams": streams}), entry

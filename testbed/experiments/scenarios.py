@@ -19,10 +19,10 @@ from pydantic import Field, field_validator
 from testbed.analysis.plots import plot_experiment
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.capacity import RatePoints, ScenarioCalibration
+from testbed.experiments.capacity import ScenarioCalibration, calibrated, machine_capacity
 from testbed.experiments.shipped import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir
-from testbed.semantics.topology import Topology, distinct
+from testbed.semantics.topology import distinct
 
 
 class ScenarioParams(KindParams):
@@ -60,7 +60,7 @@ class ScenarioRuns(ExperimentKind):
                 entry: dict[str, Any] = {}
                 if self.params.calibration is not None:
                     if target not in capacities:
-                        capacities[target] = self.capacity(target)
+                        capacities[target] = machine_capacity(self, target, self.params.calibration)
                     topo, entry = calibrated(topo, capacities[target], self.params.calibration.fraction)
                 rundir = self.expdir.run(label)
                 ok = scenario_run(topo, path, target, rundir, self.settings)
@@ -72,15 +72,6 @@ class ScenarioRuns(ExperimentKind):
             out["calibration"] = {"capacity_events_per_s": capacities, "fraction": self.params.calibration.fraction,
                                   "scenario": self.params.calibration.scenario}
         return out
-
-    def capacity(self, target: str) -> float:
-        """This machine's sustained capacity for ``target`` (the calibration's runs go to ``runs/``)."""
-        c = self.params.calibration
-        points = RatePoints(self, self.expdir.raw / f"calibration-{target}.parquet", c.seconds, 200,
-                            prefix="calibration-")
-        found = points.capacity(target, c)
-        self.log(f"{target}: sustained {found:.0f} events/s of {c.scenario} on this machine")
-        return found
 
     def ok(self, ours: dict[str, Any]) -> bool:
         return all(r["ok"] for r in ours["runs"].values())
@@ -96,17 +87,3 @@ class ScenarioRuns(ExperimentKind):
         figure = record["params"].get("figure", "load")
         return [plot_experiment(figure, record["experiment"]["description"], runs, expdir.figure(figure))]
 
-
-def calibrated(topo: Topology, capacity: float, fraction: float) -> tuple[Topology, dict[str, Any]]:
-    """``topo`` with each stream at most at ``fraction`` of ``capacity`` (events/s of
-    a stream with one copy per event, so two packets at the switch), shared
-    among the streams by the packets each event costs: one in, and its copies
-    out.  The events stay as many; a slower rate only makes the run longer."""
-    budget = fraction * capacity * 2                     # packets/s the switch sustained, with headroom
-    cost = {s.id: 1 + s.copies() / s.events for s in topo.streams}
-    demand = sum(s.rate * cost[s.id] for s in topo.streams)
-    scale = min(1.0, budget / demand)
-    streams = [s.model_copy(update={"rate": s.rate * scale}) for s in topo.streams]
-    entry = {"rate_scale": round(scale, 4), "rates": {str(s.id): round(s.rate, 1) for s in streams},
-             "topology_rates": {str(s.id): s.rate for s in topo.streams}}
-    return topo.model_copy(update={"streams": streams}), entry

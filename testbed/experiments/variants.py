@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import pandas as pd
 from pydantic import Field, model_validator
@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 from testbed.analysis.plots import lateness_table, plot_lateness, plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
+from testbed.experiments.capacity import ScenarioCalibration, calibrated, machine_capacity
 from testbed.experiments.shipped import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir
 from testbed.semantics.strict import FieldError as _FieldError
@@ -64,6 +65,8 @@ class VariantParams(KindParams):
     #: Variants whose lateness must cover the stream's disorder: no event too
     #: late, and every window equal to the centralized reference.
     exact: list[str] = []
+    #: None: every variant at the topology's rates; else at rates this machine carries.
+    calibration: Optional[ScenarioCalibration] = None
 
     @model_validator(mode="after")
     def _named_variants(self):
@@ -90,14 +93,25 @@ class Variants(ExperimentKind):
     def measure(self) -> dict[str, Any]:
         path, _topo = scenario(self.params.topology)
         runs: dict[str, Any] = {}
+        capacities: dict[str, float] = {}
+        c = self.params.calibration
         for target in self.targets():
+            if c is not None:
+                capacities[target] = machine_capacity(self, target, c)
             for name, topo in self.params.topologies().items():
+                entry: dict[str, Any] = {}
+                if c is not None:
+                    topo, entry = calibrated(topo, capacities[target], c.fraction)
                 label = f"{name}-{target}"
                 rundir = self.expdir.run(label)
                 ok = scenario_run(topo, path, target, rundir, self.settings)
                 runs[label] = {"ok": ok, "target": target, "variant": name,
-                               "run_dir": str(rundir.root.relative_to(self.expdir.root))}
-        return {"table": self.summary(runs), "runs": runs}
+                               "run_dir": str(rundir.root.relative_to(self.expdir.root)), **entry}
+        out: dict[str, Any] = {"table": self.summary(runs), "runs": runs}
+        if c is not None:
+            out["calibration"] = {"capacity_events_per_s": capacities, "fraction": c.fraction,
+                                  "scenario": c.scenario}
+        return out
 
     def papers(self) -> dict[str, Any]:
         return {"lateness": {"s4_real_data": paper.S4_REAL_DATA},

@@ -331,7 +331,7 @@ def test_a_calibrated_scenario_runs_at_a_rate_the_machine_carries():
     """cbsw1 sends each event to 5 operators: 6 packets at the switch per event.
     A capacity of 4,000 events/s of cbtw1 (2 packets each) at half is 4,000
     packets/s, so 667 events/s; a fast machine keeps the topology's own rate."""
-    from testbed.experiments.scenarios import calibrated
+    from testbed.experiments.capacity import calibrated
 
     topo = scenario("cbsw1")[1]
     slow, entry = calibrated(topo, 4000, 0.5)
