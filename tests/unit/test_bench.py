@@ -159,10 +159,11 @@ def test_a_bench_holds_its_rates_against_the_previous_one(tmp_path):
     from testbed.experiments.bench.baseline import against_baseline
     from testbed.rundir import ExperimentDir
 
-    def ours(frames_per_s):
+    def ours(frames_per_s, bmv2_us=100.0):
         return {"pipeline": [{"spec": "sliding n=5 slide=1", "decisions_per_s": 90_000.0,
                               "frames_per_s": frames_per_s}, {"spec": "memory", "peak_bytes": 5}],
-                "oracle": {"spec": "count n=5 slide=1 N=6", "events_per_s": 1000.0}}
+                "oracle": {"spec": "count n=5 slide=1 N=6", "events_per_s": 1000.0},
+                "late_in_switch": [{"target": "bmv2", "event": "in order", "copies": 9, "us_p50": bmv2_us}]}
 
     first = ExperimentDir(tmp_path / "bench" / "20260101-000000").create()
     assert against_baseline(ours(50_000.0), first) is None                 # nothing before it
@@ -170,10 +171,12 @@ def test_a_bench_holds_its_rates_against_the_previous_one(tmp_path):
     unrelated = ExperimentDir(tmp_path / "bench" / "20260102-000000").create()
     unrelated.write_record({"kind": "bench", "git_revision": "def5678", "ours": {"scale": []}})
     now = ExperimentDir(tmp_path / "bench" / "20260103-000000").create()
-    compared = against_baseline(ours(30_000.0), now)
+    compared = against_baseline(ours(30_000.0, bmv2_us=200.0), now)
     assert compared["baseline_revision"] == "abc1234"          # the newest bench that measured these rates
     ratios = {r["rate"]: r["ratio"] for r in compared["rates"]}
     assert ratios == {"pipeline: sliding n=5 slide=1: decisions_per_s": 1.0,
                       "pipeline: sliding n=5 slide=1: frames_per_s": 0.6,
-                      "oracle: count n=5 slide=1 N=6: events_per_s": 1.0}
-    assert compared["slower"] == ["pipeline: sliding n=5 slide=1: frames_per_s"]
+                      "oracle: count n=5 slide=1 N=6: events_per_s": 1.0,
+                      "late_in_switch: bmv2, in order: copies_per_s": 0.5}     # twice the time per copy
+    assert compared["slower"] == ["pipeline: sliding n=5 slide=1: frames_per_s",
+                                  "late_in_switch: bmv2, in order: copies_per_s"]

@@ -1,7 +1,11 @@
-"""The in-process parts' per-event rates held against the previous bench on this machine.
+"""Each target's per-event costs held against the previous bench on this machine.
 
-A slowdown of the oracle or of the embedded target's pipeline should show
-up in the next ``make bench``, with the commit it was measured against.
+A slowdown of the oracle, of the embedded target's pipeline, or of either
+target's switch process (bmv2's included) should show up in the next
+``make bench``, with the commit it was measured against.  The switches'
+cost is their time per copy at a rate where no queue forms (the
+``late_in_switch`` part), turned into a rate: copies per second, one at a
+time, ``1e6 / median microseconds``.
 Every bench records its rates (events, decisions or frames per second) and
 its git revision; the next one finds the newest earlier bench of the same
 results folder whose record has them, and writes per rate the ratio now /
@@ -18,6 +22,8 @@ from testbed.rundir import ExperimentDir, read_json
 #: The rate columns of the in-process parts' rows.
 RATE_KEYS = ("events_per_s", "decisions_per_s", "frames_per_s")
 PARTS = ("oracle", "pipeline", "lateness")
+#: The part that times each target's switch per copy, and its median column.
+IN_SWITCH, IN_SWITCH_US = "late_in_switch", "us_p50"
 #: Below this share of the baseline's rate a rate counts as slower.
 TOLERANCE = 0.2
 
@@ -32,6 +38,10 @@ def rates(ours: dict[str, Any]) -> dict[str, float]:
             for key in RATE_KEYS:
                 if isinstance(row.get(key), (int, float)):
                     out[f"{part}: {label}: {key}"] = float(row[key])
+    for row in ours.get(IN_SWITCH) or []:
+        us = row.get(IN_SWITCH_US)
+        if isinstance(us, (int, float)) and us > 0:
+            out[f"{IN_SWITCH}: {row['target']}, {row['event']}: copies_per_s"] = 1e6 / us
     return out
 
 
