@@ -600,8 +600,8 @@ def nominal_times(topo: "Topology") -> dict[int, float]:
         held = streams[point.stream]
         sent = point_events(held, point)
         if sent is None:
-            raise ScheduleError(f"{where}.ts", f"stream {held.id} replays a file, whose timestamps validate does "
-                                              f"not read: place the entry by events")
+            raise ScheduleError(f"{where}.ts", f"stream {held.id} replays a file or a dataset, whose timestamps "
+                                              f"validate does not read: place the entry by events")
         if sent >= held.events:
             raise ScheduleError(f"{where}.{'events' if point.events is not None else 'ts'}",
                                 f"stream {held.id} sends {held.events} events, and this point is at its "
