@@ -197,14 +197,15 @@ control MyIngress(inout headers_t hdr,
                     meta.verdict.old_active = meta.prev.n_ops;
                 }
                 if (meta.win.by_key == 1) {
-                    /* The key's operator, by its index in the unicast table;
-                     * a stream split by key never changes, so no handover. */
+                    /* One copy, to the key's operator by its index in the
+                     * unicast table (bmv2 applies each table at one place
+                     * only, so the key takes the one-window path); a stream
+                     * split by key never changes, so no handover. */
                     hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,
                          { hdr.event.group_key }, meta.win.n_ops);
-                    if (!unicast.apply().hit) {
-                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
-                    }
-                } else if (meta.verdict.old_active != 0) {
+                    meta.verdict.active = 1;
+                }
+                if (meta.verdict.old_active != 0) {
                     if (meta.verdict.active == 0) {
                         meta.verdict.newest_op = 0;
                     }

@@ -78,8 +78,8 @@ def topology(streams: list[dict]):
     return build(streams, VETH_PORTS, name="bmv2test")
 
 
-def stream(sid: int, window: dict, operators: list[str]) -> dict:
-    return stream_data(sid, window, operators)
+def stream(sid: int, window: dict, operators: list[str], **extra) -> dict:
+    return stream_data(sid, window, operators, **extra)
 
 
 class Run:

@@ -42,8 +42,9 @@ class Forwarding:
         active = min(verdict.active, n_ops)
         old_active = min(verdict.old_active, prev.n_ops) if verdict.old_active else 0
         if by_key:
-            # The key's operator by its index in unicast; such a stream never changes.
-            hit = self.tables["unicast"].get((stream, bank, key_operator(key, n_ops)))
+            # One copy, to the key's operator by its index: the one-window
+            # path of forwarding.p4.  Such a stream never changes.
+            hit = self._destination(stream, bank, key_operator(key, n_ops), 1)
         elif old_active == 0:
             hit = self._destination(stream, bank, verdict.newest, active)
         else:
