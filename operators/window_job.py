@@ -49,6 +49,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from testbed.semantics.completion import LiveMerger
 from testbed.semantics.queries import query
 from testbed.semantics.splitting import key_owners
 from testbed.semantics.topology import Stream
@@ -138,7 +139,7 @@ def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
     lost events before the switch: the epoch-aware oracle walks its events
     in send order (the order the switch saw them), in the driver, since
     every event's windows depend on the ones before it."""
-    stream = Stream.from_record({k: v for k, v in spec.items() if k != "origin"})
+    stream = Stream.from_record({k: v for k, v in spec.items() if k not in ("origin", "live")})
     oracle = stream.oracle(stream.recorded_changes(changes))
     sent = (sources.where(F.col("stream") == spec["id"]).select(*VALUE_COLUMNS, "send_ns").toPandas()
             .sort_values("send_ns", kind="stable"))
@@ -202,6 +203,73 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     return out
 
 
+class LiveOutput:
+    """The live merger's output while the run goes.
+
+    Each micro-batch's emitted windows become a new Parquet file under
+    ``spark/live/`` (written aside and renamed, so a reader never sees half a
+    file), and ``spark/live.json`` tells the run's progress display how far
+    each operator instance has been processed and how many windows left.
+    At the end, ``annotate`` adds to ``windows.parquet`` when and why each
+    window was emitted, and checks that each window emitted as complete
+    equals its final result."""
+
+    def __init__(self, paths: dict, merger: LiveMerger):
+        self.folder = Path(paths["live"])
+        self.status = Path(paths["live_status"])
+        self.merger = merger
+        self.emitted: list[pd.DataFrame] = []
+        self.operators: dict[str, dict] = {}
+        self.windows = 0
+        self.mismatched = 0
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def take(self, batch_id: int, parts: pd.DataFrame, counts: pd.DataFrame, events: pd.DataFrame,
+             progress: dict[str, tuple[int, int]]) -> None:
+        for name, (copies, newest) in progress.items():
+            seen = self.operators.setdefault(name, {"processed": 0, "newest_recv_ns": 0})
+            seen["processed"] += int(copies)
+            seen["newest_recv_ns"] = max(seen["newest_recv_ns"], int(newest or 0))
+        self._publish(self.merger.add(parts, counts, events, time.time_ns()), f"windows-{batch_id:06d}")
+
+    def close(self) -> None:
+        self._publish(self.merger.close(time.time_ns()), "windows-end")
+
+    def _publish(self, rows: pd.DataFrame, name: str) -> None:
+        if len(rows):
+            part = self.folder / f"{name}.parquet"
+            rows.to_parquet(self.folder / f".{name}.tmp", index=False)
+            os.replace(self.folder / f".{name}.tmp", part)
+            self.emitted.append(rows)
+            self.windows += len(rows[["stream", "window"]].drop_duplicates())
+        self._write_status()
+
+    def _write_status(self) -> None:
+        status = {"updated_ns": time.time_ns(), "windows_emitted": self.windows,
+                  "open_windows": self.merger.open_windows, "after_emission": self.merger.after_emission,
+                  "mismatched": self.mismatched, "operators": self.operators}
+        self.status.with_suffix(".tmp").write_text(json.dumps(status))
+        os.replace(self.status.with_suffix(".tmp"), self.status)
+
+    def annotate(self, merged: pd.DataFrame) -> pd.DataFrame:
+        """``merged`` (the final windows) with ``emitted_ns``, ``emitted_by`` and ``completing_seq``."""
+        if not self.emitted:
+            return merged.assign(emitted_ns=pd.Series(dtype="int64"), emitted_by=pd.Series(dtype="object"),
+                                 completing_seq=pd.Series(dtype="int64"))
+        live = pd.concat(self.emitted, ignore_index=True)
+        keyed = lambda df: df.assign(k=pd.to_numeric(df["key"]).fillna(-1).astype(np.int64))  # noqa: E731
+        keys = ["stream", "window", "operator", "k"]
+        out = keyed(merged).merge(keyed(live)[keys + ["result", "n_events", "emitted_ns", "emitted_by",
+                                                      "completing_seq"]].rename(
+            columns={"result": "live_result", "n_events": "live_n_events"}), on=keys, how="left")
+        complete = out["emitted_by"] == "complete"
+        differs = complete & ((out["live_n_events"] != out["n_events"])
+                              | ~np.isclose(out["live_result"], out["result"], equal_nan=True))
+        self.mismatched = int(out.loc[differs, ["stream", "window"]].drop_duplicates().shape[0])
+        self._write_status()
+        return out.drop(columns=["k", "live_result", "live_n_events"])
+
+
 class WindowJob:
     """The run's operators, merger, reference and analysis, over the paths of its job description."""
 
@@ -210,13 +278,34 @@ class WindowJob:
         self.job = job
         self.paths = job["paths"]
         self.specs = {int(s["id"]): s for s in job["streams"]}
+        self.live = LiveOutput(self.paths, LiveMerger(self.specs, job.get("window_timeout_s")))
 
     def operator_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """One micro-batch: every operator's events folded into partial aggregates."""
+        """One micro-batch: every operator's events folded into partial
+        aggregates, which the live merger takes; the windows it finds
+        complete leave at once."""
         now = time.time_ns()
-        copies = header_windows(batch)
-        out = union_all([partials(copies.where(F.col("stream") == sid), spec) for sid, spec in self.specs.items()])
-        out.withColumn("batch_ns", F.lit(now)).write.mode("append").parquet(self.paths["partials"])
+        batch = batch.persist()
+        copies = header_windows(batch).persist()
+        try:
+            out = union_all([partials(copies.where(F.col("stream") == sid), spec)
+                             for sid, spec in self.specs.items()]).withColumn("batch_ns", F.lit(now)).persist()
+            out.write.mode("append").parquet(self.paths["partials"])
+            parts = out.select("stream", "window", "owner", "gkey", "n", "sum", "min", "max",
+                               F.col("best.value").alias("best_value"),
+                               F.col("best.neg_key").alias("best_negkey")).toPandas()
+            counts = copies.groupBy("stream", "window", "owner").agg(
+                F.count(F.lit(1)).alias("events"), F.max("seq").alias("last_seq")).toPandas()
+            timed = [sid for sid, spec in self.specs.items() if spec["window"]["kind"] == "time"]
+            events = (batch.where(F.col("stream").isin(timed)).select("stream", "operator", "seq", "ts", "recv_ns")
+                      .toPandas())
+            progress = batch.groupBy("operator").agg(F.count(F.lit(1)).alias("copies"),
+                                                     F.max("recv_ns").alias("newest_recv_ns")).collect()
+            out.unpersist()
+        finally:
+            copies.unpersist()
+            batch.unpersist()
+        self.live.take(batch_id, parts, counts, events, {r.operator: (r.copies, r.newest_recv_ns) for r in progress})
 
     def stream(self) -> None:
         events = (self.spark.readStream.schema(DELIVERY_SCHEMA).option("recursiveFileLookup", "true")
@@ -232,12 +321,19 @@ class WindowJob:
             time.sleep(0.2)
         running.processAllAvailable()
         running.stop()
+        self.live.close()
 
-    def write_windows(self, partial: DataFrame, path: str) -> None:
-        finalize(partial, self.specs).orderBy("stream", "window", "key").toPandas().to_parquet(path, index=False)
+    def write_windows(self, partial: DataFrame, path: str) -> pd.DataFrame:
+        out = finalize(partial, self.specs).orderBy("stream", "window", "key").toPandas()
+        out.to_parquet(path, index=False)
+        return out
 
     def merge_output(self) -> None:
-        self.write_windows(merge(self.spark.read.parquet(self.paths["partials"])), self.paths["windows"])
+        """``windows.parquet``: every window merged from all partials, as the
+        reference is, with when and why the live merger emitted it."""
+        merged = finalize(merge(self.spark.read.parquet(self.paths["partials"])), self.specs) \
+            .orderBy("stream", "window", "key").toPandas()
+        self.live.annotate(merged).to_parquet(self.paths["windows"], index=False)
 
     def reference(self) -> None:
         sources = self.spark.read.parquet(self.paths["sources"])
@@ -288,9 +384,36 @@ class WindowJob:
             F.avg(F.col("got") / F.col("expected")).alias("mean_fill"))
         rows = lambda df: [r.asDict() for r in df.orderBy(*df.columns[:2]).collect()]
         analysis = {"load": rows(load), "amplification": rows(amp), "latency_us": rows(pct),
-                    "completeness": rows(completeness), "spark_master": spark.sparkContext.master,
+                    "completeness": rows(completeness), **self.live_analysis(windows, sources),
+                    "spark_master": spark.sparkContext.master,
                     "spark_version": spark.version, "application_id": spark.sparkContext.applicationId}
         Path(self.paths["analysis"]).write_text(json.dumps(analysis, indent=2, default=str))
+
+    def live_analysis(self, windows: DataFrame, sources: DataFrame) -> dict:
+        """How the live merger did: result latency per stream (send of the event
+        that completed a window to the window's emission), how each window
+        left, and how its emissions stand against the end of the stream."""
+        once = windows.dropDuplicates(["stream", "window"]).select(
+            "stream", "window", "emitted_ns", "emitted_by", F.col("completing_seq").alias("seq"))
+        sends = sources.select("stream", "seq", "send_ns")
+        latency = (once.where((F.col("emitted_by") == "complete") & (F.col("seq") >= 0)).join(sends, ["stream", "seq"])
+                   .withColumn("latency_s", (F.col("emitted_ns") - F.col("send_ns")) / 1e9))
+        pct = latency.groupBy("stream").agg(
+            F.count(F.lit(1)).alias("windows"),
+            *[F.percentile_approx("latency_s", p, 10000).alias(f"p{int(p * 100)}") for p in (0.5, 0.9, 0.99)],
+            F.max("latency_s").alias("max"))
+        last_send = sources.groupBy("stream").agg(F.max("send_ns").alias("last_send_ns"))
+        how = (once.join(last_send, "stream").groupBy("stream").agg(
+            F.count(F.lit(1)).alias("windows"),
+            *[F.sum((F.col("emitted_by") == why).cast("int")).alias(why.replace(" ", "_"))
+              for why in ("complete", "end of input", "timeout")],
+            F.sum((F.col("emitted_ns") <= F.col("last_send_ns")).cast("int")).alias("before_last_send"),
+            ((F.max("emitted_ns") - F.first("last_send_ns")) / 1e9).alias("last_result_after_last_send_s")))
+        status = json.loads(Path(self.paths["live_status"]).read_text())
+        rows = lambda df: [r.asDict() for r in df.orderBy("stream").collect()]  # noqa: E731
+        return {"result_latency_s": rows(pct),
+                "live": {"streams": rows(how), "after_emission": status["after_emission"],
+                         "mismatched": status["mismatched"], "operators": status["operators"]}}
 
     def run(self) -> None:
         self.stream()

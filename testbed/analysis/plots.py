@@ -2,8 +2,9 @@
 
 A run's figures (``plot_run``): ``load.png``, events per operator per
 stream, like S4's Fig. 6; ``latency.png``; ``analysis.png`` from Spark's
-summary.  A scenario set's figure (``plot_experiment``) compares its runs;
-the other experiment kinds draw their own (``testbed.experiments``) with
+summary; ``result_latency.png``, each window's result latency over the
+run.  A scenario set's figure (``plot_experiment``) compares its runs; the
+other experiment kinds draw their own (``testbed.experiments``) with
 ``save_figure``.
 """
 from __future__ import annotations
@@ -131,11 +132,60 @@ def plot_analysis(rundir: RunDir) -> Path:
     return out
 
 
+def result_latency_table(rundir: RunDir) -> pd.DataFrame:
+    """Per window the live merger emitted as complete: when (seconds since the
+    run's first send) and its result latency (seconds from the send of the
+    event that completed it to its emission)."""
+    sources = pd.read_parquet(rundir.sources, columns=["stream", "seq", "send_ns"])
+    windows = pd.read_parquet(rundir.windows)
+    if "emitted_by" not in windows.columns:          # a run from before the live merger
+        return pd.DataFrame(columns=["stream", "window", "at_s", "latency_s"])
+    done = (windows[(windows["emitted_by"] == "complete") & (windows["completing_seq"] >= 0)]
+            .drop_duplicates(["stream", "window"]).rename(columns={"completing_seq": "seq"}))
+    joined = done.merge(sources, on=["stream", "seq"])
+    start = sources["send_ns"].min()
+    return pd.DataFrame({"stream": joined["stream"], "window": joined["window"],
+                         "at_s": (joined["emitted_ns"] - start) / 1e9,
+                         "latency_s": (joined["emitted_ns"] - joined["send_ns"]) / 1e9})
+
+
+def plot_result_latency(rundir: RunDir) -> Path:
+    """Result latency of every window over the run, per stream, with the last send marked."""
+    run = rundir.read_record()
+    table = result_latency_table(rundir)
+    sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    streams = table["stream"].nunique()
+    groups = table.groupby("stream") if streams <= MAX_STREAMS_SHOWN else [(None, table)]
+    for sid, part in groups:
+        label = f"all {streams} streams" if sid is None else run.streams[str(sid)].get("name") or str(sid)
+        ax.plot(part["at_s"], part["latency_s"], ".", ms=3, label=label)
+    if table.empty:
+        ax.text(0.5, 0.5, "no window was emitted complete while the run went", ha="center", va="center",
+                transform=ax.transAxes)
+    else:
+        ax.legend(title="stream")
+    if len(sources):
+        ax.axvline((sources["send_ns"].max() - sources["send_ns"].min()) / 1e9, color="grey", ls="--", lw=1,
+                   label="last event sent")
+    ax.set_xlabel("emitted at (s since the first event was sent)")
+    ax.set_ylabel("result latency (s)")
+    ax.set_title(f"{run.name}: window results over the run ({run.target} target)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = rundir.figure("result_latency")
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
 def plot_run(rundir: RunDir) -> list[Path]:
     """Every figure a run has data for."""
     figures = [plot_load(rundir), plot_latency(rundir)]
     if rundir.spark_analysis.exists():
         figures.append(plot_analysis(rundir))
+    if rundir.windows.exists():
+        figures.append(plot_result_latency(rundir))
     return figures
 
 

@@ -68,20 +68,26 @@ def zip_package(dest: Path) -> Path:
     return dest
 
 
-def job_description(topo: Topology, run_id: str, rundir: RunDir) -> dict:
+def job_description(topo: Topology, run_id: str, rundir: RunDir, window_timeout_s: Optional[float] = None) -> dict:
     """What the Spark job needs: each stream's record with its origin resolved, and its paths.
 
     A time window's default origin is the stream's first timestamp; the
     operators are told it here, as a deployment's control plane would after
-    reading the splitter's ``slide_start`` register.
+    reading the splitter's ``slide_start`` register.  ``live`` says whether
+    the live merger may emit the stream's windows as they complete: not when
+    the schedule changes its window spec, since a window's extent then
+    depends on the epoch the switch began it in (they leave at the end of the
+    input).  ``window_timeout_s``: a window that has not changed for this
+    long leaves marked incomplete (``None``: only at the end of the input).
     """
+    respecified = {e.change.stream for e in topo.schedule if e.change is not None and e.change.window is not None}
     streams = []
     for s in topo.streams:
         origin = s.window.origin
         if origin is None:
             origin = int(sent_events(s, topo.seed)["ts"][0])     # the first event the switch sees
-        streams.append(dict(s.record(), origin=origin))
-    return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths()}
+        streams.append(dict(s.record(), origin=origin, live=s.id not in respecified))
+    return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths(), "window_timeout_s": window_timeout_s}
 
 
 class SparkApp:

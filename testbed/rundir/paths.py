@@ -117,6 +117,8 @@ class RunDir:
     spark_partials = At("spark", "partials")
     spark_checkpoint = At("spark", "checkpoint")
     spark_analysis = At("spark", "analysis.json")
+    spark_live = At("spark", "live")               # windows the live merger emitted, one file per batch
+    spark_live_status = At("spark", "live.json")   # the operators' progress and lag, while the run goes
     spark_changes = At("spark", "changes.json")    # the epochs the run went through, for the reference
     spark_unseen = At("spark", "unseen.json")      # events the switch never saw, left out of the reference
 
@@ -284,6 +286,7 @@ class RunDir:
         return {"in": str(self.spark_in), "input_done": str(self.spark_input_done),
                 "ready": str(self.spark_ready), "partials": str(self.spark_partials),
                 "checkpoint": str(self.spark_checkpoint), "analysis": str(self.spark_analysis),
+                "live": str(self.spark_live), "live_status": str(self.spark_live_status),
                 "sources": str(self.sources), "deliveries": str(self.deliveries),
                 "windows": str(self.windows), "windows_reference": str(self.windows_reference),
                 "changes": str(self.spark_changes), "unseen": str(self.spark_unseen)}

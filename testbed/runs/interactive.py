@@ -24,6 +24,7 @@ from mininet.log import error, output
 
 from testbed.dataplane.control import Controller
 from testbed.rundir import RunDir, RunRecord, read_json
+from testbed.runs.progress import live_line, operator_lag
 from testbed.semantics.topology import Topology
 
 
@@ -35,6 +36,7 @@ class InteractiveRun(Protocol):
     record: RunRecord
     network: Any         # its ``net`` is the Mininet network
     api: Any             # the switch's control API
+    spark: Any           # the run's Spark application, or None
 
     def stream(self) -> None: ...
 
@@ -43,7 +45,8 @@ class InteractiveRun(Protocol):
 RUN_HELP = (
     "The run adds:\n"
     "  stream    start the sources and follow them (once per run)\n"
-    "  status    events sent, copies received per operator, switch counters\n"
+    "  status    events sent, copies received per operator, switch counters,\n"
+    "            windows emitted and each operator's lag behind Spark\n"
     "The switch's own CLI: sh testbed switch-cli (from another shell: testbed switch-cli)\n"
     "Leaving the CLI (exit, quit, Ctrl-D) finishes the run: collect, check, record.\n\n"
 )
@@ -87,6 +90,11 @@ class RunCLI(CLI):
         output("received: " + ", ".join(f"{h} {n}" for h, n in received.items())
                + f" (expected in all: {self.testbed_run.expected()})\n")
         output(f"frames that were no event: {counters['non_event']}\n")
+        if self.testbed_run.spark is not None:
+            output(live_line(rundir, topo.operator_hosts()) + "\n")
+            for host, lag in operator_lag(rundir, topo.operator_hosts()).items():
+                output(f"  {host}: received {lag.received}, processed by Spark {lag.processed}, "
+                       f"lag {lag.lag_events} events, {lag.lag_s:.1f} s\n")
 
     def waitForNode(self, node) -> None:
         """A host's command runs to its end.  Mininet forwards standard input to

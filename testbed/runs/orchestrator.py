@@ -234,7 +234,7 @@ class Run:
         self.hosts.start_sources()
         watch = StreamWatch(self.rundir, self.hosts.sources, self.hosts.receivers,
                             sum(len(ev["seq"]) for ev in self.sends.values()), expected,
-                            self.options.timeout or (longest * 3 + 60))
+                            self.options.timeout or (longest * 3 + 60), live=self.spark is not None)
         switch = self.network.switch
         watch.vital[f"switch {switch.name}"] = switch.proc
         adaptation = self.adaptation()

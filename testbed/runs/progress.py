@@ -45,6 +45,45 @@ def exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
+@dataclass(frozen=True)
+class OperatorLag:
+    """How far the Spark side trails one operator instance: copies its
+    receiver recorded, copies Spark has processed, and the difference in
+    events and in seconds (how long ago the newest processed copy arrived,
+    while some are waiting; 0 when none are)."""
+
+    received: int
+    processed: int
+    lag_events: int
+    lag_s: float
+
+
+def operator_lag(rundir: RunDir, hosts, now_ns: Optional[int] = None) -> dict[str, OperatorLag]:
+    """Per operator host, from the receivers' status files and the live merger's ``spark/live.json``."""
+    live = read_json(rundir.spark_live_status).get("operators", {})
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    out = {}
+    for host in hosts:
+        received = int(read_json(rundir.receiver_status(host)).get("received", 0))
+        seen = live.get(host, {})
+        processed = int(seen.get("processed", 0))
+        behind = max(received - processed, 0)
+        newest = int(seen.get("newest_recv_ns", 0))
+        lag_s = (now_ns - newest) / 1e9 if behind and newest else 0.0
+        out[host] = OperatorLag(received, processed, behind, max(lag_s, 0.0))
+    return out
+
+
+def live_line(rundir: RunDir, hosts) -> str:
+    """``windows emitted 120 · largest lag o2 35 events, 0.8 s`` for the progress display and ``status``."""
+    emitted = read_json(rundir.spark_live_status).get("windows_emitted", 0)
+    lags = operator_lag(rundir, hosts)
+    if not lags:
+        return f"windows emitted {emitted}"
+    host, worst = max(lags.items(), key=lambda kv: (kv[1].lag_s, kv[1].lag_events))
+    return f"windows emitted {emitted} · largest lag {host} {worst.lag_events} events, {worst.lag_s:.1f} s"
+
+
 @dataclass
 class StreamWatch:
     rundir: RunDir
@@ -65,6 +104,8 @@ class StreamWatch:
     #: sources are done this replaces ``expected_copies``, which a run that
     #: changes its streams cannot know in advance.
     switch_copies: Optional[Callable[[], int]] = None
+    #: The run has a Spark application: show its windows emitted and the largest operator lag.
+    live: bool = False
 
     def sent(self) -> tuple[int, bool]:
         """Events sent so far, and whether every source has finished."""
@@ -85,12 +126,16 @@ class StreamWatch:
         with Progress(*columns, console=console, transient=False) as progress:
             t_sent = progress.add_task("events sent", total=self.total_events)
             t_recv = progress.add_task("deliveries received", total=self.expected_copies)
+            t_live = progress.add_task(live_line(self.rundir, self.receivers), total=None) \
+                if self.live else None
             last_change, last_received = start, -1
             while True:
                 sent, done = self.sent()
                 received = self.received()
                 progress.update(t_sent, completed=sent)
                 progress.update(t_recv, completed=received)
+                if t_live is not None:
+                    progress.update(t_live, description=live_line(self.rundir, self.receivers))
                 if received != last_received:
                     last_change, last_received = time.monotonic(), received
                 if done and self.switch_copies is not None:

@@ -228,3 +228,69 @@ def test_standalone_cluster_on_loopback(tmp_path):
                     p.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def test_the_live_merger_emits_each_window_once_and_as_the_final_result(tmp_path):
+    """Every window leaves through the live merger exactly once: complete by
+    its definition while the input lasts, the rest (the stream's last,
+    unfinished windows) at its end; a window emitted as complete equals its
+    final result, and its result latency is measured from the send of the
+    event that completed it."""
+    topo, rundir = make_run_dir(tmp_path)
+    analysis = run_app(topo, rundir, "local[2]")
+    windows = pd.read_parquet(rundir.windows)
+    assert windows["emitted_by"].notna().all()
+    once = windows.drop_duplicates(["stream", "window"])
+    live = pd.concat([pd.read_parquet(p) for p in sorted(rundir.spark_live.glob("*.parquet"))])
+    assert live.groupby(["stream", "window"])["emitted_ns"].nunique().max() == 1
+    assert len(live.drop_duplicates(["stream", "window"])) == len(once)
+    by = once.groupby(["stream", "emitted_by"]).size().unstack(fill_value=0)
+    # 400 events a stream: all but the last few windows are complete before the end
+    assert (by["complete"] > 10 * by["end of input"]).all(), by
+    s3 = once[once["stream"] == 3].sort_values("window")          # count tumbling 4: window j ends with seq 4j+3
+    done = s3[s3["emitted_by"] == "complete"]
+    assert (done["completing_seq"] == done["window"] * 4 + 3).all()
+    assert analysis["live"]["mismatched"] == 0 and analysis["live"]["after_emission"] == 0
+    lat = {r["stream"]: r for r in analysis["result_latency_s"]}
+    assert set(lat) == {1, 2, 3, 4} and all(r["p50"] > 0 and r["max"] >= r["p99"] for r in lat.values())
+    assert set(analysis["live"]["operators"]) == {"o1", "o2", "o3"}
+    processed = sum(o["processed"] for o in analysis["live"]["operators"].values())
+    assert processed == len(pd.read_parquet(rundir.deliveries))
+
+
+def test_windows_leave_while_the_input_still_grows(tmp_path):
+    """The run's window output is readable mid-run: with only the first
+    hand-over of each operator in, windows are already out, marked complete;
+    the second hand-over adds more."""
+    from testbed.emulation.procs import wait_ready
+
+    topo, rundir = make_run_dir(tmp_path)
+    held = tmp_path / "held"
+    held.mkdir()
+    for part in rundir.spark_in.glob("*/*-000001.parquet"):
+        part.rename(held / part.name)
+    app = SparkApp(rundir, job_description(topo, "test", rundir), "local[2]")
+    app.start()
+    try:
+        app.wait_ready()
+
+        def emitted() -> pd.DataFrame:
+            files = sorted(rundir.spark_live.glob("*.parquet"))
+            return pd.concat([pd.read_parquet(p) for p in files]) if files else pd.DataFrame()
+
+        wait_ready(app.proc, lambda: len(emitted()) > 0, "first live windows", 120.0)
+        first = emitted()
+        assert (first["emitted_by"] == "complete").all()
+        assert not rundir.windows.exists()                  # the run's input is not complete yet
+        for part in held.iterdir():                         # the second hand-over, renamed in whole
+            inbox = rundir.spark_inbox(part.name.split("-")[0])
+            (inbox / ("." + part.name)).write_bytes(part.read_bytes())
+            (inbox / ("." + part.name)).rename(inbox / part.name)
+        wait_ready(app.proc, lambda: emitted()["window"].nunique() > first["window"].nunique(),
+                   "more live windows", 120.0)
+        record = rundir.read_record()
+        app.finish(changes=record.changes, unseen=events_the_switch_never_saw(frame_check(record, rundir)))
+    finally:
+        app.stop()
+    for sid, r in check_windows(rundir).items():
+        assert r.ok, (sid, r.as_json())
