@@ -24,7 +24,7 @@ from mininet.log import error, output
 
 from testbed.dataplane.control import Controller
 from testbed.rundir import RunDir, RunRecord, read_json
-from testbed.runs.progress import live_line, operator_lag
+from testbed.runs.progress import live_line, operator_lag, seconds
 from testbed.semantics.topology import Topology
 
 
@@ -94,7 +94,7 @@ class RunCLI(CLI):
             output(live_line(rundir, topo.operator_hosts()) + "\n")
             for host, lag in operator_lag(rundir, topo.operator_hosts()).items():
                 output(f"  {host}: received {lag.received}, processed by Spark {lag.processed}, "
-                       f"lag {lag.lag_events} events, {lag.lag_s:.1f} s\n")
+                       f"lag {lag.lag_events} events, {seconds(lag.lag_s)}\n")
 
     def waitForNode(self, node) -> None:
         """A host's command runs to its end.  Mininet forwards standard input to

@@ -55,7 +55,8 @@ class OperatorLag:
     received: int
     processed: int
     lag_events: int
-    lag_s: float
+    #: ``None`` while copies wait and Spark has processed none of this operator's yet.
+    lag_s: Optional[float]
 
 
 def operator_lag(rundir: RunDir, hosts, now_ns: Optional[int] = None) -> dict[str, OperatorLag]:
@@ -69,8 +70,8 @@ def operator_lag(rundir: RunDir, hosts, now_ns: Optional[int] = None) -> dict[st
         processed = int(seen.get("processed", 0))
         behind = max(received - processed, 0)
         newest = int(seen.get("newest_recv_ns", 0))
-        lag_s = (now_ns - newest) / 1e9 if behind and newest else 0.0
-        out[host] = OperatorLag(received, processed, behind, max(lag_s, 0.0))
+        lag_s = (max(now_ns - newest, 0) / 1e9 if newest else None) if behind else 0.0
+        out[host] = OperatorLag(received, processed, behind, lag_s)
     return out
 
 
@@ -80,8 +81,12 @@ def live_line(rundir: RunDir, hosts) -> str:
     lags = operator_lag(rundir, hosts)
     if not lags:
         return f"windows emitted {emitted}"
-    host, worst = max(lags.items(), key=lambda kv: (kv[1].lag_s, kv[1].lag_events))
-    return f"windows emitted {emitted} · largest lag {host} {worst.lag_events} events, {worst.lag_s:.1f} s"
+    host, worst = max(lags.items(), key=lambda kv: (kv[1].lag_s is None, kv[1].lag_s or 0, kv[1].lag_events))
+    return f"windows emitted {emitted} · largest lag {host} {worst.lag_events} events, {seconds(worst.lag_s)}"
+
+
+def seconds(lag_s: Optional[float]) -> str:
+    return "none processed yet" if lag_s is None else f"{lag_s:.1f} s"
 
 
 @dataclass

@@ -33,7 +33,9 @@ from testbed.semantics.queries import query
 
 #: Partial aggregates per (stream, window, owner, gkey), as the operators fold them.
 PART_KEYS = ["stream", "window", "owner", "gkey"]
-PART_AGG = {"n": "sum", "sum": "sum", "min": "min", "max": "max", "best_value": "max", "best_negkey": "min"}
+#: ``best`` is the highest (value, -key) pair, so both of its columns come from one row:
+#: the state is sorted by it first (``LiveMerger._fold``).
+PART_AGG = {"n": "sum", "sum": "sum", "min": "min", "max": "max", "best_value": "first", "best_negkey": "first"}
 #: Events per (stream, window, owner), whatever the query filters, and the newest of them.
 COUNT_KEYS = ["stream", "window", "owner"]
 #: Columns of an emitted window's rows.
@@ -217,6 +219,8 @@ class LiveMerger:
         if new.empty:
             return state
         both = new if state.empty else pd.concat([state, new[state.columns]], ignore_index=True)
+        if "best_value" in both.columns:
+            both = both.sort_values(["best_value", "best_negkey"], ascending=False, kind="stable")
         return both.groupby(keys, as_index=False, sort=False).agg(agg)
 
     def _emit_ready(self, sid: int, rule: Completion, now_ns: int) -> pd.DataFrame:

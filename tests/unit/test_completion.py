@@ -44,7 +44,7 @@ def deliveries(kind: str, size: int, slide: int, n_ops: int, lateness: int, spli
             reference.append((int(window), seq, owner))
     spec = {"id": 7, "window": {"kind": kind, "size": size, "slide": slide, "lateness": lateness},
             "operators": ops, "origin": 0, "split": split,
-            "query": {"kind": "count_by_key" if split == "key" else "sum"}}
+            "query": {"kind": "count_by_key" if split == "key" else str(rng.choice(["sum", "mean", "nexmark_q7"]))}}
     cols = ["seq", "ts", "key", "value", "window", "owner"]
     return pd.DataFrame(copies, columns=cols), pd.DataFrame(reference, columns=["window", "seq", "owner"]), spec
 
@@ -61,9 +61,11 @@ def batch_tables(batch: pd.DataFrame, spec: dict):
     keyed = spec["split"] == "key"
     b = batch.assign(stream=spec["id"], gkey=batch["key"] if keyed else 0)
     # the wire's copy is one per (event, operator); its windows are rows here
+    # best: the highest value, the lowest key on ties, as Spark's max of the struct (value, -key)
+    b = b.assign(negkey=-b["key"]).sort_values(["value", "negkey"], ascending=False, kind="stable")
     parts = b.groupby(["stream", "window", "owner", "gkey"], as_index=False).agg(
         n=("value", "size"), sum=("value", "sum"), min=("value", "min"), max=("value", "max"),
-        best_value=("value", "max"), best_negkey=("key", lambda k: -k.max()))
+        best_value=("value", "first"), best_negkey=("negkey", "first"))
     counts = b.groupby(["stream", "window", "owner"], as_index=False).agg(events=("seq", "size"),
                                                                           last_seq=("seq", "max"))
     events = (b.drop_duplicates(["seq", "owner"])[["stream", "owner", "seq", "ts", "recv_ns"]]
@@ -113,6 +115,17 @@ def test_every_window_leaves_once_and_only_when_complete(kind, size, slide, n_op
     assert (per_window["emissions"] == 1).all()
     assert per_window.index.sort_values().tolist() == sorted(expected.index)
     assert (per_window["n"] == expected.loc[per_window.index, "size"]).all()
+    # and each result is the query over the window's events
+    kind = spec["query"]["kind"]
+    for (window, gkey), rows in copies.assign(gkey=copies["key"] if split == "key" else -1).groupby(["window", "gkey"]):
+        got = everything[(everything["window"] == window) & ((everything["key"] == gkey) if split == "key" else True)]
+        assert len(got) == 1
+        if kind == "nexmark_q7":
+            best = rows[rows["value"] == rows["value"].max()]["key"].min()
+            assert (got["result"].iloc[0], got["key"].iloc[0]) == (rows["value"].max(), best)
+        else:
+            want = {"sum": rows["value"].sum(), "mean": rows["value"].mean(), "count_by_key": len(rows)}[kind]
+            assert got["result"].iloc[0] == pytest.approx(want)
     assert merger.open_windows == 0 and merger.after_emission == 0
     if kind == "count":
         # a count window that got all its events was never held back to the end
@@ -197,5 +210,8 @@ def test_operator_lag_sets_spark_progress_against_each_receiver(tmp_path):
     assert lag["o1"] == OperatorLag(500, 380, 120, 1.5)
     assert lag["o2"] == OperatorLag(300, 300, 0, 0.0)           # nothing waits: no lag in seconds
     assert lag["o3"] == OperatorLag(0, 0, 0, 0.0)
+    write_json_atomic(rundir.receiver_status("o3"), {"received": 7})
+    assert operator_lag(rundir, ["o3"])["o3"] == OperatorLag(7, 0, 7, None)   # Spark has not begun on it
+    assert "o3 7 events, none processed yet" in live_line(rundir, ["o1", "o3"])
     line = live_line(rundir, ["o1", "o2"])
     assert line.startswith("windows emitted 42 · largest lag o1 120 events")
