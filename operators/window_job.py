@@ -62,6 +62,8 @@ HEADER_FIELDS = [T.StructField(name, T.LongType()) for name in
                   "hdr_old_stride")]
 DELIVERY_SCHEMA = T.StructType(EVENT_FIELDS + [T.StructField("recv_ns", T.LongType()),
                                                T.StructField("operator", T.StringType())] + HEADER_FIELDS)
+#: How often a micro-batch starts, at most: a batch that takes longer is followed at once by the next.
+TRIGGER_MS = 250
 #: Bytes on the wire per delivered copy: Ethernet 14 + IPv4 20 + UDP 8 + event 32 + windows 32.
 FRAME_BYTES = 106
 
@@ -154,30 +156,50 @@ def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
 # queries: partial aggregates that merge associatively
 # ---------------------------------------------------------------------------
 def partials(df: DataFrame, spec: dict) -> DataFrame:
+    """Per (stream, window, owner, gkey): the query's partial aggregates over
+    the events it counts (``n``, ``sum``, ``min``, ``max``, ``best_*``), and
+    ``events`` and ``last_seq`` over all of them, which tell the live merger
+    when a count window is complete.  A group whose events the query filters
+    out entirely has ``n`` = 0 and is no window of the output."""
     q = query(spec["query"]["kind"])
-    if q.only_value is not None:
-        df = df.where(F.col("value") == q.only_value)
+    counted = F.lit(True) if q.only_value is None else (F.col("value") == q.only_value)
+    value = F.when(counted, F.col("value"))
     group = F.col("key") if q.group_by_key else F.lit(0).cast("long")
     return (df.withColumn("gkey", group)
               .groupBy("stream", "window", "owner", "gkey")
-              .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("sum"),
-                   F.min("value").alias("min"), F.max("value").alias("max"),
+              .agg(F.count(value).alias("n"), F.sum(value).alias("sum"), F.min(value).alias("min"),
+                   F.max(value).alias("max"),
                    # highest value, lowest key on ties: max of (value, -key)
-                   F.max(F.struct(F.col("value"), (-F.col("key")).alias("neg_key"))).alias("best")))
+                   F.max(F.when(counted, F.struct(F.col("value"), (-F.col("key")).alias("neg_key")))).alias("best"),
+                   F.count(F.lit(1)).alias("events"), F.max("seq").alias("last_seq"))
+              .select("stream", "window", "owner", "gkey", "n", "sum", "min", "max",
+                      F.col("best.value").alias("best_value"), F.col("best.neg_key").alias("best_negkey"),
+                      "events", "last_seq"))
+
+
+#: The partials each micro-batch leaves in ``spark/partials/`` (``partials``, plus the batch's time).
+PARTIALS_SCHEMA = T.StructType(
+    [T.StructField("stream", T.LongType()), T.StructField("window", T.LongType()),
+     T.StructField("owner", T.StringType())]
+    + [T.StructField(name, T.LongType()) for name in ("gkey", "n", "sum", "min", "max", "best_value",
+                                                      "best_negkey", "events", "last_seq", "batch_ns")])
 
 
 def merge(parts: DataFrame) -> DataFrame:
-    return (parts.groupBy("stream", "window", "owner", "gkey")
+    best = F.max(F.struct(F.col("best_value").alias("value"), F.col("best_negkey").alias("neg_key")))
+    return (parts.where(F.col("n") > 0).groupBy("stream", "window", "owner", "gkey")
                  .agg(F.sum("n").alias("n"), F.sum("sum").alias("sum"), F.min("min").alias("min"),
-                      F.max("max").alias("max"), F.max("best").alias("best"),
-                      F.max("batch_ns").alias("completed_ns")))
+                      F.max("max").alias("max"), best.alias("best"), F.max("batch_ns").alias("completed_ns"))
+                 .select("stream", "window", "owner", "gkey", "n", "sum", "min", "max",
+                         F.col("best.value").alias("best_value"), F.col("best.neg_key").alias("best_negkey"),
+                         "completed_ns"))
 
 
 #: A query's result and key, named in ``QueryDef``, as columns of the merged partials.
 RESULT_COLUMNS = {"n": lambda: F.col("n"), "sum": lambda: F.col("sum"), "min": lambda: F.col("min"),
                   "max": lambda: F.col("max"), "mean": lambda: F.col("sum") / F.col("n"),
-                  "best": lambda: F.col("best.value")}
-KEY_COLUMNS = {None: lambda: F.lit(None), "group": lambda: F.col("gkey"), "best": lambda: -F.col("best.neg_key")}
+                  "best": lambda: F.col("best_value")}
+KEY_COLUMNS = {None: lambda: F.lit(None), "group": lambda: F.col("gkey"), "best": lambda: -F.col("best_negkey")}
 
 
 def finalize(df: DataFrame, specs: dict[int, dict]) -> DataFrame:
@@ -185,7 +207,7 @@ def finalize(df: DataFrame, specs: dict[int, dict]) -> DataFrame:
     out = None
     for sid, spec in specs.items():
         q = query(spec["query"]["kind"])
-        part = df.where(F.col("stream") == sid).select(
+        part = df.where((F.col("stream") == sid) & (F.col("n") > 0)).select(
             "stream", "window", F.col("owner").alias("operator"), KEY_COLUMNS[q.key]().cast("long").alias("key"),
             RESULT_COLUMNS[q.result]().cast("double").alias("result"), F.col("n").alias("n_events"),
             *([F.col("completed_ns")] if "completed_ns" in df.columns else []))
@@ -215,6 +237,8 @@ class LiveOutput:
     equals its final result."""
 
     def __init__(self, paths: dict, merger: LiveMerger):
+        #: Time-window streams: the only ones whose copies' timestamps the merger needs.
+        self.timed = [sid for sid, spec in merger.specs.items() if spec["window"]["kind"] == "time"]
         self.folder = Path(paths["live"])
         self.status = Path(paths["live_status"])
         self.merger = merger
@@ -224,13 +248,18 @@ class LiveOutput:
         self.mismatched = 0
         self.folder.mkdir(parents=True, exist_ok=True)
 
-    def take(self, batch_id: int, parts: pd.DataFrame, counts: pd.DataFrame, events: pd.DataFrame,
-             progress: dict[str, tuple[int, int]]) -> None:
-        for name, (copies, newest) in progress.items():
-            seen = self.operators.setdefault(name, {"processed": 0, "newest_recv_ns": 0})
-            seen["processed"] += int(copies)
-            seen["newest_recv_ns"] = max(seen["newest_recv_ns"], int(newest or 0))
-        self._publish(self.merger.add(parts, counts, events, time.time_ns()), f"windows-{batch_id:06d}")
+    def take(self, batch_id: int, parts: pd.DataFrame, seen: pd.DataFrame) -> None:
+        """One micro-batch: its partials (``partials``' columns) and its copies'
+        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``."""
+        for name, rows in seen.groupby("operator"):
+            progress = self.operators.setdefault(str(name), {"processed": 0, "newest_recv_ns": 0})
+            progress["processed"] += len(rows)
+            progress["newest_recv_ns"] = max(progress["newest_recv_ns"], int(rows["recv_ns"].max()))
+        counts = parts.groupby(["stream", "window", "owner"], as_index=False).agg(
+            events=("events", "sum"), last_seq=("last_seq", "max"))
+        timed = seen[seen["stream"].isin(self.timed)]
+        rows = self.merger.add(parts[parts["n"] > 0], counts, timed, time.time_ns())
+        self._publish(rows, f"windows-{batch_id:06d}")
 
     def close(self) -> None:
         self._publish(self.merger.close(time.time_ns()), "windows-end")
@@ -283,36 +312,42 @@ class WindowJob:
     def operator_batch(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch: every operator's events folded into partial
         aggregates, which the live merger takes; the windows it finds
-        complete leave at once."""
+        complete leave at once.  Two Spark jobs: the aggregation, and the
+        copies' few columns that give each operator's progress and watermark."""
         now = time.time_ns()
         batch = batch.persist()
-        copies = header_windows(batch).persist()
         try:
-            out = union_all([partials(copies.where(F.col("stream") == sid), spec)
-                             for sid, spec in self.specs.items()]).withColumn("batch_ns", F.lit(now)).persist()
-            out.write.mode("append").parquet(self.paths["partials"])
-            parts = out.select("stream", "window", "owner", "gkey", "n", "sum", "min", "max",
-                               F.col("best.value").alias("best_value"),
-                               F.col("best.neg_key").alias("best_negkey")).toPandas()
-            counts = copies.groupBy("stream", "window", "owner").agg(
-                F.count(F.lit(1)).alias("events"), F.max("seq").alias("last_seq")).toPandas()
-            timed = [sid for sid, spec in self.specs.items() if spec["window"]["kind"] == "time"]
-            events = (batch.where(F.col("stream").isin(timed)).select("stream", "operator", "seq", "ts", "recv_ns")
-                      .toPandas())
-            progress = batch.groupBy("operator").agg(F.count(F.lit(1)).alias("copies"),
-                                                     F.max("recv_ns").alias("newest_recv_ns")).collect()
-            out.unpersist()
+            copies = header_windows(batch)
+            # a group the query filters out has no aggregates: 0 rather than null, so
+            # that every column stays int64 in pandas (n = 0 marks it)
+            parts = union_all([partials(copies.where(F.col("stream") == sid), spec)
+                               for sid, spec in self.specs.items()]).fillna(0).toPandas()
+            seen = batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
         finally:
-            copies.unpersist()
             batch.unpersist()
-        self.live.take(batch_id, parts, counts, events, {r.operator: (r.copies, r.newest_recv_ns) for r in progress})
+        if (parts["n"] > 0).any():
+            kept = parts[parts["n"] > 0].assign(batch_ns=now)
+            kept.to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet", index=False)
+        self.live.take(batch_id, parts, seen)
+    def warm_up(self) -> None:
+        """Run one micro-batch's work on a copy per stream before the stream
+        begins, so that the first real batch finds Spark's Python workers
+        started and its plans compiled instead of paying for both."""
+        rows = [{**{f.name: 0 for f in DELIVERY_SCHEMA.fields}, "stream": sid, "operator": "warm-up",
+                 "hdr_span": 1, "hdr_stride": 1} for sid in self.specs]
+        batch = self.spark.createDataFrame(pd.DataFrame(rows), DELIVERY_SCHEMA)
+        union_all([partials(header_windows(batch).where(F.col("stream") == sid), spec)
+                   for sid, spec in self.specs.items()]).fillna(0).toPandas()
+        batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
 
     def stream(self) -> None:
+        Path(self.paths["partials"]).mkdir(parents=True, exist_ok=True)
+        self.warm_up()
         events = (self.spark.readStream.schema(DELIVERY_SCHEMA).option("recursiveFileLookup", "true")
                   .parquet(self.paths["in"]))
         running = (events.writeStream.foreachBatch(self.operator_batch)
                    .option("checkpointLocation", self.paths["checkpoint"])
-                   .trigger(processingTime=f"{self.job.get('trigger_ms', 1000)} milliseconds").start())
+                   .trigger(processingTime=f"{self.job.get('trigger_ms', TRIGGER_MS)} milliseconds").start())
         Path(self.paths["ready"]).write_text(str(os.getpid()))
         done = Path(self.paths["input_done"])
         while not done.exists():
@@ -331,7 +366,8 @@ class WindowJob:
     def merge_output(self) -> None:
         """``windows.parquet``: every window merged from all partials, as the
         reference is, with when and why the live merger emitted it."""
-        merged = finalize(merge(self.spark.read.parquet(self.paths["partials"])), self.specs) \
+        merged = finalize(merge(self.spark.read.schema(PARTIALS_SCHEMA).parquet(self.paths["partials"])),
+                          self.specs) \
             .orderBy("stream", "window", "key").toPandas()
         self.live.annotate(merged).to_parquet(self.paths["windows"], index=False)
 

@@ -186,19 +186,26 @@ def validate(topology: str) -> None:
 @click.option("--pcap", is_flag=True, help="Capture every switch port into pcaps/ (tcpdump).")
 @click.option("--switch-cpu", type=click.Choice(["fifo", "none"]), default="fifo", show_default=True,
               help="The switch process's CPU policy: fifo (real-time class, ahead of the rest) or none.")
+@click.option("--spark-cpu", type=click.Choice(["idle", "nice", "normal"]), default="nice", show_default=True,
+              help="Spark's CPU policy: idle (only what nothing else wants), nice (nice 10) or normal (nice 0).")
+@click.option("--window-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=None,
+              help="A window that has not changed for this many seconds leaves marked incomplete "
+                   "(default: only at the end of the input).")
 @click.option("--cli", type=click.Choice(["before", "after"]), is_flag=False, flag_value="before", default=None,
               help="Open Mininet's CLI before streaming (--cli; its `stream` command streams) "
                    "or after it (--cli=after).  Leaving the CLI finishes the run.")
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
         timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False,
-        cli: Optional[str] = None, switch_cpu: str = "fifo") -> None:
+        cli: Optional[str] = None, switch_cpu: str = "fifo", spark_cpu: str = "nice",
+        window_timeout: Optional[float] = None) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from testbed.experiments.launch import launch
     from testbed.runs.orchestrator import RunOptions
 
     path, topo = _load(topology)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
-                         spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli, switch_cpu=switch_cpu)
+                         spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli, switch_cpu=switch_cpu,
+                         spark_cpu=spark_cpu, window_timeout_s=window_timeout)
     with _run_errors():
         ok = launch(topo, path, options)
     sys.exit(0 if ok else 1)

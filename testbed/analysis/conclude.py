@@ -14,7 +14,7 @@ from rich.console import Console
 
 from testbed.analysis.check import StreamCheck, events_the_switch_never_saw
 from testbed.analysis.plots import plot_run
-from testbed.analysis.spark import SparkApp, job_description, spark_missing
+from testbed.analysis.spark import DEFAULT_SPARK_CPU, SparkApp, job_description, spark_missing
 from testbed.analysis.verdicts import evaluate, frame_check, verdict_summary
 from testbed.rundir import RunDir, RunRecord
 from testbed.semantics.topology import Topology
@@ -27,6 +27,7 @@ class RunSpark:
         self.app = app
         self.analysis = analysis
         self.rundir = rundir
+        self.cpu_policy = app.cpu_policy
 
     def start(self) -> None:
         self.app.start()
@@ -45,10 +46,13 @@ class RunSpark:
 class RunAnalysis:
     """Spark (when asked for) and the conclusion of one run."""
 
-    def __init__(self, console: Console, spark_master: str = "local[*]", spark: bool = True):
+    def __init__(self, console: Console, spark_master: str = "local[*]", spark: bool = True,
+                 spark_cpu: str = DEFAULT_SPARK_CPU, window_timeout_s: Optional[float] = None):
         self.console = console
         self.spark_master = spark_master
         self.with_spark = spark
+        self.spark_cpu = spark_cpu
+        self.window_timeout_s = window_timeout_s
         self._frames: Optional[dict[int, StreamCheck]] = None
 
     def missing(self) -> Optional[str]:
@@ -57,7 +61,8 @@ class RunAnalysis:
         return f"cannot run the operators' Spark application: {reason} (or pass --no-spark)" if reason else None
 
     def spark(self, topo: Topology, run_id: str, rundir: RunDir) -> RunSpark:
-        return RunSpark(SparkApp(rundir, job_description(topo, run_id, rundir), self.spark_master), self, rundir)
+        job = job_description(topo, run_id, rundir, self.window_timeout_s)
+        return RunSpark(SparkApp(rundir, job, self.spark_master, self.spark_cpu), self, rundir)
 
     def frames(self, rundir: RunDir, record: RunRecord) -> dict[int, StreamCheck]:
         if self._frames is None:

@@ -173,16 +173,20 @@ class ElasticSettings:
     pool: Sequence[str]            # operator hosts the stream may use, in the order they are added
     min_n: int = 1
     max_n: int = 8
-    high: float = 1500.0           # copies/s per operator above which N grows
+    high: float = 1500.0           # signal per operator above which N grows
     low: float = 500.0             # ... below which it shrinks
     cooldown: float = 2.0          # seconds between two changes of the stream
+    signal: str = "copies"         # copies/s from the switch, or ``lag``: copies waiting for Spark
 
 
 class ElasticPolicy:
     """Scales a stream's N from the load its operators carry.
 
     Load is copies per second per operator, from the switch's ``operator_out``
-    counters between two ticks: a signal a real deployment has.  Above
+    counters between two ticks: a signal a real deployment has.  With
+    ``signal: lag`` it is what the operators report instead: the copies each
+    holds that the stream processor has not processed yet (``lag_of``), the
+    feedback of S4's Fig. 3.  Above
     ``high`` N grows to what would bring the load back between the
     thresholds; below ``low`` it shrinks likewise; never outside
     ``[min_n, max_n]`` and never twice within ``cooldown``.  Operators come
@@ -190,8 +194,10 @@ class ElasticPolicy:
     """
 
     def __init__(self, adapter: Adapter, api, ports: dict[str, int], settings: dict[int, ElasticSettings],
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 lag_of: Optional[Callable[[Sequence[str]], dict[str, float]]] = None):
         self.adapter = adapter
+        self.lag_of = lag_of
         self.api = api
         self.ports = ports
         self.settings = settings
@@ -226,7 +232,7 @@ class ElasticPolicy:
         decisions = []
         for sid, s in self.settings.items():
             stream = self.adapter.current(sid)
-            loads = self.load(stream.operators, now)
+            loads = self.lag_of(stream.operators) if s.signal == "lag" else self.load(stream.operators, now)
             n = len(stream.operators)
             per_operator = sum(loads.values()) / n if n else 0.0
             self.samples.append((now, sid, n, loads))

@@ -23,7 +23,8 @@ from testbed.targets import switch_class
 def real_parts(options: RunOptions, console: Console) -> RunParts:
     """Mininet, the target's switch, Spark (unless ``options.spark`` is off) and the analysis."""
     switch_cls = switch_class(options.target)
-    analysis = RunAnalysis(console, options.spark_master, options.spark)
+    analysis = RunAnalysis(console, options.spark_master, options.spark, options.spark_cpu,
+                           options.window_timeout_s)
 
     def missing() -> Optional[str]:
         reason = mininet_missing()

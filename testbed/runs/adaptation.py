@@ -19,6 +19,7 @@ from testbed.dataplane.adaptation import Adapter, Decision, ElasticPolicy, Elast
 from testbed.dataplane.control import Controller
 from testbed.dataplane.liveness import HeartbeatMonitor
 from testbed.rundir import RunDir, read_json
+from testbed.runs.progress import operator_lag
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology, WindowSpec, nominal_times
 
@@ -89,9 +90,11 @@ class RunAdaptation:
                                             on_failure=self.failover.on_failure,
                                             on_recovery=self.failover.on_recovery).start()
         if adapt is not None and adapt.elastic:
-            settings = {e.stream: ElasticSettings(e.pool, e.min, e.max, e.high, e.low, e.cooldown)
+            settings = {e.stream: ElasticSettings(e.pool, e.min, e.max, e.high, e.low, e.cooldown, e.signal)
                         for e in adapt.elastic}
-            self.elastic = ElasticPolicy(self.adapter, self._api(), self.plan.ports, settings)
+            self.elastic = ElasticPolicy(self.adapter, self._api(), self.plan.ports, settings,
+                                         lag_of=lambda hosts: {h: float(lag.lag_events) for h, lag in
+                                                               operator_lag(self.rundir, hosts).items()})
             period = min(e.period for e in adapt.elastic)
             self._thread(lambda: self._tick(period), "elastic")
         if self.topo.schedule:

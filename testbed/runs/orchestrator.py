@@ -69,6 +69,8 @@ class RunOptions:
     pcap: bool = False
     cli: Optional[str] = None       # "before" or "after" the stream: open Mininet's CLI
     switch_cpu: str = "fifo"        # the switch process's CPU policy (targets.base.CPU_POLICIES)
+    spark_cpu: str = "nice"         # the Spark application's (analysis.spark.SPARK_CPU)
+    window_timeout_s: Optional[float] = None   # a window unchanged this long leaves incomplete
 
 
 #: Bytes of raw data per event sent and per copy delivered (Parquet, logs), with room to spare,
@@ -81,6 +83,10 @@ def preflight(topo: Topology, topology_path: Path, parts: RunParts, rundir: RunD
     reason = parts.missing()
     if reason:
         raise PreflightError(reason)
+    lagged = [i for i, e in enumerate(topo.adapt.elastic if topo.adapt else ()) if e.signal == "lag"]
+    if lagged and parts.spark is None:
+        raise PreflightError(f"cannot run: {topology_path}: adapt.elastic[{lagged[0]}].signal: lag is what the "
+                             f"Spark operators report, and this run has none (leave out --no-spark)")
     forced = [i for i, link in enumerate(topo.links) if link.impaired and link.shaper == "netem"]
     if forced:
         reason = netem_missing()
@@ -205,7 +211,8 @@ class Run:
         self.record.versions = {**self.record.versions, **self.network.switch.versions()}
         self.record.cpu_policy = {"switch": self.network.switch.cpu_policy.description,
                                   "sources, receivers": "SCHED_OTHER, nice 0",
-                                  "spark": "SCHED_IDLE, nice 19" if self.spark is not None else "not running"}
+                                  "spark": getattr(self.spark.cpu_policy, "description", "unknown")
+                                  if self.spark is not None else "not running"}
         self.record.links = self.network.link_modes
 
     def program_switch(self) -> None:

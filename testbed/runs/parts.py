@@ -72,6 +72,8 @@ class Network(Protocol):
 class Spark(Protocol):
     """The operators' windowed computation, one application for the run."""
 
+    cpu_policy: Any             # how its process is scheduled: ``.name`` and ``.description``
+
     def start(self) -> None: ...
 
     def wait_ready(self) -> None: ...

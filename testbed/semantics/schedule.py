@@ -148,8 +148,11 @@ class ElasticPolicySpec(_Strict):
     pool: list[str] = Field(min_length=1, description="operator hosts in the order they are added")
     min: int = Field(default=1, ge=1)
     max: int = Field(default=8, ge=1)
-    high: float = Field(gt=0, allow_inf_nan=False, description="copies/s per operator above which N grows")
-    low: float = Field(ge=0, allow_inf_nan=False, description="copies/s per operator below which N shrinks")
+    #: ``copies``: copies/s per operator, from the switch's counters; ``lag``: copies
+    #: per operator that its receiver holds and Spark has not processed yet.
+    signal: Literal["copies", "lag"] = "copies"
+    high: float = Field(gt=0, allow_inf_nan=False, description="signal per operator above which N grows")
+    low: float = Field(ge=0, allow_inf_nan=False, description="signal per operator below which N shrinks")
     cooldown: float = Field(default=2.0, ge=0, allow_inf_nan=False, description="seconds between changes")
     period: float = Field(default=0.5, gt=0, allow_inf_nan=False, description="seconds between decisions")
 

@@ -137,6 +137,8 @@ class FakeNetwork:
 class FailingSpark:
     """A Spark application that fails to start."""
 
+    cpu_policy = None
+
     def start(self) -> None:
         raise PartFailed("no Spark here (a fake that fails)")
 

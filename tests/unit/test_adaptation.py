@@ -1,6 +1,8 @@
 """Failover and elastic policies, driving the pipeline model."""
 import time
 
+import pytest
+
 from support import topologies
 from testbed.dataplane.adaptation import Adapter, ElasticPolicy, ElasticSettings, FailoverPolicy
 from testbed.dataplane.control import Controller
@@ -134,3 +136,50 @@ def test_elastic_grows_with_load_and_shrinks_when_it_falls():
     times = [t for t, n1, n2 in zip(range(len(history)), history, history[1:]) if n1 != n2]
     assert all(b - a >= 2 for a, b in zip(times, times[1:]))
     sw.adapter.stop()
+
+
+def test_elastic_on_the_operators_lag_follows_what_they_report():
+    """signal: lag takes the copies each operator holds unprocessed, not the
+    switch's counters: N grows while they report a backlog above high and
+    shrinks once it drains below low."""
+    pool = [f"h{i}" for i in range(2, 10)]
+    sw = Switch([topologies.stream(1, {"kind": "count", "size": 4, "slide": 1}, pool[:2])])
+    clock, backlog = Clock(), {"total": 0.0}
+    asked = []
+
+    def lag_of(hosts):
+        asked.append(tuple(hosts))
+        return {h: backlog["total"] / len(hosts) for h in hosts}
+
+    policy = ElasticPolicy(sw.adapter, sw.pipe, sw.plan.ports,
+                           {1: ElasticSettings(pool, min_n=2, max_n=8, high=500, low=100, cooldown=1.0,
+                                               signal="lag")}, clock=clock, lag_of=lag_of)
+    history = []
+    for step, total in enumerate([0] * 2 + [4000] * 8 + [0] * 10):
+        clock.now, backlog["total"] = step * 0.5, total
+        policy.tick()
+        feed_until(sw, 1, lambda: sw.adapter.idle())
+        history.append(len(sw.ctl.streams[1].operators))
+    # 2,000 waiting per operator: straight to the N that brings it between the
+    # thresholds (capped at max), there while it lasts, back to min once drained
+    assert history[:2] == [2, 2] and history[2:10] == [8] * 8 and history[-1] == 2
+    assert asked and all(hosts == tuple(pool[:len(hosts)]) for hosts in asked)
+    # what each tick saw is what the operators reported, spread over N
+    assert all(set(loads.values()) <= {0.0, 4000 / n} for _, _, n, loads in policy.samples)
+    assert all(d.error is None for d in sw.adapter.decisions)
+    sw.adapter.stop()
+
+
+def test_a_lag_policy_needs_the_spark_operators(tmp_path):
+    from testbed.rundir import RunDir
+    from testbed.runs.orchestrator import PreflightError, preflight
+    from testbed.runs.parts import RunParts
+
+    data = topologies.topology_data(
+        [topologies.stream(1, {"kind": "count", "size": 4, "slide": 4}, ["h2", "h3"], events=100, rate=100)],
+        adapt={"elastic": [{"stream": 1, "pool": ["h2", "h3", "h4"], "max": 3, "high": 50, "low": 10,
+                                    "signal": "lag"}]})
+    topo = topologies.build(data["streams"], adapt=data["adapt"])
+    parts = RunParts(network=None, conclude=None, spark=None, missing=lambda: None)
+    with pytest.raises(PreflightError, match=r"adapt.elastic\[0\].signal: lag .* --no-spark"):
+        preflight(topo, tmp_path / "t.yaml", parts, RunDir(tmp_path / "run"))
