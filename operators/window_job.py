@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from itertools import chain
 from pathlib import Path
@@ -62,6 +63,10 @@ HEADER_FIELDS = [T.StructField(name, T.LongType()) for name in
                   "hdr_old_stride")]
 DELIVERY_SCHEMA = T.StructType(EVENT_FIELDS + [T.StructField("recv_ns", T.LongType()),
                                                T.StructField("operator", T.StringType())] + HEADER_FIELDS)
+#: The operator name of the copies that warm the streaming query up before the run's stream.
+WARM_UP = "warm-up"
+#: Micro-batches whose timings spark/live.json keeps.
+BATCHES_KEPT = 20
 #: How often a micro-batch starts, at most: a batch that takes longer is followed at once by the next.
 TRIGGER_MS = 250
 #: Bytes on the wire per delivered copy: Ethernet 14 + IPv4 20 + UDP 8 + event 32 + windows 32.
@@ -246,11 +251,18 @@ class LiveOutput:
         self.operators: dict[str, dict] = {}
         self.windows = 0
         self.mismatched = 0
+        #: The warm-up copies went through (``WindowJob.warm_up``).
+        self.warm = False
+        self.batches: list[dict] = []
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def take(self, batch_id: int, parts: pd.DataFrame, seen: pd.DataFrame) -> None:
         """One micro-batch: its partials (``partials``' columns) and its copies'
-        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``."""
+        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``.  The warm-up
+        copies count for no operator (``operator_batch`` drops their windows)."""
+        if (seen["operator"] == WARM_UP).any():
+            self.warm = True
+            seen = seen[seen["operator"] != WARM_UP]
         for name, rows in seen.groupby("operator"):
             progress = self.operators.setdefault(str(name), {"processed": 0, "newest_recv_ns": 0})
             progress["processed"] += len(rows)
@@ -264,6 +276,14 @@ class LiveOutput:
     def close(self) -> None:
         self._publish(self.merger.close(time.time_ns()), "windows-end")
 
+    def timed_batch(self, batch_id: int, copies: int, spark_s: float, merger_s: float) -> None:
+        """Keep how long the newest micro-batches took, in Spark and in the merger."""
+        self.batches = (self.batches + [{"batch": batch_id, "copies": copies, "spark_s": round(spark_s, 3),
+                                         "merger_s": round(merger_s, 3)}])[-BATCHES_KEPT:]
+        print(f"micro-batch {batch_id}: {copies} copies, Spark {spark_s:.2f} s, merger {merger_s:.2f} s",
+              file=sys.stderr, flush=True)
+        self._write_status()
+
     def _publish(self, rows: pd.DataFrame, name: str) -> None:
         if len(rows):
             part = self.folder / f"{name}.parquet"
@@ -276,7 +296,7 @@ class LiveOutput:
     def _write_status(self) -> None:
         status = {"updated_ns": time.time_ns(), "windows_emitted": self.windows,
                   "open_windows": self.merger.open_windows, "after_emission": self.merger.after_emission,
-                  "mismatched": self.mismatched, "operators": self.operators}
+                  "mismatched": self.mismatched, "operators": self.operators, "batches": self.batches}
         self.status.with_suffix(".tmp").write_text(json.dumps(status))
         os.replace(self.status.with_suffix(".tmp"), self.status)
 
@@ -325,29 +345,40 @@ class WindowJob:
             seen = batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
         finally:
             batch.unpersist()
+        parts = parts[parts["owner"] != WARM_UP]
+        spark_s = (time.time_ns() - now) / 1e9
         if (parts["n"] > 0).any():
             kept = parts[parts["n"] > 0].assign(batch_ns=now)
             kept.to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet", index=False)
         self.live.take(batch_id, parts, seen)
-    def warm_up(self) -> None:
-        """Run one micro-batch's work on a copy per stream before the stream
-        begins, so that the first real batch finds Spark's Python workers
-        started and its plans compiled instead of paying for both."""
-        rows = [{**{f.name: 0 for f in DELIVERY_SCHEMA.fields}, "stream": sid, "operator": "warm-up",
+        self.live.timed_batch(batch_id, len(seen), spark_s, (time.time_ns() - now) / 1e9 - spark_s)
+
+    def warm_up(self, running) -> None:
+        """Send one copy per stream, from no operator, through the streaming
+        query before the stream begins, and wait until it is processed: the
+        first real micro-batch then finds the query's plans compiled, its
+        checkpoint log begun and Spark's Python workers started, instead of
+        paying for all three (seconds on 2 cores)."""
+        rows = [{**{f.name: 0 for f in DELIVERY_SCHEMA.fields}, "stream": sid, "operator": WARM_UP,
                  "hdr_span": 1, "hdr_stride": 1} for sid in self.specs]
-        batch = self.spark.createDataFrame(pd.DataFrame(rows), DELIVERY_SCHEMA)
-        union_all([partials(header_windows(batch).where(F.col("stream") == sid), spec)
-                   for sid, spec in self.specs.items()]).fillna(0).toPandas()
-        batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
+        folder = Path(self.paths["in"]) / WARM_UP
+        folder.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).astype({f.name: "int64" for f in HEADER_FIELDS + EVENT_FIELDS}).to_parquet(
+            folder / ".warm-up.tmp", index=False)
+        os.replace(folder / ".warm-up.tmp", folder / f"{WARM_UP}.parquet")
+        while not self.live.warm:
+            if running.exception() is not None:
+                raise running.exception()
+            time.sleep(0.05)
 
     def stream(self) -> None:
         Path(self.paths["partials"]).mkdir(parents=True, exist_ok=True)
-        self.warm_up()
         events = (self.spark.readStream.schema(DELIVERY_SCHEMA).option("recursiveFileLookup", "true")
                   .parquet(self.paths["in"]))
         running = (events.writeStream.foreachBatch(self.operator_batch)
                    .option("checkpointLocation", self.paths["checkpoint"])
                    .trigger(processingTime=f"{self.job.get('trigger_ms', TRIGGER_MS)} milliseconds").start())
+        self.warm_up(running)
         Path(self.paths["ready"]).write_text(str(os.getpid()))
         done = Path(self.paths["input_done"])
         while not done.exists():
@@ -465,7 +496,8 @@ def main() -> None:
     job = json.loads(args.job.read_text())
     spark = (SparkSession.builder.appName(f"testbed-{job.get('run_id', 'run')}")
              .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
