@@ -166,6 +166,10 @@ class FailoverPolicy:
             self.adapter.submit(decision, stream.model_copy(update={"operators": list(left)}))
 
 
+#: What an elastic policy's thresholds measure, by its signal.
+SIGNAL_UNITS = {"copies": "copies/s", "lag": "copies waiting for Spark"}
+
+
 @dataclass
 class ElasticSettings:
     """The elastic policy's knobs, per stream."""
@@ -242,6 +246,6 @@ class ElasticPolicy:
             self._changed_at[sid] = now
             ops = list(s.pool[:want])
             decisions.append(self.adapter.submit(
-                Decision("elastic", sid, tuple(ops), f"{per_operator:.0f} copies/s per operator at N={n}"),
+                Decision("elastic", sid, tuple(ops), f"{per_operator:.0f} {SIGNAL_UNITS[s.signal]} per operator at N={n}"),
                 stream.model_copy(update={"operators": ops})))
         return decisions

@@ -40,7 +40,7 @@ class CpuPolicy:
 
 #: ``fifo``: the switch runs in the real-time class (SCHED_FIFO, priority 20) and
 #: takes a core whenever it has frames, ahead of the sources, the receivers and
-#: Spark (itself SCHED_IDLE); the kernel's real-time throttling still leaves the
+#: Spark (nice 10 by default, testbed.analysis.spark.SPARK_CPU); the kernel's real-time throttling still leaves the
 #: others 5 % of every second.  ``none``: the default time-sharing class, nice 0,
 #: like the sources and receivers.  Measured in experiments/cpupolicy.yaml.
 CPU_POLICIES = {

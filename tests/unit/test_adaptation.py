@@ -167,6 +167,7 @@ def test_elastic_on_the_operators_lag_follows_what_they_report():
     # what each tick saw is what the operators reported, spread over N
     assert all(set(loads.values()) <= {0.0, 4000 / n} for _, _, n, loads in policy.samples)
     assert all(d.error is None for d in sw.adapter.decisions)
+    assert "2000 copies waiting for Spark per operator at N=2" in sw.adapter.decisions[0].reason
     sw.adapter.stop()
 
 
