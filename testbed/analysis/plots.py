@@ -86,12 +86,17 @@ def plot_latency(rundir: RunDir) -> Path:
     else:
         ax.set_xscale("log")
         ax.legend(title="stream")
-    ax.set_xlabel("delivery latency (us, source send to operator receive)")
-    ax.set_ylabel("fraction of deliveries")
-    ax.set_title(f"{run.name}: latency ({run.target} target)")
+    return _save_axes(fig, ax, rundir.figure("latency"), "delivery latency (us, source send to operator receive)",
+                      "fraction of deliveries", f"{run.name}: latency ({run.target} target)")
+
+
+def _save_axes(fig, ax, out: Path, xlabel: str, ylabel: str, title: str) -> Path:
+    """Label and grid a one-axes figure, write it to ``out`` and close it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    out = rundir.figure("latency")
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
@@ -168,15 +173,8 @@ def plot_result_latency(rundir: RunDir) -> Path:
     if len(sources):
         ax.axvline((sources["send_ns"].max() - sources["send_ns"].min()) / 1e9, color="grey", ls="--", lw=1,
                    label="last event sent")
-    ax.set_xlabel("emitted at (s since the first event was sent)")
-    ax.set_ylabel("result latency (s)")
-    ax.set_title(f"{run.name}: window results over the run ({run.target} target)")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out = rundir.figure("result_latency")
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save_axes(fig, ax, rundir.figure("result_latency"), "emitted at (s since the first event was sent)",
+                      "result latency (s)", f"{run.name}: window results over the run ({run.target} target)")
 
 
 def plot_run(rundir: RunDir) -> list[Path]:
