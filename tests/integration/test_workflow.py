@@ -7,7 +7,9 @@ and captures (``reference_run``) serves the API, dissector and compare tests.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -118,6 +120,22 @@ def test_cli_streams_on_command_and_the_run_finishes_when_left(tmp_path):
     assert record["ok"] is True and record["phases_s"]["cli"] > 0
     assert f"received: op1 {record['accounting']['streams']['5']['received_per_operator']['op1']}, " in after
     assert interfaces_left("w2") == []
+
+
+@needs_mininet
+@pytest.mark.skipif(spark_missing() is not None, reason=f"Spark skipped: {spark_missing()}")
+def test_cli_status_shows_the_windows_emitted_and_each_operators_lag(tmp_path):
+    topo = workflow_topology(tmp_path, "w6")
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(topo), "--out", str(out), "--cli"],
+                         cwd=ROOT, input="stream\nstatus\nexit\n", capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    after = res.stderr.split("events sent", 1)[1]
+    assert re.search(r"windows emitted \d+ · largest lag op\d ", after)
+    record = written(RunDir(out))
+    for host in record["accounting"]["streams"]["5"]["received_per_operator"]:
+        assert re.search(rf"  {host}: received \d+, processed by Spark \d+, lag \d+ events", after), host
+    assert json.loads(RunDir(out).spark_analysis.read_text())["live"]["mismatched"] == 0
 
 
 @needs_mininet
