@@ -301,10 +301,13 @@ class LiveOutput:
         os.replace(self.status.with_suffix(".tmp"), self.status)
 
     def annotate(self, merged: pd.DataFrame) -> pd.DataFrame:
-        """``merged`` (the final windows) with ``emitted_ns``, ``emitted_by`` and ``completing_seq``."""
+        """``merged`` (the final windows) with ``emitted_ns``, ``emitted_by`` and
+        ``completing_seq``, and what was emitted (``live_result``,
+        ``live_n_events``), for ``testbed check`` to hold against the final rows."""
         if not self.emitted:
             return merged.assign(emitted_ns=pd.Series(dtype="int64"), emitted_by=pd.Series(dtype="object"),
-                                 completing_seq=pd.Series(dtype="int64"))
+                                 completing_seq=pd.Series(dtype="int64"), live_result=pd.Series(dtype="float64"),
+                                 live_n_events=pd.Series(dtype="int64"))
         live = pd.concat(self.emitted, ignore_index=True)
         keyed = lambda df: df.assign(k=pd.to_numeric(df["key"]).fillna(-1).astype(np.int64))  # noqa: E731
         keys = ["stream", "window", "operator", "k"]
@@ -316,7 +319,7 @@ class LiveOutput:
                               | ~np.isclose(out["live_result"], out["result"], equal_nan=True))
         self.mismatched = int(out.loc[differs, ["stream", "window"]].drop_duplicates().shape[0])
         self._write_status()
-        return out.drop(columns=["k", "live_result", "live_n_events"])
+        return out.drop(columns=["k"])
 
 
 class WindowJob:

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+import numpy as np
 import pandas as pd
 
 from testbed.rundir import RunDir, RunDirError, RunRecord
@@ -305,18 +306,21 @@ class WindowCheck:
     #: failed during the run (the frame check names them): the failure's, not
     #: the splitter's.
     failed: int = 0
+    #: Windows the live merger emitted as complete with another result than
+    #: their final one (docs/spark.md): a completion rule that fired early.
+    live_differs: int = 0
     examples: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return (self.matching + self.too_late + self.failed == self.reference
-                and not (self.mismatched or self.incomplete or self.missing or self.extra))
+                and not (self.mismatched or self.incomplete or self.missing or self.extra or self.live_differs))
 
     def as_json(self) -> dict[str, Any]:
         return {"reference_windows": self.reference, "produced_windows": self.produced,
                 "matching": self.matching, "mismatched": self.mismatched, "incomplete": self.incomplete,
                 "missing": self.missing, "extra": self.extra, "affected_by_lateness": self.too_late,
-                "affected_by_failure": self.failed,
+                "affected_by_failure": self.failed, "live_differs": self.live_differs,
                 "ok": self.ok, "examples": self.examples[:10]}
 
 
@@ -411,8 +415,25 @@ def check_windows(rundir: RunDir, record: Optional[RunRecord] = None,
         sent = sources[sources["stream"] == int(sid_text)].sort_values("send_ns", kind="stable")
         late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent,
                                                   changes=record.stream_changes(sid_text)).late_windows
-    return compare_windows(pd.read_parquet(rundir.windows), pd.read_parquet(rundir.windows_reference), late,
-                           failed_windows=failed_windows)
+    windows = pd.read_parquet(rundir.windows)
+    results = compare_windows(windows, pd.read_parquet(rundir.windows_reference), late, failed_windows=failed_windows)
+    for sid, differs in live_differences(windows).items():
+        if sid in results:
+            results[sid].live_differs = len(differs)
+            results[sid].examples += [f"window {w}: emitted live as complete, then changed" for w in differs[:3]]
+    return results
+
+
+def live_differences(windows: pd.DataFrame) -> dict[int, list[int]]:
+    """Per stream, the windows the live merger emitted as complete whose
+    emitted rows differ from the final ones (none for runs without it)."""
+    if "live_result" not in windows.columns:
+        return {}
+    live = windows[windows["emitted_by"] == "complete"]
+    differs = (live["live_n_events"] != live["n_events"]) | ~np.isclose(
+        live["live_result"].astype(float), live["result"].astype(float), equal_nan=True)
+    bad = live[differs]
+    return {int(sid): sorted(set(rows["window"].astype(int))) for sid, rows in bad.groupby("stream")}
 
 
 def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
@@ -420,4 +441,5 @@ def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:
         f"stream {sid} windows: {'OK  ' if r.ok else 'FAIL'} reference={r.reference} "
         f"produced={r.produced} matching={r.matching} mismatched={r.mismatched} "
         f"incomplete={r.incomplete} missing={r.missing} extra={r.extra} affected-by-lateness={r.too_late}"
-        + (f" affected-by-failure={r.failed}" if r.failed else "")))
+        + (f" affected-by-failure={r.failed}" if r.failed else "")
+        + (f" live-differs={r.live_differs}" if r.live_differs else "")))

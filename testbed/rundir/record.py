@@ -186,6 +186,7 @@ class WindowVerdict(Model):
     extra: int
     affected_by_lateness: int
     affected_by_failure: int
+    live_differs: int = 0
     ok: bool
     examples: list[str]
 

@@ -215,3 +215,18 @@ def test_operator_lag_sets_spark_progress_against_each_receiver(tmp_path):
     assert "o3 7 events, none processed yet" in live_line(rundir, ["o1", "o3"])
     line = live_line(rundir, ["o1", "o2"])
     assert line.startswith("windows emitted 42 · largest lag o1 120 events")
+
+
+def test_check_fails_a_window_emitted_complete_that_changed_afterwards():
+    from testbed.analysis.check import WindowCheck, live_differences
+
+    windows = pd.DataFrame({"stream": [1, 1, 1, 2], "window": [0, 1, 2, 0], "result": [3.0, 4.0, 5.0, 1.0],
+                            "n_events": [3, 4, 5, 1], "emitted_by": ["complete", "complete", "end of input", "complete"],
+                            "live_result": [3.0, 2.0, 1.0, 1.0], "live_n_events": [3, 2, 1, 1]})
+    # window 2 left at the end of the input: its live row may be short, so it is not held against the final one
+    assert live_differences(windows) == {1: [1]}
+    assert live_differences(windows.drop(columns=["live_result", "live_n_events"])) == {}
+    check = WindowCheck(stream=1, reference=3, produced=3, matching=3)
+    assert check.ok
+    check.live_differs = 1
+    assert not check.ok and check.as_json()["live_differs"] == 1
