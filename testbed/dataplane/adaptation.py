@@ -245,7 +245,8 @@ class ElasticPolicy:
                 continue
             self._changed_at[sid] = now
             ops = list(s.pool[:want])
+            reason = f"{per_operator:.0f} {SIGNAL_UNITS[s.signal]} per operator at N={n}"
             decisions.append(self.adapter.submit(
-                Decision("elastic", sid, tuple(ops), f"{per_operator:.0f} {SIGNAL_UNITS[s.signal]} per operator at N={n}"),
+                Decision("elastic", sid, tuple(ops), reason),
                 stream.model_copy(update={"operators": ops})))
         return decisions

@@ -221,7 +221,8 @@ def test_check_fails_a_window_emitted_complete_that_changed_afterwards():
     from testbed.analysis.check import WindowCheck, live_differences
 
     windows = pd.DataFrame({"stream": [1, 1, 1, 2], "window": [0, 1, 2, 0], "result": [3.0, 4.0, 5.0, 1.0],
-                            "n_events": [3, 4, 5, 1], "emitted_by": ["complete", "complete", "end of input", "complete"],
+                            "n_events": [3, 4, 5, 1],
+                            "emitted_by": ["complete", "complete", "end of input", "complete"],
                             "live_result": [3.0, 2.0, 1.0, 1.0], "live_n_events": [3, 2, 1, 1]})
     # window 2 left at the end of the input: its live row may be short, so it is not held against the final one
     assert live_differences(windows) == {1: [1]}
