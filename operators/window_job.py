@@ -50,7 +50,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from testbed.semantics.completion import LiveMerger
+from testbed.semantics.completion import LiveMerger, live_differences
 from testbed.semantics.queries import query
 from testbed.semantics.splitting import key_owners
 from testbed.semantics.topology import Stream
@@ -256,13 +256,15 @@ class LiveOutput:
         self.batches: list[dict] = []
         self.folder.mkdir(parents=True, exist_ok=True)
 
-    def take(self, batch_id: int, parts: pd.DataFrame, seen: pd.DataFrame) -> None:
-        """One micro-batch: its partials (``partials``' columns) and its copies'
-        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``.  The warm-up
-        copies count for no operator (``operator_batch`` drops their windows)."""
+    def take(self, batch_id: int, parts: pd.DataFrame, seen: pd.DataFrame, spark_s: float) -> None:
+        """One micro-batch: its partials (``partials``' columns), its copies'
+        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``, and how long
+        Spark took for them.  The warm-up copies count for nothing."""
+        started = time.monotonic()
         if (seen["operator"] == WARM_UP).any():
             self.warm = True
             seen = seen[seen["operator"] != WARM_UP]
+            parts = parts[parts["owner"] != WARM_UP]
         for name, rows in seen.groupby("operator"):
             progress = self.operators.setdefault(str(name), {"processed": 0, "newest_recv_ns": 0})
             progress["processed"] += len(rows)
@@ -270,18 +272,17 @@ class LiveOutput:
         counts = parts.groupby(["stream", "window", "owner"], as_index=False).agg(
             events=("events", "sum"), last_seq=("last_seq", "max"))
         timed = seen[seen["stream"].isin(self.timed)]
-        rows = self.merger.add(parts[parts["n"] > 0], counts, timed, time.time_ns())
-        self._publish(rows, f"windows-{batch_id:06d}")
+        self._publish(self.merger.add(parts[parts["n"] > 0], counts, timed, time.time_ns()), f"windows-{batch_id:06d}")
+        merger_s = time.monotonic() - started
+        # the newest micro-batches' timings, in Spark and in the merger
+        self.batches = (self.batches + [{"batch": batch_id, "copies": len(seen), "spark_s": round(spark_s, 3),
+                                         "merger_s": round(merger_s, 3)}])[-BATCHES_KEPT:]
+        print(f"micro-batch {batch_id}: {len(seen)} copies, Spark {spark_s:.2f} s, merger {merger_s:.2f} s",
+              file=sys.stderr, flush=True)
+        self._write_status()
 
     def close(self) -> None:
         self._publish(self.merger.close(time.time_ns()), "windows-end")
-
-    def timed_batch(self, batch_id: int, copies: int, spark_s: float, merger_s: float) -> None:
-        """Keep how long the newest micro-batches took, in Spark and in the merger."""
-        self.batches = (self.batches + [{"batch": batch_id, "copies": copies, "spark_s": round(spark_s, 3),
-                                         "merger_s": round(merger_s, 3)}])[-BATCHES_KEPT:]
-        print(f"micro-batch {batch_id}: {copies} copies, Spark {spark_s:.2f} s, merger {merger_s:.2f} s",
-              file=sys.stderr, flush=True)
         self._write_status()
 
     def _publish(self, rows: pd.DataFrame, name: str) -> None:
@@ -291,7 +292,6 @@ class LiveOutput:
             os.replace(self.folder / f".{name}.tmp", part)
             self.emitted.append(rows)
             self.windows += len(rows[["stream", "window"]].drop_duplicates())
-        self._write_status()
 
     def _write_status(self) -> None:
         status = {"updated_ns": time.time_ns(), "windows_emitted": self.windows,
@@ -314,12 +314,10 @@ class LiveOutput:
         out = keyed(merged).merge(keyed(live)[keys + ["result", "n_events", "emitted_ns", "emitted_by",
                                                       "completing_seq"]].rename(
             columns={"result": "live_result", "n_events": "live_n_events"}), on=keys, how="left")
-        complete = out["emitted_by"] == "complete"
-        differs = complete & ((out["live_n_events"] != out["n_events"])
-                              | ~np.isclose(out["live_result"], out["result"], equal_nan=True))
-        self.mismatched = int(out.loc[differs, ["stream", "window"]].drop_duplicates().shape[0])
+        out = out.drop(columns=["k"])
+        self.mismatched = sum(len(windows) for windows in live_differences(out).values())
         self._write_status()
-        return out.drop(columns=["k"])
+        return out
 
 
 class WindowJob:
@@ -348,13 +346,11 @@ class WindowJob:
             seen = batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
         finally:
             batch.unpersist()
-        parts = parts[parts["owner"] != WARM_UP]
-        spark_s = (time.time_ns() - now) / 1e9
-        if (parts["n"] > 0).any():
-            kept = parts[parts["n"] > 0].assign(batch_ns=now)
-            kept.to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet", index=False)
-        self.live.take(batch_id, parts, seen)
-        self.live.timed_batch(batch_id, len(seen), spark_s, (time.time_ns() - now) / 1e9 - spark_s)
+        kept = parts[(parts["n"] > 0) & (parts["owner"] != WARM_UP)]
+        if len(kept):
+            kept.assign(batch_ns=now).to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet",
+                                                 index=False)
+        self.live.take(batch_id, parts, seen, (time.time_ns() - now) / 1e9)
 
     def warm_up(self, running) -> None:
         """Send one copy per stream, from no operator, through the streaming
@@ -392,10 +388,8 @@ class WindowJob:
         running.stop()
         self.live.close()
 
-    def write_windows(self, partial: DataFrame, path: str) -> pd.DataFrame:
-        out = finalize(partial, self.specs).orderBy("stream", "window", "key").toPandas()
-        out.to_parquet(path, index=False)
-        return out
+    def write_windows(self, partial: DataFrame, path: str) -> None:
+        finalize(partial, self.specs).orderBy("stream", "window", "key").toPandas().to_parquet(path, index=False)
 
     def merge_output(self) -> None:
         """``windows.parquet``: every window merged from all partials, as the

@@ -18,10 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-import numpy as np
 import pandas as pd
 
 from testbed.rundir import RunDir, RunDirError, RunRecord
+from testbed.semantics.completion import live_differences
 from testbed.semantics.topology import Stream
 from testbed.semantics.windows import TOO_LATE
 
@@ -422,18 +422,6 @@ def check_windows(rundir: RunDir, record: Optional[RunRecord] = None,
             results[sid].live_differs = len(differs)
             results[sid].examples += [f"window {w}: emitted live as complete, then changed" for w in differs[:3]]
     return results
-
-
-def live_differences(windows: pd.DataFrame) -> dict[int, list[int]]:
-    """Per stream, the windows the live merger emitted as complete whose
-    emitted rows differ from the final ones (none for runs without it)."""
-    if "live_result" not in windows.columns:
-        return {}
-    live = windows[windows["emitted_by"] == "complete"]
-    differs = (live["live_n_events"] != live["n_events"]) | ~np.isclose(
-        live["live_result"].astype(float), live["result"].astype(float), equal_nan=True)
-    bad = live[differs]
-    return {int(sid): sorted(set(rows["window"].astype(int))) for sid, rows in bad.groupby("stream")}
 
 
 def window_summary_lines(results: dict[int, WindowCheck]) -> list[str]:

@@ -91,8 +91,9 @@ class RunCLI(CLI):
                + f" (expected in all: {self.testbed_run.expected()})\n")
         output(f"frames that were no event: {counters['non_event']}\n")
         if self.testbed_run.spark is not None:
-            output(live_line(rundir, topo.operator_hosts()) + "\n")
-            for host, lag in operator_lag(rundir, topo.operator_hosts()).items():
+            lags = operator_lag(rundir, topo.operator_hosts(), received_by_host=received)
+            output(live_line(rundir, topo.operator_hosts(), lags) + "\n")
+            for host, lag in lags.items():
                 output(f"  {host}: received {lag.received}, processed by Spark {lag.processed}, "
                        f"lag {lag.lag_events} events, {seconds(lag.lag_s)}\n")
 

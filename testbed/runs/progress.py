@@ -59,13 +59,16 @@ class OperatorLag:
     lag_s: Optional[float]
 
 
-def operator_lag(rundir: RunDir, hosts, now_ns: Optional[int] = None) -> dict[str, OperatorLag]:
-    """Per operator host, from the receivers' status files and the live merger's ``spark/live.json``."""
+def operator_lag(rundir: RunDir, hosts, now_ns: Optional[int] = None,
+                 received_by_host: Optional[dict[str, int]] = None) -> dict[str, OperatorLag]:
+    """Per operator host, from the receivers' counts (``received_by_host``, or
+    their status files) and the live merger's ``spark/live.json``."""
     live = read_json(rundir.spark_live_status).get("operators", {})
     now_ns = time.time_ns() if now_ns is None else now_ns
     out = {}
     for host in hosts:
-        received = int(read_json(rundir.receiver_status(host)).get("received", 0))
+        received = int(received_by_host[host] if received_by_host is not None else
+                       read_json(rundir.receiver_status(host)).get("received", 0))
         seen = live.get(host, {})
         processed = int(seen.get("processed", 0))
         behind = max(received - processed, 0)
@@ -75,10 +78,11 @@ def operator_lag(rundir: RunDir, hosts, now_ns: Optional[int] = None) -> dict[st
     return out
 
 
-def live_line(rundir: RunDir, hosts) -> str:
-    """``windows emitted 120 · largest lag o2 35 events, 0.8 s`` for the progress display and ``status``."""
+def live_line(rundir: RunDir, hosts, lags: Optional[dict[str, OperatorLag]] = None) -> str:
+    """``windows emitted 120 · largest lag o2 35 events, 0.8 s`` for the progress
+    display and ``status``; ``lags`` if the caller has them (``operator_lag``)."""
     emitted = read_json(rundir.spark_live_status).get("windows_emitted", 0)
-    lags = operator_lag(rundir, hosts)
+    lags = operator_lag(rundir, hosts) if lags is None else lags
     if not lags:
         return f"windows emitted {emitted}"
     host, worst = max(lags.items(), key=lambda kv: (kv[1].lag_s is None, kv[1].lag_s or 0, kv[1].lag_events))
@@ -121,8 +125,15 @@ class StreamWatch:
             done = done and bool(status.get("final")) and proc.poll() is not None
         return sent, done
 
+    def received_by_host(self) -> dict[str, int]:
+        return {h: read_json(self.rundir.receiver_status(h)).get("received", 0) for h in self.receivers}
+
     def received(self) -> int:
-        return sum(read_json(self.rundir.receiver_status(h)).get("received", 0) for h in self.receivers)
+        return sum(self.received_by_host().values())
+
+    def live_line(self, received_by_host: dict[str, int]) -> str:
+        hosts = list(self.receivers)
+        return live_line(self.rundir, hosts, operator_lag(self.rundir, hosts, received_by_host=received_by_host))
 
     def follow(self, console: Console) -> str:
         """Block until streaming is over; return why (``complete``, ``settled``, ``timeout``)."""
@@ -131,16 +142,16 @@ class StreamWatch:
         with Progress(*columns, console=console, transient=False) as progress:
             t_sent = progress.add_task("events sent", total=self.total_events)
             t_recv = progress.add_task("deliveries received", total=self.expected_copies)
-            t_live = progress.add_task(live_line(self.rundir, self.receivers), total=None) \
-                if self.live else None
+            t_live = progress.add_task(self.live_line(self.received_by_host()), total=None) if self.live else None
             last_change, last_received = start, -1
             while True:
                 sent, done = self.sent()
-                received = self.received()
+                by_host = self.received_by_host()
+                received = sum(by_host.values())
                 progress.update(t_sent, completed=sent)
                 progress.update(t_recv, completed=received)
                 if t_live is not None:
-                    progress.update(t_live, description=live_line(self.rundir, self.receivers))
+                    progress.update(t_live, description=self.live_line(by_host))
                 if received != last_received:
                     last_change, last_received = time.monotonic(), received
                 if done and self.switch_copies is not None:

@@ -133,6 +133,18 @@ class Watermarks:
         return (int(recv[i]), int(seq[i]))
 
 
+def live_differences(windows: pd.DataFrame) -> dict[int, list[int]]:
+    """Per stream, the windows the live merger emitted as complete whose
+    emitted rows (``live_result``, ``live_n_events``) differ from the final
+    ones in ``windows`` (none for runs from before the live merger)."""
+    if "live_result" not in windows.columns:
+        return {}
+    live = windows[windows["emitted_by"] == COMPLETE]
+    differs = (live["live_n_events"] != live["n_events"]) | ~np.isclose(
+        live["live_result"].astype(float), live["result"].astype(float), equal_nan=True)
+    return {int(sid): sorted(set(rows["window"].astype(int))) for sid, rows in live[differs].groupby("stream")}
+
+
 def completion_rule(spec: dict) -> Optional[Completion]:
     """The rule of a stream's job record, or ``None`` when its windows are
     emitted only at the end of the input (a stream whose window spec the
@@ -189,12 +201,10 @@ class LiveMerger:
 
     def add(self, parts: pd.DataFrame, counts: pd.DataFrame, events: pd.DataFrame, now_ns: int) -> pd.DataFrame:
         if len(counts):
-            done = np.array([(int(s), int(w)) in self.emitted for s, w in zip(counts["stream"], counts["window"])],
-                            dtype=bool)
+            done = self._was_emitted(counts)
             self.after_emission += int(counts.loc[done, "events"].sum())
             counts = counts[~done].assign(touched_ns=now_ns)
-            parts = parts[~np.array([(int(s), int(w)) in self.emitted
-                                     for s, w in zip(parts["stream"], parts["window"])], dtype=bool)]
+            parts = parts[~self._was_emitted(parts)]
             self.counts = self._fold(self.counts, counts, COUNT_KEYS,
                                      {"events": "sum", "last_seq": "max", "touched_ns": "max"})
             self.parts = self._fold(self.parts, parts, PART_KEYS, PART_AGG)
@@ -214,6 +224,10 @@ class LiveMerger:
         return int(self.counts[["stream", "window"]].drop_duplicates().shape[0])
 
     # -- internals -----------------------------------------------------------
+    def _was_emitted(self, rows: pd.DataFrame) -> np.ndarray:
+        return np.fromiter(((int(s), int(w)) in self.emitted for s, w in zip(rows["stream"], rows["window"])),
+                           dtype=bool, count=len(rows))
+
     @staticmethod
     def _fold(state: pd.DataFrame, new: pd.DataFrame, keys: list[str], agg: dict) -> pd.DataFrame:
         if new.empty:
