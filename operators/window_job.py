@@ -2,7 +2,10 @@
 
 Submit with ``spark-submit --master <url> --py-files <run>/spark/testbed.zip
 operators/window_job.py --job <run>/spark/job.json``.  The testbed does this
-for every run (``testbed.analysis.spark.SparkApp``).  Besides pyspark, the job
+for a single run (``testbed.analysis.spark.SparkApp``).  An experiment's runs
+share one warm application instead: ``--serve <folder>`` takes the job
+descriptions dropped into the folder one after another, each run's as it
+comes, until the folder holds ``stop`` (``testbed.analysis.spark.SparkService``).  Besides pyspark, the job
 needs only the ``testbed.semantics`` package, which the zip ships to every
 executor, so it runs on any Spark cluster that can read the run directory.
 The job description names every path it reads and writes.
@@ -40,6 +43,8 @@ import json
 import os
 import sys
 import time
+import traceback
+from contextlib import redirect_stderr
 from itertools import chain
 from pathlib import Path
 from typing import Iterator
@@ -230,6 +235,10 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     return out
 
 
+class JobCancelled(Exception):
+    """The run dropped its job (it failed or was stopped before its input was complete)."""
+
+
 class LiveOutput:
     """The live merger's output while the run goes.
 
@@ -377,15 +386,21 @@ class WindowJob:
         running = (events.writeStream.foreachBatch(self.operator_batch)
                    .option("checkpointLocation", self.paths["checkpoint"])
                    .trigger(processingTime=f"{self.job.get('trigger_ms', TRIGGER_MS)} milliseconds").start())
-        self.warm_up(running)
-        Path(self.paths["ready"]).write_text(str(os.getpid()))
-        done = Path(self.paths["input_done"])
-        while not done.exists():
-            if running.exception() is not None:
-                raise running.exception()
-            time.sleep(0.2)
-        running.processAllAvailable()
-        running.stop()
+        try:
+            self.warm_up(running)
+            Path(self.paths["ready"]).write_text(str(os.getpid()))
+            done = Path(self.paths["input_done"])
+            cancel = Path(self.paths.get("cancel", done.with_name("_CANCEL")))
+            while not done.exists():
+                if running.exception() is not None:
+                    raise running.exception()
+                if cancel.exists():
+                    raise JobCancelled("the run ended before its input was complete")
+                time.sleep(0.2)
+            running.processAllAvailable()
+        finally:
+            # a warm application serves the next run: no query of this one may stay behind
+            running.stop()
         self.live.close()
 
     def write_windows(self, partial: DataFrame, path: str) -> None:
@@ -450,7 +465,9 @@ class WindowJob:
         analysis = {"load": rows(load), "amplification": rows(amp), "latency_us": rows(pct),
                     "completeness": rows(completeness), **self.live_analysis(windows, sources),
                     "spark_master": spark.sparkContext.master,
-                    "spark_version": spark.version, "application_id": spark.sparkContext.applicationId}
+                    "spark_version": spark.version, "application_id": spark.sparkContext.applicationId,
+                    # a warm application's earlier runs: 0 for the first run it serves and for a run's own
+                    "application_runs_before": self.job.get("served", 1) - 1}
         Path(self.paths["analysis"]).write_text(json.dumps(analysis, indent=2, default=str))
 
     def live_analysis(self, windows: DataFrame, sources: DataFrame) -> dict:
@@ -486,12 +503,47 @@ class WindowJob:
         self.analysis()
 
 
+def serve(spark: SparkSession, folder: Path) -> None:
+    """Run the jobs dropped into ``folder`` (``*.json``, in name order), one at
+    a time, each as ``--job`` would, until ``folder/stop`` exists.
+
+    Each job's outcome goes to its ``done`` path (``{"ok": true}``, or the
+    error and its traceback's tail), and what the job prints to its run's
+    log (the job's ``log`` path), so that a failed run leaves the service
+    warm for the next.  ``folder/ready`` says the session is up."""
+    taken: set[str] = set()
+    (folder / "ready").write_text(str(os.getpid()))
+    while not (folder / "stop").exists():
+        waiting = sorted(p for p in folder.glob("*.json") if p.name not in taken)
+        if not waiting:
+            time.sleep(0.05)
+            continue
+        taken.add(waiting[0].name)
+        job = json.loads(waiting[0].read_text())
+        done = Path(job["paths"]["done"])
+        with open(job["log"], "a") as log, redirect_stderr(log):
+            print(f"served by the warm Spark application {spark.sparkContext.applicationId}", file=log, flush=True)
+            try:
+                WindowJob(spark, job).run()
+                outcome = {"ok": True}
+            except Exception as err:           # the run learns why; the service stays for the next
+                traceback.print_exc(file=log)
+                outcome = {"ok": False, "error": f"{type(err).__name__}: {err}".splitlines()[0],
+                           "cancelled": isinstance(err, JobCancelled)}
+        done.with_suffix(".tmp").write_text(json.dumps(outcome))
+        os.replace(done.with_suffix(".tmp"), done)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="testbed operators: windowed computation on Spark")
-    ap.add_argument("--job", required=True, type=Path, help="job description written by testbed run")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--job", type=Path, help="job description written by testbed run")
+    mode.add_argument("--serve", type=Path, metavar="FOLDER",
+                      help="serve the job descriptions dropped into FOLDER until it holds 'stop'")
     args = ap.parse_args()
-    job = json.loads(args.job.read_text())
-    spark = (SparkSession.builder.appName(f"testbed-{job.get('run_id', 'run')}")
+    job = json.loads(args.job.read_text()) if args.job else None
+    name = f"testbed-{job.get('run_id', 'run')}" if job else f"testbed-warm-{args.serve.parent.name}"
+    spark = (SparkSession.builder.appName(name)
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -499,7 +551,10 @@ def main() -> None:
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     try:
-        WindowJob(spark, job).run()
+        if job is not None:
+            WindowJob(spark, job).run()
+        else:
+            serve(spark, args.serve)
     finally:
         spark.stop()
 

@@ -93,24 +93,30 @@ def plan(topology: str, n_events: int, as_json: bool) -> None:
         print_plan(topo, n_events)
 
 
-def _launch_scenario(topo, path: Path, target: Optional[str], out: Path, spark_master: str, no_spark: bool) -> bool:
+def _launch_scenario(topo, path: Path, target: Optional[str], out: Path, settings) -> bool:
+    """One run of a scenario with an experiment's ``settings`` (its Spark: none, its own, or the shared warm one)."""
     from testbed.experiments.launch import launch
     from testbed.runs.orchestrator import RunOptions
 
-    return launch(topo, path, RunOptions(target=target or topo.switch.target, out=out, spark=not no_spark,
-                                         spark_master=spark_master))
+    return launch(topo, path, RunOptions(target=target or topo.switch.target, out=out, spark=settings.spark,
+                                         spark_master=settings.spark_master),
+                  spark_service=settings.spark_service)
 
 
-def _repeat(name: str, times: int, out: Optional[Path], run_once) -> NoReturn:
-    """Run ``run_once`` ``times`` times and print how stable each verdict was; exit 0 only if all passed every time."""
+def _repeat(name: str, times: int, out: Optional[Path], settings, run_once) -> NoReturn:
+    """Run ``run_once(out, settings)`` ``times`` times, every repetition on one
+    warm Spark application (unless ``settings`` say otherwise), and print how
+    stable each verdict was; exit 0 only if all passed every time."""
+    from testbed.analysis.spark import warm_spark
     from testbed.experiments.base import Interrupted
     from testbed.experiments.repeat import repeat_experiment
     from testbed.runs.orchestrator import PreflightError
     from testbed.runs.signals import RunInterrupted
 
     folder = out or ROOT / "results" / name / f"{time.strftime('%Y%m%d-%H%M%S')}-repeat"
-    with _run_errors():
-        stability = repeat_experiment(name, times, folder, run_once,
+    folder.mkdir(parents=True, exist_ok=True)
+    with _run_errors(), warm_spark(folder / "spark", settings, f"{name}-{folder.name}-spark") as shared:
+        stability = repeat_experiment(name, times, folder, lambda o: run_once(o, shared),
                                       fatal=(RunInterrupted, Interrupted, PreflightError),
                                       progress=lambda line: click.echo(line, err=True))
     click.echo(stability.markdown(), nl=False)
@@ -135,7 +141,8 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
     """Run the test suite and the shipped scenarios on a loaded machine; write a stability table."""
     import shlex
 
-    from testbed.experiments.base import Interrupted
+    from testbed.analysis.spark import warm_spark
+    from testbed.experiments.base import Interrupted, Settings
     from testbed.experiments.repeat import repeat_experiment
     from testbed.experiments.stress import SCENARIOS, stress, stress_ng_missing
     from testbed.runs.orchestrator import PreflightError
@@ -150,9 +157,10 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
 
     def repeat_scenario(name: str, times: int, folder: Path):
         path, topo = loaded[name]
-        return repeat_experiment(name, times, folder,
-                                 lambda o: _launch_scenario(topo, path, target, o, "local[*]", no_spark),
-                                 fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
+        folder.mkdir(parents=True, exist_ok=True)
+        with warm_spark(folder / "spark", Settings(spark=not no_spark), f"stress-{name}-{folder.name}-spark") as s:
+            return repeat_experiment(name, times, folder, lambda o: _launch_scenario(topo, path, target, o, s),
+                                     fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
 
     folder = out or ROOT / "results" / "stress" / time.strftime("%Y%m%d-%H%M%S")
     with _run_errors():
@@ -226,10 +234,13 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
               help="Replace a parameter of the file (VALUE in YAML), e.g. --param 'parts=[scale]'.")
 @click.option("--spark-master", default="local[*]", show_default=True)
 @click.option("--no-spark", is_flag=True)
+@click.option("--spark-per-run", is_flag=True,
+              help="One Spark application per run, started and stopped with it, instead of one warm "
+                   "application that the experiment's runs share.")
 @click.pass_context
 def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool, repeat: Optional[int],
                switch_name: Optional[str], out: Optional[Path], param_pairs: tuple[str, ...], spark_master: str,
-               no_spark: bool) -> None:
+               no_spark: bool, spark_per_run: bool = False) -> None:
     """Run experiment NAME (experiments/NAME.yaml), all of them (``all``), or a single scenario of that name.
 
     ``all`` regenerates every paper figure into results/figures/<name>/
@@ -252,20 +263,21 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
     if name != "all" and path is None:
         if repeat is not None:
             scenario, topo = _load(name)
-            _repeat(name, repeat, out, lambda o: _launch_scenario(topo, scenario, target, o, spark_master, no_spark))
+            shared = Settings(spark=not no_spark, spark_master=spark_master, warm_spark=not spark_per_run)
+            _repeat(name, repeat, out, shared, lambda o, s: _launch_scenario(topo, scenario, target, o, s))
         ctx.invoke(run, topology=name, target=target, out=out, seed=None, timeout=None,
                    spark_master=spark_master, no_spark=no_spark)
         return
     try:
-        settings = Settings(quick=quick, target=target, switch_name=switch_name,
-                            spark=not no_spark, spark_master=spark_master, params=parse_params(param_pairs))
+        settings = Settings(quick=quick, target=target, switch_name=switch_name, spark=not no_spark,
+                            spark_master=spark_master, warm_spark=not spark_per_run, params=parse_params(param_pairs))
         loaded = figure_experiments(settings) if path is None else [load_experiment(path, settings)]
     except ExperimentError as err:       # every file is checked before anything starts
         click.echo(f"error: {err}", err=True)
         sys.exit(2)
     if repeat is not None:
         (spec, params), = loaded
-        _repeat(spec.name, repeat, out, lambda o: run_experiment(spec, params, settings, o))
+        _repeat(spec.name, repeat, out, settings, lambda o, s: run_experiment(spec, params, s, o))
     ok = True
     for spec, params in loaded:
         where = out / spec.name if out and name == "all" else out

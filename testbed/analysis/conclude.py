@@ -14,7 +14,7 @@ from rich.console import Console
 
 from testbed.analysis.check import StreamCheck, events_the_switch_never_saw
 from testbed.analysis.plots import plot_run
-from testbed.analysis.spark import DEFAULT_SPARK_CPU, SparkApp, job_description, spark_missing
+from testbed.analysis.spark import DEFAULT_SPARK_CPU, SparkApp, SparkService, job_description, spark_missing
 from testbed.analysis.verdicts import evaluate, frame_check, verdict_summary
 from testbed.rundir import RunDir, RunRecord
 from testbed.semantics.topology import Topology
@@ -47,12 +47,15 @@ class RunAnalysis:
     """Spark (when asked for) and the conclusion of one run."""
 
     def __init__(self, console: Console, spark_master: str = "local[*]", spark: bool = True,
-                 spark_cpu: str = DEFAULT_SPARK_CPU, window_timeout_s: Optional[float] = None):
+                 spark_cpu: str = DEFAULT_SPARK_CPU, window_timeout_s: Optional[float] = None,
+                 service: Optional[SparkService] = None):
         self.console = console
         self.spark_master = spark_master
         self.with_spark = spark
         self.spark_cpu = spark_cpu
         self.window_timeout_s = window_timeout_s
+        #: A warm application the run's job goes to (an experiment's), instead of one of its own.
+        self.service = service
         self._frames: Optional[dict[int, StreamCheck]] = None
 
     def missing(self) -> Optional[str]:
@@ -62,7 +65,9 @@ class RunAnalysis:
 
     def spark(self, topo: Topology, run_id: str, rundir: RunDir) -> RunSpark:
         job = job_description(topo, run_id, rundir, self.window_timeout_s)
-        return RunSpark(SparkApp(rundir, job, self.spark_master, self.spark_cpu), self, rundir)
+        app = self.service.app(rundir, job) if self.service is not None else \
+            SparkApp(rundir, job, self.spark_master, self.spark_cpu)
+        return RunSpark(app, self, rundir)
 
     def frames(self, rundir: RunDir, record: RunRecord) -> dict[int, StreamCheck]:
         if self._frames is None:

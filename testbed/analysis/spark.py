@@ -1,4 +1,4 @@
-"""The run's Spark application: started with spark-submit, one per run.
+"""The operators' Spark application: one per run, or one warm for an experiment's runs.
 
 ``SparkApp`` submits ``operators/window_job.py`` to a master URL (``local[*]``
 by default, or any ``spark://`` / ``yarn`` / ``k8s://`` master), with the
@@ -7,6 +7,11 @@ windows with the very definitions the oracle uses.  The driver binds to
 loopback and the UI is off.  The app is ready when its process is alive and
 it has written its ready file (its streaming query has started).  The run
 marks the input complete, then waits for the merger and the analysis.
+
+``SparkService`` is the same job submitted once with ``--serve``: an
+experiment's runs hand it their job descriptions one after another
+(``ServedSparkApp``, which the run drives as it drives a ``SparkApp``), so
+only the first pays for the JVM, the session and the Python workers.
 """
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 from testbed import ROOT
 from testbed.emulation import procs
@@ -105,8 +112,28 @@ def job_description(topo: Topology, run_id: str, rundir: RunDir, window_timeout_
     return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths(), "window_timeout_s": window_timeout_s}
 
 
+def submit(master: str, cpu_policy: CpuPolicy, package: Path, job_args: list[str], log_path: Path,
+           cwd: Path) -> subprocess.Popen:
+    """``spark-submit`` of the window job, with its ports on loopback, as its own process group."""
+    cmd = [*cpu_policy.prefix, str(spark_home() / "bin" / "spark-submit"),
+           "--master", master,
+           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+           "--driver-memory", "2g", "--py-files", str(package), str(JOB), *job_args]
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=loopback_env(), start_new_session=True, cwd=cwd)
+
+
+def marked_complete(rundir: RunDir, changes: Optional[dict], unseen: Optional[dict[str, list[int]]]) -> None:
+    """What the reference needs from the run (``SparkApp.finish``), then the input's end."""
+    write_json_atomic(rundir.spark_changes, changes or {})
+    write_json_atomic(rundir.spark_unseen, unseen or {})
+    rundir.spark_input_done.write_text("")
+
+
 class SparkApp:
-    """Lifecycle of the run's Spark application: start, wait_ready, finish, stop."""
+    """Lifecycle of the run's own Spark application: start, wait_ready, finish, stop."""
 
     def __init__(self, rundir: RunDir, job: dict, master: str = DEFAULT_MASTER, cpu: str = DEFAULT_SPARK_CPU):
         self.rundir = rundir
@@ -118,16 +145,8 @@ class SparkApp:
     def start(self) -> None:
         self.rundir.spark_in.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.rundir.spark_job, self.job)
-        package = zip_package(self.rundir.spark_package)
-        cmd = [*self.cpu_policy.prefix, str(spark_home() / "bin" / "spark-submit"),
-               "--master", self.master,
-               "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-               "--driver-memory", "2g", "--py-files", str(package),
-               str(JOB), "--job", str(self.rundir.spark_job)]
-        with open(self.rundir.spark_log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=loopback_env(), start_new_session=True, cwd=self.rundir.root)
+        self.proc = submit(self.master, self.cpu_policy, zip_package(self.rundir.spark_package),
+                           ["--job", str(self.rundir.spark_job)], self.rundir.spark_log, self.rundir.root)
         procs.register_pid(self.proc.pid, f"spark application ({self.master})")
 
     def wait_ready(self, timeout: float = 180.0) -> None:
@@ -141,9 +160,7 @@ class SparkApp:
         through, and ``unseen`` (per stream) the seqs of events that never
         reached it: the centralized reference computes windows by the one and
         without the other."""
-        write_json_atomic(self.rundir.spark_changes, changes or {})
-        write_json_atomic(self.rundir.spark_unseen, unseen or {})
-        self.rundir.spark_input_done.write_text("")
+        marked_complete(self.rundir, changes, unseen)
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -158,3 +175,141 @@ class SparkApp:
     def stop(self) -> None:
         """End the application if it still runs (idempotent)."""
         procs.stop_group(self.proc, grace=10)
+
+
+class SparkService:
+    """One warm Spark application that serves an experiment's runs, one after another.
+
+    Started at the first run that asks for it (``app``) and stopped with the
+    experiment (``stop``).  Its process is recorded under its own state file
+    (``procs.owned_by``), since it outlives every run it serves; its log is
+    ``<folder>/spark.log``, each run's part of it in the run's own log.
+    """
+
+    def __init__(self, folder: Path, master: str = DEFAULT_MASTER, cpu: str = DEFAULT_SPARK_CPU,
+                 owner_id: Optional[str] = None):
+        self.folder = folder.resolve()
+        self.master = master
+        self.cpu = cpu
+        self.cpu_policy = SPARK_CPU[cpu]
+        self.owner_id = owner_id or f"spark-{os.getpid()}"
+        self.proc: Optional[subprocess.Popen] = None
+        self.served = 0
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "spark.log"
+
+    def start(self) -> None:
+        """Submit the application, if not yet running; its readiness is waited for with the first run's."""
+        if self.alive():
+            return
+        if self.proc is not None:
+            raise SparkError(f"the warm Spark application exited (code {self.proc.returncode}); log tail:\n"
+                             f"{procs.log_tail(self.log)}")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for leftover in ("stop", "ready"):
+            (self.folder / leftover).unlink(missing_ok=True)
+        package = zip_package(self.folder / "testbed.zip")
+        with procs.owned_by(self.owner_id, "warm Spark application"):
+            self.proc = submit(self.master, self.cpu_policy, package, ["--serve", str(self.folder)], self.log,
+                               self.folder)
+            procs.register_pid(self.proc.pid, f"warm spark application ({self.master})")
+
+    def app(self, rundir: RunDir, job: dict) -> "ServedSparkApp":
+        """The run's side of the service, for ``master`` and ``cpu`` (the service's own)."""
+        return ServedSparkApp(self, rundir, job)
+
+    def enqueue(self, rundir: RunDir, job: dict) -> None:
+        """Hand a run's job to the application (which takes it once the run before is done)."""
+        self.start()
+        self.served += 1
+        write_json_atomic(self.folder / f"{self.served:06d}.json", {**job, "log": str(rundir.spark_log.resolve()),
+                                                                      "served": self.served})
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def describe(self) -> dict[str, Any]:
+        """What the experiment's record says of it."""
+        return {"warm": True, "master": self.master, "cpu_policy": self.cpu_policy.description,
+                "runs_served": self.served, "log": str(self.log)}
+
+    def stop(self) -> None:
+        """Ask the application to end after its current job; end it if it does not (idempotent)."""
+        if self.proc is None:
+            return
+        (self.folder / "stop").write_text("")
+        with procs.owned_by(self.owner_id, "warm Spark application"):
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            procs.stop_group(self.proc, grace=10)
+
+
+@contextmanager
+def warm_spark(folder: Path, settings: Any, owner_id: str) -> Iterator[Any]:
+    """``settings`` (an experiment's ``Settings``) with a warm ``SparkService``
+    in ``folder`` that its runs share, stopped on any exit; unchanged when
+    its runs have no Spark, ask for one application each, or already share one."""
+    if not settings.spark or not settings.warm_spark or settings.spark_service is not None:
+        yield settings
+        return
+    service = SparkService(folder, settings.spark_master, owner_id=owner_id)
+    try:
+        yield replace(settings, spark_service=service)
+    finally:
+        service.stop()
+
+
+class ServedSparkApp:
+    """A run's job on the warm ``SparkService``: what ``SparkApp`` is for a run of its own."""
+
+    def __init__(self, service: SparkService, rundir: RunDir, job: dict):
+        self.service = service
+        self.rundir = RunDir(rundir.root.resolve())
+        self.job = {**job, "paths": self.rundir.spark_paths()}
+        self.master = service.master
+        self.cpu_policy = service.cpu_policy
+        self.started = False
+
+    @property
+    def proc(self) -> Optional[subprocess.Popen]:
+        return self.service.proc
+
+    def start(self) -> None:
+        self.rundir.spark_in.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.rundir.spark_job, self.job)
+        self.service.enqueue(self.rundir, self.job)
+        self.started = True
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        """Ready when the service has started this run's streaming query (or failed it)."""
+        def ready() -> bool:
+            return self.rundir.spark_ready.exists() or self.rundir.spark_done.exists()
+
+        procs.wait_ready(self.proc, ready, "warm Spark application", timeout, self.service.log, SparkError,
+                         poll_s=0.1)
+        self._raise_if_failed()
+
+    def finish(self, timeout: float = 600.0, changes: Optional[dict] = None,
+               unseen: Optional[dict[str, list[int]]] = None) -> dict:
+        marked_complete(self.rundir, changes, unseen)
+        procs.wait_ready(self.proc, self.rundir.spark_done.exists, "warm Spark application", timeout,
+                         self.service.log, SparkError, poll_s=0.1)
+        self._raise_if_failed()
+        return json.loads(self.rundir.spark_analysis.read_text())
+
+    def _raise_if_failed(self) -> None:
+        if self.rundir.spark_done.exists():
+            outcome = json.loads(self.rundir.spark_done.read_text())
+            if not outcome.get("ok"):
+                raise SparkError(f"the warm Spark application failed this run's job: {outcome.get('error')}; "
+                                 f"see {self.rundir.spark_log}")
+
+    def stop(self) -> None:
+        """Drop the job if the run ends before it is done (idempotent); the service stays warm."""
+        if self.started and not self.rundir.spark_done.exists():
+            self.rundir.spark_cancel.parent.mkdir(parents=True, exist_ok=True)
+            self.rundir.spark_cancel.write_text("")

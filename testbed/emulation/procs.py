@@ -95,6 +95,32 @@ def end_run() -> list[str]:
     return alive
 
 
+@contextmanager
+def owned_by(owner_id: str, what: str) -> Iterator[None]:
+    """Record what is started or stopped inside under ``owner_id``'s own state
+    file, whatever run is current, then go back to that run's.
+
+    For a process that outlives the runs it serves (an experiment's warm
+    Spark application): the runs begin and end their own state files around
+    it, and ``testbed clean`` still finds it after a crash, since its file
+    stays while anything it records lives (its owner is this process).
+    """
+    global _state_file
+    saved, _state_file = _state_file, state_dir() / f"{owner_id}.json"
+    state_dir().mkdir(parents=True, exist_ok=True)
+    if not _state_file.exists():
+        _write({"run_id": owner_id, "what": what, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+                "started": time.time(), "run_dir": None, "phase": "serving", "pids": {}, "paths": [],
+                "interfaces": []})
+    try:
+        yield
+    finally:
+        if not any(info.get("start") is not None and _start_time(int(pid)) == info.get("start")
+                   for pid, info in _read()["pids"].items()):
+            _state_file.unlink(missing_ok=True)
+        _state_file = saved
+
+
 def _read() -> dict:
     assert _state_file is not None
     return json.loads(_state_file.read_text())

@@ -99,6 +99,10 @@ class Settings:
     switch_cpu: str = "fifo"              # the switch's CPU policy in emulation runs (targets.base.CPU_POLICIES)
     spark: bool = True
     spark_master: str = "local[*]"
+    #: The experiment's runs share one warm Spark application (``False``: --spark-per-run, one each).
+    warm_spark: bool = True
+    #: That application, once ``run_experiment`` (or a repeat) made it; its runs' jobs go to it.
+    spark_service: Optional[Any] = None
     #: --param KEY=VALUE: parameters of the file replaced, after quick's (any kind; its Params validate them)
     params: dict[str, Any] = field(default_factory=dict)
     console: Console = field(default_factory=lambda: Console(stderr=True))
@@ -282,11 +286,18 @@ def run_experiment(spec: ExperimentFile, params: KindParams, settings: Settings,
                    out: Optional[Path] = None) -> tuple[bool, ExperimentDir]:
     """Measure, record ours beside the paper's, draw; ``experiment.json`` says
     how far it got however it ends."""
+    from testbed.analysis.spark import warm_spark
     from testbed.experiments import kind_class
 
     cls = kind_class(spec.kind)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     expdir = ExperimentDir(out or ROOT / "results" / spec.name / stamp).create()
+    with warm_spark(expdir.root / "spark", settings, f"{spec.name}-{stamp}-spark") as settings:
+        return _run_kind(cls, spec, params, settings, expdir)
+
+
+def _run_kind(cls: type[ExperimentKind], spec: ExperimentFile, params: KindParams, settings: Settings,
+              expdir: ExperimentDir) -> tuple[bool, ExperimentDir]:
     kind = cls(spec, params, settings, expdir)
     record: dict[str, Any] = {
         "experiment": spec.model_dump(), "kind": spec.kind, "quick": settings.quick,
@@ -304,6 +315,8 @@ def run_experiment(spec: ExperimentFile, params: KindParams, settings: Settings,
         raise
     finally:
         record.update(ended=time.time(), machine_at_end=machine(), skipped=kind.skipped)
+        if settings.spark_service is not None and settings.spark_service.served:
+            record["spark_application"] = settings.spark_service.describe()
         expdir.write_record(record)
     return record["ok"], expdir
 

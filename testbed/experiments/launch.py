@@ -13,6 +13,7 @@ from typing import Optional
 from rich.console import Console
 
 from testbed.analysis.conclude import RunAnalysis
+from testbed.analysis.spark import SparkService
 from testbed.emulation.network import SplitterNetwork, mininet_missing
 from testbed.runs.orchestrator import Run, RunOptions
 from testbed.runs.parts import RunParts
@@ -20,11 +21,15 @@ from testbed.semantics.topology import Topology
 from testbed.targets import switch_class
 
 
-def real_parts(options: RunOptions, console: Console) -> RunParts:
-    """Mininet, the target's switch, Spark (unless ``options.spark`` is off) and the analysis."""
+def real_parts(options: RunOptions, console: Console, spark_service: Optional[SparkService] = None) -> RunParts:
+    """Mininet, the target's switch, Spark (unless ``options.spark`` is off) and the analysis.
+
+    ``spark_service``: the warm application of the experiment the run is part
+    of, which takes the run's job (its master and CPU policy are then its own);
+    without one, the run submits an application of its own."""
     switch_cls = switch_class(options.target)
     analysis = RunAnalysis(console, options.spark_master, options.spark, options.spark_cpu,
-                           options.window_timeout_s)
+                           options.window_timeout_s, service=spark_service if options.spark else None)
 
     def missing() -> Optional[str]:
         reason = mininet_missing()
@@ -39,7 +44,8 @@ def real_parts(options: RunOptions, console: Console) -> RunParts:
                     missing=missing)
 
 
-def launch(topo: Topology, topology_path: Path, options: RunOptions, console: Optional[Console] = None) -> bool:
+def launch(topo: Topology, topology_path: Path, options: RunOptions, console: Optional[Console] = None,
+           spark_service: Optional[SparkService] = None) -> bool:
     """Run ``topo`` with its real parts; ``True`` when every check passed."""
     console = console or Console(stderr=True)
-    return Run(topo, topology_path, options, real_parts(options, console), console).execute()
+    return Run(topo, topology_path, options, real_parts(options, console, spark_service), console).execute()

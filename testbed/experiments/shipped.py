@@ -49,4 +49,4 @@ def scenario_run(topo: Topology, path: Path, target: str, rundir: RunDir, settin
     options = RunOptions(target=target, out=rundir.root, spark=settings.spark,
                          spark_master=settings.spark_master, timeout=timeout, switch_cpu=settings.switch_cpu)
     settings.console.print(f"== {topo.name} on {target}")
-    return launch(topo, path, options, settings.console)
+    return launch(topo, path, options, settings.console, settings.spark_service)

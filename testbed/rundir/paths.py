@@ -121,6 +121,8 @@ class RunDir:
     spark_live_status = At("spark", "live.json")   # the operators' progress and lag, while the run goes
     spark_changes = At("spark", "changes.json")    # the epochs the run went through, for the reference
     spark_unseen = At("spark", "unseen.json")      # events the switch never saw, left out of the reference
+    spark_done = At("spark", "done.json")          # a warm Spark's word that it finished the run's job, or why not
+    spark_cancel = At("spark", "cancel")           # the run asks a warm Spark to drop its job (it ended early)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", resolved(self.root))
@@ -289,7 +291,8 @@ class RunDir:
                 "live": str(self.spark_live), "live_status": str(self.spark_live_status),
                 "sources": str(self.sources), "deliveries": str(self.deliveries),
                 "windows": str(self.windows), "windows_reference": str(self.windows_reference),
-                "changes": str(self.spark_changes), "unseen": str(self.spark_unseen)}
+                "changes": str(self.spark_changes), "unseen": str(self.spark_unseen),
+                "done": str(self.spark_done), "cancel": str(self.spark_cancel)}
 
     def link_latest(self) -> None:
         """Point ``<parent>/latest`` at this run (results/<name>/latest)."""

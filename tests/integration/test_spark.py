@@ -294,3 +294,46 @@ def test_windows_leave_while_the_input_still_grows(tmp_path):
         app.stop()
     for sid, r in check_windows(rundir).items():
         assert r.ok, (sid, r.as_json())
+
+
+def test_a_warm_application_serves_runs_one_after_another(tmp_path):
+    """One ``SparkService`` takes three runs' jobs: the first is dropped before
+    its input is complete (its run ended early), the next two are computed
+    on the same application, equal to the reference; on stop nothing of it
+    is left, its state file included."""
+    from testbed.analysis.spark import SparkService
+    from testbed.emulation import procs
+
+    service = SparkService(tmp_path / "service", "local[2]", owner_id="test-warm-spark")
+    for i in range(3):
+        (tmp_path / f"r{i}").mkdir()
+    runs = [make_run_dir(tmp_path / f"r{i}") for i in range(3)]
+    try:
+        dropped = service.app(runs[0][1], job_description(runs[0][0], "r0", runs[0][1]))
+        dropped.start()
+        dropped.wait_ready()
+        dropped.stop()                          # the run failed before its input was complete
+        ids = []
+        for i, (topo, rundir) in enumerate(runs[1:], start=1):
+            app = service.app(rundir, job_description(topo, f"r{i}", rundir))
+            app.start()
+            app.wait_ready()
+            record = rundir.read_record()
+            analysis = app.finish(changes=record.changes,
+                                  unseen=events_the_switch_never_saw(frame_check(record, rundir)))
+            ids.append(analysis["application_id"])
+            assert analysis["application_runs_before"] == i
+            for sid, r in check_windows(rundir).items():
+                assert r.ok, (i, sid, r.as_json())
+            assert "served by the warm Spark application" in rundir.spark_log.read_text()
+        assert ids[0] == ids[1]
+        outcome = runs[0][1].spark_done.read_text()
+        assert '"cancelled": true' in outcome and not runs[0][1].windows.exists()
+        assert service.alive()
+        pid = service.proc.pid
+        assert (procs.state_dir() / "test-warm-spark.json").exists()
+    finally:
+        service.stop()
+    assert not service.alive() and procs._start_time(pid) is None
+    assert not (procs.state_dir() / "test-warm-spark.json").exists()
+    assert service.describe()["runs_served"] == 3
