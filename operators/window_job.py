@@ -263,12 +263,14 @@ class LiveOutput:
         #: The warm-up copies went through (``WindowJob.warm_up``).
         self.warm = False
         self.batches: list[dict] = []
+        self.timeline: list[dict] = []
         self.folder.mkdir(parents=True, exist_ok=True)
 
-    def take(self, batch_id: int, parts: pd.DataFrame, seen: pd.DataFrame, spark_s: float) -> None:
+    def take(self, batch_id: int, parts: pd.DataFrame, seen: pd.DataFrame, started_ns: int) -> None:
         """One micro-batch: its partials (``partials``' columns), its copies'
-        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``, and how long
-        Spark took for them.  The warm-up copies count for nothing."""
+        ``stream``, ``operator``, ``seq``, ``ts`` and ``recv_ns``, and when
+        Spark began it.  The warm-up copies count for nothing."""
+        spark_s = (time.time_ns() - started_ns) / 1e9
         started = time.monotonic()
         if (seen["operator"] == WARM_UP).any():
             self.warm = True
@@ -286,6 +288,10 @@ class LiveOutput:
         # the newest micro-batches' timings, in Spark and in the merger
         self.batches = (self.batches + [{"batch": batch_id, "copies": len(seen), "spark_s": round(spark_s, 3),
                                          "merger_s": round(merger_s, 3)}])[-BATCHES_KEPT:]
+        if len(seen):
+            # every batch's copies and span, for the operators' lag over the whole run
+            self.timeline.append({"batch": batch_id, "copies": len(seen), "started_ns": started_ns,
+                                  "ended_ns": time.time_ns()})
         print(f"micro-batch {batch_id}: {len(seen)} copies, Spark {spark_s:.2f} s, merger {merger_s:.2f} s",
               file=sys.stderr, flush=True)
         self._write_status()
@@ -359,7 +365,7 @@ class WindowJob:
         if len(kept):
             kept.assign(batch_ns=now).to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet",
                                                  index=False)
-        self.live.take(batch_id, parts, seen, (time.time_ns() - now) / 1e9)
+        self.live.take(batch_id, parts, seen, now)
 
     def warm_up(self, running) -> None:
         """Send one copy per stream, from no operator, through the streaming
@@ -494,7 +500,8 @@ class WindowJob:
         rows = lambda df: [r.asDict() for r in df.orderBy("stream").collect()]  # noqa: E731
         return {"result_latency_s": rows(pct),
                 "live": {"streams": rows(how), "after_emission": status["after_emission"],
-                         "mismatched": status["mismatched"], "operators": status["operators"]}}
+                         "mismatched": status["mismatched"], "operators": status["operators"],
+                         "batches": self.live.timeline}}
 
     def run(self) -> None:
         self.stream()

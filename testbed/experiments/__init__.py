@@ -11,6 +11,8 @@ kind is a module and one line in ``KINDS``:
 - ``control``: time to install one stream against N (S4 Fig. 9);
 - ``latency``: time a frame spends in the switch, against plain forwarding (S4 Table V);
 - ``rates``: output against input rate up to and past saturation (S4 Fig. 8);
+- ``e2elatency``: result latency and operator lag against input rate, with
+  the Spark operators live, up to where they stop keeping up (issue 21);
 - ``variants``: one topology with a patch per run (real-world data against
   lateness; window splitting against key splitting under skew; issue 24);
 - ``adaptation``: a topology whose streams change, fail or scale while they
@@ -33,6 +35,7 @@ KINDS = {
     "control": "testbed.experiments.control:ControlTime",
     "latency": "testbed.experiments.latency:Latency",
     "rates": "testbed.experiments.rates:RateSweep",
+    "e2elatency": "testbed.experiments.e2elatency:ResultLatency",
     "cpupolicy": "testbed.experiments.cpupolicy:CpuPolicyCapacity",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "variants": "testbed.experiments.variants:Variants",
