@@ -16,7 +16,8 @@ What it does, in one application:
    the operator hosts hand over.  Each micro-batch puts every event into
    the windows its copy's Windows header names (the windows of the event
    that its operator owns, as the splitter wrote them) and folds the events
-   into partial aggregates.
+   into partial aggregates, in one ``mapInPandas`` stage; the live merger
+   emits every window that became complete.
 2. **Merger.** Once the run marks its input complete, the partials are
    reduced into the output stream ``windows.parquet``: stream, window,
    operator, key, result, n_events, completed_ns.
@@ -56,6 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from testbed.semantics.completion import LiveMerger, live_differences
+from testbed.semantics.partials import GROUP_KEYS, PARTIAL_COLUMNS, fold
 from testbed.semantics.queries import query
 from testbed.semantics.splitting import key_owners
 from testbed.semantics.topology import Stream
@@ -82,6 +84,9 @@ FRAME_BYTES = 106
 # window assignment (the arithmetic is testbed.semantics.windows')
 # ---------------------------------------------------------------------------
 VALUE_COLUMNS = ["stream", "seq", "ts", "key", "value"]
+#: ``testbed.semantics.partials.PARTIAL_COLUMNS`` as Spark types.
+FOLDED_SCHEMA = T.StructType([T.StructField(c, T.StringType() if c == "owner" else T.LongType())
+                              for c in PARTIAL_COLUMNS])
 EXPLODED_SCHEMA = T.StructType([f for f in DELIVERY_SCHEMA.fields if f.name in VALUE_COLUMNS]
                                + [T.StructField("window", T.LongType()), T.StructField("owner", T.StringType())])
 
@@ -97,24 +102,35 @@ def strided(window: np.ndarray, span: np.ndarray, stride: np.ndarray) -> tuple[n
     return rows, window[rows] - k * step[rows]
 
 
-def header_windows(events: DataFrame) -> DataFrame:
-    """Explode delivered copies into (event, window, owner) rows, one per
-    window their Windows header names; the owner is the operator that
-    received the copy."""
+def explode_headers(batch: pd.DataFrame) -> pd.DataFrame:
+    """Delivered copies as (event, window, owner) rows, one per window their
+    Windows header names; the owner is the operator that received the copy."""
+    col = {c: batch[c].fillna(0).to_numpy(dtype=np.int64) for c in batch.columns if c.startswith("hdr_")}
+    old_rows, old_ids = strided(col["hdr_old_window"], col["hdr_old_span"], col["hdr_old_stride"])
+    new_rows, new_ids = strided(col["hdr_window"], col["hdr_span"], col["hdr_stride"])
+    rows, ids = np.concatenate([old_rows, new_rows]), np.concatenate([old_ids, new_ids])
+    out = batch.iloc[rows][VALUE_COLUMNS].reset_index(drop=True)
+    out["window"] = ids
+    out["owner"] = batch["operator"].to_numpy()[rows]
+    return out
 
-    def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+
+def operator_partials(events: DataFrame, specs: dict[int, dict]) -> DataFrame:
+    """Every operator's partial aggregates of the copies it received, per
+    window its copies' headers name: one ``mapInPandas`` stage, exploding
+    and folding each partition where it lies (``testbed.semantics.partials``),
+    without a shuffle; the driver merges the partitions' partials."""
+    queries = {sid: query(spec["query"]["kind"]) for sid, spec in specs.items()}
+
+    def explode_and_fold(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
-            col = {c: batch[c].fillna(0).to_numpy(dtype=np.int64) for c in batch.columns if c.startswith("hdr_")}
-            old_rows, old_ids = strided(col["hdr_old_window"], col["hdr_old_span"], col["hdr_old_stride"])
-            new_rows, new_ids = strided(col["hdr_window"], col["hdr_span"], col["hdr_stride"])
-            rows, ids = np.concatenate([old_rows, new_rows]), np.concatenate([old_ids, new_ids])
-            out = batch.iloc[rows][VALUE_COLUMNS].reset_index(drop=True)
-            out["window"] = ids
-            out["owner"] = batch["operator"].to_numpy()[rows]
-            yield out
+            exploded = explode_headers(batch)
+            for sid, copies in exploded.groupby("stream", sort=False):
+                if int(sid) in queries:
+                    yield fold(copies, queries[int(sid)])
 
     return events.select(*VALUE_COLUMNS, "operator", *[f.name for f in HEADER_FIELDS]).mapInPandas(
-        explode, EXPLODED_SCHEMA)
+        explode_and_fold, FOLDED_SCHEMA)
 
 
 def reference_windows(events: DataFrame, spec: dict) -> DataFrame:
@@ -166,11 +182,9 @@ def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
 # queries: partial aggregates that merge associatively
 # ---------------------------------------------------------------------------
 def partials(df: DataFrame, spec: dict) -> DataFrame:
-    """Per (stream, window, owner, gkey): the query's partial aggregates over
-    the events it counts (``n``, ``sum``, ``min``, ``max``, ``best_*``), and
-    ``events`` and ``last_seq`` over all of them, which tell the live merger
-    when a count window is complete.  A group whose events the query filters
-    out entirely has ``n`` = 0 and is no window of the output."""
+    """The centralized reference's partials, in Spark SQL: per (stream,
+    window, owner, gkey), the same aggregates the operators fold in pandas
+    (``testbed.semantics.partials``), computed independently of them."""
     q = query(spec["query"]["kind"])
     counted = F.lit(True) if q.only_value is None else (F.col("value") == q.only_value)
     value = F.when(counted, F.col("value"))
@@ -353,11 +367,7 @@ class WindowJob:
         now = time.time_ns()
         batch = batch.persist()
         try:
-            copies = header_windows(batch)
-            # a group the query filters out has no aggregates: 0 rather than null, so
-            # that every column stays int64 in pandas (n = 0 marks it)
-            parts = union_all([partials(copies.where(F.col("stream") == sid), spec)
-                               for sid, spec in self.specs.items()]).fillna(0).toPandas()
+            parts = self.merged_partitions(operator_partials(batch, self.specs).toPandas())
             seen = batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
         finally:
             batch.unpersist()
@@ -366,6 +376,23 @@ class WindowJob:
             kept.assign(batch_ns=now).to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet",
                                                  index=False)
         self.live.take(batch_id, parts, seen, now)
+
+    @staticmethod
+    def merged_partitions(parts: pd.DataFrame) -> pd.DataFrame:
+        """The partials of one micro-batch, each group's partitions merged (the partials are associative)."""
+        if parts.empty:
+            return parts
+        agg = {"n": "sum", "sum": "sum", "min": "min", "max": "max", "events": "sum", "last_seq": "max"}
+        counted = parts[parts["n"] > 0]
+        merged = parts.groupby(GROUP_KEYS, as_index=False, sort=False).agg(agg)
+        # min and max over the partitions that counted anything; the best pair likewise
+        if len(counted) < len(parts):
+            bounds = counted.groupby(GROUP_KEYS, as_index=False, sort=False).agg({"min": "min", "max": "max"})
+            merged = merged.drop(columns=["min", "max"]).merge(bounds, on=GROUP_KEYS, how="left")
+        best = (counted.sort_values(["best_value", "best_negkey"], ascending=False, kind="stable")
+                .drop_duplicates(GROUP_KEYS)[GROUP_KEYS + ["best_value", "best_negkey"]])
+        merged = merged.merge(best, on=GROUP_KEYS, how="left").fillna(0)
+        return merged.astype({c: "int64" for c in PARTIAL_COLUMNS if c != "owner"})[PARTIAL_COLUMNS]
 
     def warm_up(self, running) -> None:
         """Send one copy per stream, from no operator, through the streaming

@@ -11,8 +11,10 @@ copies it took) give the lag at the end of every micro-batch:
 - **lag**: how long ago the newest processed copy had been received (seconds;
   0 when nothing was waiting).
 
-The operators *keep up* when the lag does not grow over the run: its least
-squares slope against time stays below ``GROWING``.  An application that
+The operators *keep up* when the lag does not grow while copies arrive:
+its least squares slope against time, over the micro-batches that began
+before the last copy was received, stays below ``GROWING`` (after that the
+backlog only drains).  An application that
 processes a share p of the input rate builds a lag that grows by (1 - p) s
 per second, so the threshold says it keeps up with at least 1 - ``GROWING``
 of the input; micro-batches of a second or so on a busy machine make a
@@ -29,6 +31,7 @@ from testbed.rundir import RunDir
 
 #: Lag growth (seconds per second of run) above which the operators fall behind.
 GROWING = 0.25
+COLUMNS = ["started_ns", "ended_ns", "copies", "processed", "received", "backlog_events", "lag_s"]
 
 
 def lag_timeline(recv_ns: np.ndarray, batches: list[dict[str, Any]]) -> pd.DataFrame:
@@ -44,15 +47,20 @@ def lag_timeline(recv_ns: np.ndarray, batches: list[dict[str, Any]]) -> pd.DataF
         end = batch["ended_ns"]
         received = int(np.searchsorted(recv, end, side="right"))
         backlog = max(received - int(done), 0)
-        # the newest copy processed: the done-th in receive order (copies are taken in that order, per file)
+        # the newest copy processed: the done-th in receive order (Spark takes
+        # each receiver's files in order, and the receivers hand over together)
         newest = recv[min(int(done), len(recv)) - 1] if len(recv) and done else end
-        out.append({"ended_ns": end, "copies": batch["copies"], "processed": int(done), "received": received,
-                    "backlog_events": backlog, "lag_s": (end - newest) / 1e9 if backlog else 0.0})
-    return pd.DataFrame(out, columns=["ended_ns", "copies", "processed", "received", "backlog_events", "lag_s"])
+        out.append({"started_ns": batch["started_ns"], "ended_ns": end, "copies": batch["copies"],
+                    "processed": int(done), "received": received, "backlog_events": backlog,
+                    "lag_s": (end - newest) / 1e9 if backlog else 0.0})
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
-def growth(timeline: pd.DataFrame) -> Optional[float]:
-    """Least-squares slope of the lag against time (s per s), or ``None`` with fewer than two batches."""
+def growth(timeline: pd.DataFrame, until_ns: Optional[int] = None) -> Optional[float]:
+    """Least-squares slope of the lag against time (s per s), over the batches
+    that began by ``until_ns`` (all without it), or ``None`` with fewer than two."""
+    if until_ns is not None:
+        timeline = timeline[timeline["started_ns"] <= until_ns]
     if len(timeline) < 2:
         return None
     t = (timeline["ended_ns"].to_numpy() - timeline["ended_ns"].iloc[0]) / 1e9
@@ -75,11 +83,11 @@ def live_summary(rundir: RunDir) -> dict[str, Any]:
     sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
     live = spark.get("live", {})
     timeline = lag_timeline(deliveries["recv_ns"].to_numpy(), live.get("batches", []))
-    slope = growth(timeline)
+    last_send, last_recv = int(sources["send_ns"].max()), int(deliveries["recv_ns"].max())
+    slope = growth(timeline, until_ns=last_recv)
     latency = spark.get("result_latency_s", [])
     streams = live.get("streams", [])
     windows = sum(s["windows"] for s in streams)
-    last_send, last_recv = int(sources["send_ns"].max()), int(deliveries["recv_ns"].max())
     drain = (int(timeline["ended_ns"].iloc[-1]) - last_recv) / 1e9 if len(timeline) else None
     duration = (last_send - int(sources["send_ns"].min())) / 1e9
 

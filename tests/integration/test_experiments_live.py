@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from testbed import ROOT
+from testbed.emulation import procs
 from testbed.emulation.network import mininet_missing
 from testbed.experiments.base import Settings, load_experiment, redraw, run_experiment
 from testbed.experiments.shipped import scenario
@@ -165,4 +166,28 @@ def test_skew_splits_by_windows_evenly_and_by_key_by_the_keys(tmp_path):
     deliveries = pd.read_parquet(run / "deliveries.parquet")
     operators = json.loads((run / "run.json").read_text())["streams"]["24"]["operators"]
     assert (deliveries["operator"].to_numpy() == key_owners(deliveries["key"].to_numpy(), operators)).all()
+    assert_record_and_redraw(expdir, record)
+
+
+@pytest.mark.spark
+@pytest.mark.mininet
+@pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation: {mininet_missing()}")
+def test_e2elatency_times_every_point_on_one_warm_spark(tmp_path):
+    """The quick sweep (cbtw1 at two rates): every point a checked run whose
+    windows left live, with its result latency and lag; one Spark
+    application served them all, and it is gone afterwards."""
+    from testbed.analysis.spark import spark_missing
+
+    if spark_missing():
+        pytest.skip(f"Spark: {spark_missing()}")
+    ok, expdir, record = quick("e2elatency", tmp_path, "model", switch_name="e6")
+    rows = pd.read_parquet(expdir.raw / "e2elatency.parquet")
+    assert ok and len(rows) == 2 and rows["spark"].all()
+    assert (rows["result_p50_s"] > 0).all() and (rows["result_p99_s"] >= rows["result_p50_s"]).all()
+    assert (rows["micro_batches"] >= 1).all() and (rows["mismatched"] == 0).all()
+    apps = {json.loads((expdir.root / r / "spark" / "analysis.json").read_text())["application_id"]
+            for r in rows["run_dir"]}
+    assert len(apps) == 1 and record["spark_application"]["runs_served"] == 2
+    assert {s["scenario"] for s in record["ours"]["sustainable"]} == {"cbtw1"}
+    assert not any(p.name.endswith("-spark.json") for p in procs.state_dir().glob("*.json"))
     assert_record_and_redraw(expdir, record)
