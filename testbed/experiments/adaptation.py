@@ -37,6 +37,9 @@ BIN_S = 0.1
 class AdaptationParams(KindParams):
     #: A topology with a ``schedule`` and/or ``adapt`` section.
     topology: str
+    #: More such topologies run beside it on each target, to compare (``elastic``:
+    #: the same ramp with the operators' lag as the policy's signal).
+    compare: list[str] = []
     targets: list[str] = Field(default=["model", "bmv2"], min_length=1)
     #: Per target, a factor on every rate of the run (``paced``), for a
     #: target that cannot carry the topology's rates on this machine.
@@ -50,6 +53,19 @@ class AdaptationParams(KindParams):
         if not (topo.schedule or topo.adapt):
             raise ValueError(f"{name} has neither a schedule nor an adapt section: nothing would change")
         return name
+
+    @field_validator("compare")
+    @classmethod
+    def _all_adaptive(cls, names: list[str]) -> list[str]:
+        for i, name in enumerate(names):
+            try:
+                cls._adaptive(name)
+            except ValueError as err:
+                raise ValueError(f"[{i}]: {err}") from None
+        return names
+
+    def topologies(self) -> list[str]:
+        return [self.topology, *self.compare]
 
 
 def paced(data: dict[str, Any], factor: float) -> dict[str, Any]:
@@ -124,33 +140,41 @@ class Adaptation(ExperimentKind):
     def measure(self) -> dict[str, Any]:
         runs: dict[str, Any] = {}
         for target in self.targets():
-            path, topo = self.topology(target)
-            rundir = self.expdir.run(target)
-            ok = scenario_run(topo, path, target, rundir, self.settings)
-            runs[target] = {"ok": ok, "run_dir": str(rundir.root.relative_to(self.expdir.root)),
-                            "pace": self.params.pace.get(target, 1.0),
-                            **summarize(rundir.read_record(), rundir.read_verdicts())}
+            for name in self.params.topologies():
+                # the main topology's runs keep their label, so older records read alike
+                label = target if name == self.params.topology else f"{target}-{name}"
+                path, topo = self.topology(target, name)
+                rundir = self.expdir.run(label)
+                ok = scenario_run(topo, path, target, rundir, self.settings)
+                runs[label] = {"ok": ok, "run_dir": str(rundir.root.relative_to(self.expdir.root)),
+                               "target": target, "topology": name, "pace": self.params.pace.get(target, 1.0),
+                               **summarize(rundir.read_record(), rundir.read_verdicts())}
         return {"runs": runs}
 
-    def topology(self, target: str) -> tuple[Path, Topology]:
-        """The experiment's topology, paced for ``target`` if the parameters say so
-        (written into raw/, and copied into the run directory as every run's is)."""
-        path, topo = scenario(self.params.topology)
+    def topology(self, target: str, name: Optional[str] = None) -> tuple[Path, Topology]:
+        """A topology of the experiment (the main one by default), paced for ``target``
+        if the parameters say so (written into raw/, and copied into the run
+        directory as every run's is)."""
+        name = name or self.params.topology
+        path, topo = scenario(name)
         factor = self.params.pace.get(target)
         if factor is None or factor == 1:
             return path, topo
-        out = self.expdir.paced_topology(target)
+        out = self.expdir.paced_topology(target if name == self.params.topology else f"{target}-{name}")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(yaml.safe_dump(paced(yaml.safe_load(path.read_text()), factor), sort_keys=False))
         return out, load_planned(out)[0]
 
     @classmethod
     def installs(cls, params: KindParams) -> dict[str, Any]:
-        path, topo = scenario(params.topology)
-        out = {params.topology: plan_cost(topo)}
-        for target, factor in params.pace.items():
-            paced_topo = parse_topology(paced(yaml.safe_load(path.read_text()), factor), f"{path} paced x{factor}")
-            out[f"{params.topology}-{target}"] = plan_cost(paced_topo)
+        out = {}
+        for name in params.topologies():
+            path, topo = scenario(name)
+            out[name] = plan_cost(topo)
+            for target, factor in params.pace.items():
+                paced_topo = parse_topology(paced(yaml.safe_load(path.read_text()), factor),
+                                            f"{path} paced x{factor}")
+                out[f"{name}-{target}"] = plan_cost(paced_topo)
         return out
 
     def ok(self, ours: dict[str, Any]) -> bool:
@@ -159,12 +183,14 @@ class Adaptation(ExperimentKind):
     @classmethod
     def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
         out = []
-        for target, r in record["ours"]["runs"].items():
+        for label, r in record["ours"]["runs"].items():
             rundir = RunDir(expdir.root / r["run_dir"])
             if rundir.is_run():
                 pace = f", at {r['pace']:g}x the rates" if r.get("pace", 1) != 1 else ""
-                out.append(draw_run(rundir, expdir.figure(f"adaptation-{target}"),
-                                    f"{record['experiment']['description']} ({target}{pace})"))
+                title = record["experiment"]["description"]
+                if r.get("topology", record["params"]["topology"]) != record["params"]["topology"]:
+                    title = f"{title}; topology {r['topology']}"
+                out.append(draw_run(rundir, expdir.figure(f"adaptation-{label}"), f"{title} ({label}{pace})"))
         return out
 
 

@@ -44,8 +44,8 @@ def beside_the_paper(record: dict[str, Any]) -> str:
 
 class E2EParams(RateParams):
     fractions: list[Annotated[float, Field(gt=0, le=100)]] = Field(
-        default=[0.05, 0.1, 0.2, 0.35, 0.5, 0.75], min_length=1)
-    seconds: float = Field(default=5.0, gt=0, le=3600, description="stream duration of each point")
+        default=[0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0], min_length=1)
+    seconds: float = Field(default=8.0, gt=0, le=3600, description="stream duration of each point")
     calibration_seconds: float = Field(default=2.0, gt=0, le=3600,
                                        description="stream duration of each capacity point (no Spark)")
 

@@ -283,6 +283,20 @@ def test_a_paced_adaptation_keeps_its_timeline_and_scales_every_rate(tmp_path):
     assert (slow_policy.high, slow_policy.low) == pytest.approx((fast_policy.high * f, fast_policy.low * f))
     assert (slow_policy.min, slow_policy.max, slow_policy.pool) == (fast_policy.min, fast_policy.max,
                                                                      fast_policy.pool)
+    # the ramp with the operators' lag as the signal runs beside it, paced alike, in a file of its own
+    assert params.compare == ["elasticlag"]
+    lag_path, lag_slow = kind.topology("bmv2", "elasticlag")
+    assert lag_path != paced_path and lag_path.parent == paced_path.parent
+    (lag_policy,) = lag_slow.adapt.elastic
+    assert lag_policy.signal == "lag" and lag_slow.streams[0].rate == pytest.approx(slow_stream.rate)
+
+
+def test_an_adaptation_to_compare_must_adapt(tmp_path):
+    bad = tmp_path / "experiments" / "x.yaml"
+    bad.parent.mkdir()
+    bad.write_text("name: x\nkind: adaptation\nparams: {topology: elastic, compare: [cbsw1]}\n")
+    with pytest.raises(ExperimentError, match=r"params.compare: .*\[0\]: cbsw1 has neither a schedule"):
+        load_experiment(bad)
 
 
 def rate_point(**check) -> dict:
