@@ -30,7 +30,8 @@ from testbed.analysis.check import (
     summary_lines,
     window_summary_lines,
 )
-from testbed.rundir import RunDir, RunRecord, RunVerdicts, read_json
+from testbed.analysis.operatorlag import live_summary
+from testbed.rundir import RunDir, RunRecord, RunVerdicts, SparkLag, read_json
 from testbed.runs.progress import exit_text
 
 
@@ -172,6 +173,8 @@ class Verdicts:
     not_applied: list[str] = field(default_factory=list)
     #: Per host that lost events on its path, where (``where_lost_lines``).
     where_lost: list[str] = field(default_factory=list)
+    #: How far the Spark operators fell behind (runs whose Spark application finished).
+    spark_lag: Optional[SparkLag] = None
 
     @property
     def ok(self) -> bool:
@@ -204,13 +207,28 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     verdicts.not_applied = not_applied(record)
     accounting = account(record, rundir, sources, deliveries, verdicts.frames)
     verdicts.where_lost = where_lost_lines(accounting)
+    if with_windows and failure is None and (record.spark or {}).get("live"):
+        verdicts.spark_lag = spark_lag(rundir, accounting)
     rundir.write_verdicts(RunVerdicts(
         checked_at=time.time(), ok=verdicts.ok, not_applied=verdicts.not_applied,
         accounting=accounting,
         check={str(k): v.as_json() for k, v in verdicts.frames.items()},
         window_check={str(k): v.as_json() for k, v in verdicts.windows.items()},
-        windows_not_computed=verdicts.windows_not_computed))
+        windows_not_computed=verdicts.windows_not_computed, spark_lag=verdicts.spark_lag))
     return verdicts
+
+
+def spark_lag(rundir: RunDir, accounting: dict[str, Any]) -> SparkLag:
+    """The operators' lag over the run, and the events the switch lost meanwhile."""
+    live = live_summary(rundir)
+    lost = sum(max(s.get("lost_before_switch") or 0, 0) + max(s.get("lost_after_switch") or 0, 0)
+               for s in accounting.get("streams", {}).values())
+    fields = [name for name in SparkLag.model_fields if name != "switch_lost"]
+    return SparkLag(switch_lost=lost, **{name: live.get(name) for name in fields})
+
+
+def fmt_s(seconds: Optional[float]) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
 
 
 def not_applied(record: RunRecord) -> list[str]:
@@ -231,6 +249,12 @@ def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
     lines = summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
     if verdicts.windows_not_computed:
         lines.append(f"windows: not computed ({verdicts.windows_not_computed})")
+    lag = verdicts.spark_lag
+    if lag is not None:
+        lines.append(f"operators: Spark {'kept up' if lag.keeps_up else 'fell behind'} (lag up to "
+                     f"{fmt_s(lag.max_lag_s)}, {lag.max_backlog_events} copies; growth {fmt_s(lag.lag_growth)}/s); "
+                     f"result latency p50 {fmt_s(lag.result_p50_s)}, p99 {fmt_s(lag.result_p99_s)}; "
+                     f"{lag.switch_lost} events lost at the switch meanwhile")
     for fault in record.faults:
         cause = "as the schedule asked" if fault.planned else f"during the {fault.phase}"
         lines.append(f"{fault.what} {exit_text(fault.exit)} {cause}; its missing events are counted lost there")

@@ -12,11 +12,13 @@ from testbed.rundir.record import (
     RunDirError,
     RunRecord,
     RunVerdicts,
+    SparkLag,
     SwitchCounters,
     WindowVerdict,
 )
 
 __all__ = [
     "ANALYSIS_FIELDS", "TABLE_COLUMNS", "At", "ExperimentDir", "Fault", "FrameVerdict", "PathCounters", "RunDir",
-    "RunDirError", "RunRecord", "RunVerdicts", "SwitchCounters", "WindowVerdict", "read_json", "write_json_atomic",
+    "RunDirError", "RunRecord", "RunVerdicts", "SparkLag", "SwitchCounters", "WindowVerdict", "read_json",
+    "write_json_atomic",
 ]

@@ -191,6 +191,20 @@ class WindowVerdict(Model):
     examples: list[str]
 
 
+class SparkLag(Model):
+    """How far the operators' Spark application fell behind while the run went
+    (``testbed.analysis.operatorlag``), beside what the switch lost meanwhile."""
+
+    micro_batches: int = Field(description="micro-batches that took copies")
+    max_backlog_events: Optional[int] = Field(description="most copies received and not yet processed")
+    max_lag_s: Optional[float] = Field(description="longest time the newest processed copy had waited")
+    lag_growth: Optional[float] = Field(description="seconds of lag gained per second while copies arrived")
+    keeps_up: bool = Field(description="the lag did not grow (lag_growth below the threshold)")
+    result_p50_s: Optional[float] = Field(description="median result latency over the streams' windows")
+    result_p99_s: Optional[float] = Field(description="99th percentile result latency")
+    switch_lost: int = Field(description="events lost before or after the switch while Spark shared the CPU")
+
+
 class RunVerdicts(Model):
     """``verdicts.json``: the accounting and the checks; ``testbed check`` rewrites it."""
 
@@ -204,6 +218,8 @@ class RunVerdicts(Model):
         default=None, description="why the window check could not be made")
     not_applied: list[str] = Field(
         default_factory=list, description="schedule entries that never took effect, and why (not a failed check)")
+    spark_lag: Optional[SparkLag] = Field(
+        default=None, description="how far the Spark operators fell behind (runs with Spark; not a check)")
     ok: bool = Field(description="every check passed")
 
 

@@ -136,6 +136,11 @@ def test_cli_status_shows_the_windows_emitted_and_each_operators_lag(tmp_path):
     for host in record["accounting"]["streams"]["5"]["received_per_operator"]:
         assert re.search(rf"  {host}: received \d+, processed by Spark \d+, lag \d+ events", after), host
     assert json.loads(RunDir(out).spark_analysis.read_text())["live"]["mismatched"] == 0
+    # how far Spark fell behind over the run, beside what the switch lost meanwhile
+    lag = RunDir(out).read_verdicts().spark_lag
+    assert lag is not None and lag.micro_batches >= 1 and lag.switch_lost == 0
+    assert lag.result_p99_s >= lag.result_p50_s > 0 and lag.max_lag_s >= 0
+    assert re.search(r"operators: Spark (kept up|fell behind) \(lag up to ", res.stderr)
 
 
 @needs_mininet
