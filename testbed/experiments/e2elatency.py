@@ -124,10 +124,11 @@ def fmt(value: Optional[float]) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.2f}"
 
 
-def sustainable(rows: pd.DataFrame, capacities: dict[str, float]) -> list[dict[str, Any]]:
-    """Per target and scenario: the highest input rate up to which every point
-    kept up, against the target's lossless capacity, and the latency there."""
-    out = []
+def sustainable(rows: pd.DataFrame, capacities: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Per ``<target> <scenario>``: the highest input rate up to which every
+    point kept up, its share of the target's lossless capacity, the result
+    latency there, and the first rate at which the operators fell behind."""
+    out: dict[str, dict[str, Any]] = {}
     if rows.empty:
         return out
     for (target, name), part in rows.groupby(["target", "scenario"], sort=False):
@@ -135,14 +136,11 @@ def sustainable(rows: pd.DataFrame, capacities: dict[str, float]) -> list[dict[s
         falling = part.index[~part["keeps_up"].fillna(False).astype(bool)]
         kept = part.loc[:falling[0]].iloc[:-1] if len(falling) else part
         best = kept.iloc[-1] if len(kept) else None
-        out.append({"target": target, "scenario": name,
-                    "sustainable_events_per_s": None if best is None else round(float(best["input_rate"]), 1),
-                    "share_of_switch_capacity": None if best is None else
-                    round(float(best["input_rate"]) / capacities[target], 3),
-                    "result_p50_s_there": None if best is None else best["result_p50_s"],
-                    "result_p99_s_there": None if best is None else best["result_p99_s"],
-                    "first_behind_events_per_s": round(float(part.loc[falling[0], "input_rate"]), 1)
-                    if len(falling) else None})
+        out[f"{target} {name}"] = {
+            "events_per_s": None if best is None else round(float(best["input_rate"])),
+            "share_of_capacity": None if best is None else round(float(best["input_rate"]) / capacities[target], 3),
+            "p99_s": None if best is None else round(float(best["result_p99_s"]), 2),
+            "first_behind": round(float(part.loc[falling[0], "input_rate"])) if len(falling) else None}
     return out
 
 

@@ -188,6 +188,6 @@ def test_e2elatency_times_every_point_on_one_warm_spark(tmp_path):
     apps = {json.loads((expdir.root / r / "spark" / "analysis.json").read_text())["application_id"]
             for r in rows["run_dir"]}
     assert len(apps) == 1 and record["spark_application"]["runs_served"] == 2
-    assert {s["scenario"] for s in record["ours"]["sustainable"]} == {"cbtw1"}
+    assert set(record["ours"]["sustainable"]) == {"model cbtw1"}
     assert not any(p.name.endswith("-spark.json") for p in procs.state_dir().glob("*.json"))
     assert_record_and_redraw(expdir, record)
