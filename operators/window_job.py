@@ -538,22 +538,24 @@ class WindowJob:
 
 
 def serve(spark: SparkSession, folder: Path) -> None:
-    """Run the jobs dropped into ``folder`` (``*.json``, in name order), one at
-    a time, each as ``--job`` would, until ``folder/stop`` exists.
+    """Run the jobs dropped into ``folder`` (``*.json``, in name order, each
+    renamed ``*.taken`` as it starts), one at a time, each as ``--job``
+    would, until ``folder/stop`` exists.
 
     Each job's outcome goes to its ``done`` path (``{"ok": true}``, or the
     error and its traceback's tail), and what the job prints to its run's
     log (the job's ``log`` path), so that a failed run leaves the service
     warm for the next.  ``folder/ready`` says the session is up."""
-    taken: set[str] = set()
     (folder / "ready").write_text(str(os.getpid()))
     while not (folder / "stop").exists():
-        waiting = sorted(p for p in folder.glob("*.json") if p.name not in taken)
+        waiting = sorted(folder.glob("*.json"))
         if not waiting:
             time.sleep(0.05)
             continue
-        taken.add(waiting[0].name)
-        job = json.loads(waiting[0].read_text())
+        # taken once: an application submitted again after this one died starts with the jobs after it
+        taken = waiting[0].with_suffix(".taken")
+        os.replace(waiting[0], taken)
+        job = json.loads(taken.read_text())
         done = Path(job["paths"]["done"])
         with open(job["log"], "a") as log, redirect_stderr(log):
             print(f"served by the warm Spark application {spark.sparkContext.applicationId}", file=log, flush=True)

@@ -194,23 +194,32 @@ class SparkService:
         self.cpu_policy = SPARK_CPU[cpu]
         self.owner_id = owner_id or f"spark-{os.getpid()}"
         self.proc: Optional[subprocess.Popen] = None
-        self.served = 0
+        self.served = 0              # runs handed to it, over its restarts
+        self.served_by_this = 0      # runs handed to the application now running
+        self.restarts = 0
 
     @property
     def log(self) -> Path:
         return self.folder / "spark.log"
 
     def start(self) -> None:
-        """Submit the application, if not yet running; its readiness is waited for with the first run's."""
+        """Submit the application, if not running; its readiness is waited for
+        with the first run's.  One that died (a run's job took it down) is
+        submitted again, so that the runs after it still have their operators."""
         if self.alive():
             return
-        if self.proc is not None:
-            raise SparkError(f"the warm Spark application exited (code {self.proc.returncode}); log tail:\n"
-                             f"{procs.log_tail(self.log)}")
         self.folder.mkdir(parents=True, exist_ok=True)
+        if self.proc is not None:
+            with open(self.log, "a") as log:
+                log.write(f"testbed: the warm Spark application exited (code {self.proc.returncode}); "
+                          f"submitting it again for the next run\n")
+            self.restarts += 1
+            with procs.owned_by(self.owner_id, "warm Spark application"):
+                procs.stop_group(self.proc)            # its group's stragglers, and its entry
         for leftover in ("stop", "ready"):
             (self.folder / leftover).unlink(missing_ok=True)
         package = zip_package(self.folder / "testbed.zip")
+        self.served_by_this = 0
         with procs.owned_by(self.owner_id, "warm Spark application"):
             self.proc = submit(self.master, self.cpu_policy, package, ["--serve", str(self.folder)], self.log,
                                self.folder)
@@ -224,8 +233,9 @@ class SparkService:
         """Hand a run's job to the application (which takes it once the run before is done)."""
         self.start()
         self.served += 1
+        self.served_by_this += 1
         write_json_atomic(self.folder / f"{self.served:06d}.json", {**job, "log": str(rundir.spark_log.resolve()),
-                                                                      "served": self.served})
+                                                                      "served": self.served_by_this})
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -233,7 +243,7 @@ class SparkService:
     def describe(self) -> dict[str, Any]:
         """What the experiment's record says of it."""
         return {"warm": True, "master": self.master, "cpu_policy": self.cpu_policy.description,
-                "runs_served": self.served, "log": str(self.log)}
+                "runs_served": self.served, "restarts": self.restarts, "log": str(self.log)}
 
     def stop(self) -> None:
         """Ask the application to end after its current job; end it if it does not (idempotent)."""

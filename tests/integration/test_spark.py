@@ -297,43 +297,54 @@ def test_windows_leave_while_the_input_still_grows(tmp_path):
 
 
 def test_a_warm_application_serves_runs_one_after_another(tmp_path):
-    """One ``SparkService`` takes three runs' jobs: the first is dropped before
+    """One ``SparkService`` takes four runs' jobs: the first is dropped before
     its input is complete (its run ended early), the next two are computed
-    on the same application, equal to the reference; on stop nothing of it
-    is left, its state file included."""
+    on the same application, equal to the reference; then the application
+    dies, and the fourth run's job goes to one submitted again.  On stop
+    nothing of it is left, its state file included."""
+    import os
+    import signal
+
     from testbed.analysis.spark import SparkService
     from testbed.emulation import procs
 
     service = SparkService(tmp_path / "service", "local[2]", owner_id="test-warm-spark")
-    for i in range(3):
+    for i in range(4):
         (tmp_path / f"r{i}").mkdir()
-    runs = [make_run_dir(tmp_path / f"r{i}") for i in range(3)]
+    runs = [make_run_dir(tmp_path / f"r{i}") for i in range(4)]
+
+    def served(i: int) -> dict:
+        topo, rundir = runs[i]
+        app = service.app(rundir, job_description(topo, f"r{i}", rundir))
+        app.start()
+        app.wait_ready()
+        record = rundir.read_record()
+        analysis = app.finish(changes=record.changes, unseen=events_the_switch_never_saw(frame_check(record, rundir)))
+        for sid, r in check_windows(rundir).items():
+            assert r.ok, (i, sid, r.as_json())
+        assert "served by the warm Spark application" in rundir.spark_log.read_text()
+        return analysis
+
     try:
         dropped = service.app(runs[0][1], job_description(runs[0][0], "r0", runs[0][1]))
         dropped.start()
         dropped.wait_ready()
         dropped.stop()                          # the run failed before its input was complete
-        ids = []
-        for i, (topo, rundir) in enumerate(runs[1:], start=1):
-            app = service.app(rundir, job_description(topo, f"r{i}", rundir))
-            app.start()
-            app.wait_ready()
-            record = rundir.read_record()
-            analysis = app.finish(changes=record.changes,
-                                  unseen=events_the_switch_never_saw(frame_check(record, rundir)))
-            ids.append(analysis["application_id"])
-            assert analysis["application_runs_before"] == i
-            for sid, r in check_windows(rundir).items():
-                assert r.ok, (i, sid, r.as_json())
-            assert "served by the warm Spark application" in rundir.spark_log.read_text()
-        assert ids[0] == ids[1]
+        first, second = served(1), served(2)
+        assert first["application_id"] == second["application_id"]
+        assert (first["application_runs_before"], second["application_runs_before"]) == (1, 2)
         outcome = runs[0][1].spark_done.read_text()
         assert '"cancelled": true' in outcome and not runs[0][1].windows.exists()
-        assert service.alive()
-        pid = service.proc.pid
         assert (procs.state_dir() / "test-warm-spark.json").exists()
+        died = service.proc.pid
+        os.killpg(died, signal.SIGKILL)
+        service.proc.wait()
+        third = served(3)
+        assert third["application_id"] != second["application_id"] and third["application_runs_before"] == 0
+        assert procs._start_time(died) is None and service.alive()
+        pid = service.proc.pid
     finally:
         service.stop()
     assert not service.alive() and procs._start_time(pid) is None
     assert not (procs.state_dir() / "test-warm-spark.json").exists()
-    assert service.describe()["runs_served"] == 3
+    assert service.describe()["runs_served"] == 4 and service.describe()["restarts"] == 1
