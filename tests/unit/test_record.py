@@ -197,3 +197,16 @@ def test_after_a_recovery_a_missing_copy_is_not_the_failures(sliding, rundir):
     check = judged(rundir)["check"]["3"]
     assert check["lost_at_failed_operators"] == len(down)
     assert check["examples"] == [f"missing: seq {late[0]} at h3"]
+
+
+def test_verdicts_with_a_short_runs_spark_lag_round_trip(tmp_path):
+    """A run too short for a lag trend writes ``spark_lag`` with its unknowns
+    left out; reading the file back gives the same verdicts."""
+    from testbed.rundir import RunVerdicts, SparkLag
+
+    rundir = RunDir(tmp_path / "r").create()
+    lag = SparkLag(micro_batches=1, keeps_up=True, switch_lost=0, max_backlog_events=3, max_lag_s=0.4)
+    verdicts = RunVerdicts(accounting={}, check={}, spark_lag=lag, ok=True)
+    rundir.write_verdicts(verdicts)
+    again = rundir.read_verdicts()
+    assert again.spark_lag == lag and again.spark_lag.lag_growth is None and again == verdicts
