@@ -252,7 +252,8 @@ def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
     lag = verdicts.spark_lag
     if lag is not None:
         lines.append(f"operators: Spark {'kept up' if lag.keeps_up else 'fell behind'} (lag up to "
-                     f"{fmt_s(lag.max_lag_s)}, {lag.max_backlog_events or 0} copies; growth {fmt_s(lag.lag_growth)}/s); "
+                     f"{fmt_s(lag.max_lag_s)}, {lag.max_backlog_events or 0} copies; "
+                     f"growth {fmt_s(lag.lag_growth)}/s); "
                      f"result latency p50 {fmt_s(lag.result_p50_s)}, p99 {fmt_s(lag.result_p99_s)}; "
                      f"{lag.switch_lost} events lost at the switch meanwhile")
     for fault in record.faults:

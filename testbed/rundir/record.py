@@ -198,7 +198,8 @@ class SparkLag(Model):
     micro_batches: int = Field(description="micro-batches that took copies")
     max_backlog_events: Optional[int] = Field(default=None, description="most copies received and not yet processed")
     max_lag_s: Optional[float] = Field(default=None, description="longest time the newest processed copy had waited")
-    lag_growth: Optional[float] = Field(default=None, description="seconds of lag gained per second while copies arrived")
+    lag_growth: Optional[float] = Field(default=None,
+                                        description="seconds of lag gained per second while copies arrived")
     keeps_up: bool = Field(description="the lag did not grow (lag_growth below the threshold)")
     result_p50_s: Optional[float] = Field(default=None, description="median result latency over the streams' windows")
     result_p99_s: Optional[float] = Field(default=None, description="99th percentile result latency")
