@@ -1,4 +1,4 @@
-"""The operators' windowed computation: one Spark application per run.
+"""The operators' windowed computation: one Spark application per run, or one an experiment shares.
 
 Submit with ``spark-submit --master <url> --py-files <run>/spark/testbed.zip
 operators/window_job.py --job <run>/spark/job.json``.  The testbed does this
