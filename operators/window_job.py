@@ -57,7 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from testbed.semantics.completion import LiveMerger, live_differences
-from testbed.semantics.partials import GROUP_KEYS, PARTIAL_COLUMNS, fold
+from testbed.semantics.partials import PARTIAL_COLUMNS, fold
 from testbed.semantics.queries import query
 from testbed.semantics.splitting import key_owners
 from testbed.semantics.topology import Stream
@@ -119,7 +119,7 @@ def operator_partials(events: DataFrame, specs: dict[int, dict]) -> DataFrame:
     """Every operator's partial aggregates of the copies it received, per
     window its copies' headers name: one ``mapInPandas`` stage, exploding
     and folding each partition where it lies (``testbed.semantics.partials``),
-    without a shuffle; the driver merges the partitions' partials."""
+    without a shuffle; a group split over partitions has a row in each."""
     queries = {sid: query(spec["query"]["kind"]) for sid, spec in specs.items()}
 
     def explode_and_fold(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -367,7 +367,8 @@ class WindowJob:
         now = time.time_ns()
         batch = batch.persist()
         try:
-            parts = self.merged_partitions(operator_partials(batch, self.specs).toPandas())
+            # one row per partition and group: the live merger and the final merge add them up
+            parts = operator_partials(batch, self.specs).toPandas()
             seen = batch.select("stream", "operator", "seq", "ts", "recv_ns").toPandas()
         finally:
             batch.unpersist()
@@ -376,23 +377,6 @@ class WindowJob:
             kept.assign(batch_ns=now).to_parquet(Path(self.paths["partials"]) / f"part-{batch_id:06d}.parquet",
                                                  index=False)
         self.live.take(batch_id, parts, seen, now)
-
-    @staticmethod
-    def merged_partitions(parts: pd.DataFrame) -> pd.DataFrame:
-        """The partials of one micro-batch, each group's partitions merged (the partials are associative)."""
-        if parts.empty:
-            return parts
-        agg = {"n": "sum", "sum": "sum", "min": "min", "max": "max", "events": "sum", "last_seq": "max"}
-        counted = parts[parts["n"] > 0]
-        merged = parts.groupby(GROUP_KEYS, as_index=False, sort=False).agg(agg)
-        # min and max over the partitions that counted anything; the best pair likewise
-        if len(counted) < len(parts):
-            bounds = counted.groupby(GROUP_KEYS, as_index=False, sort=False).agg({"min": "min", "max": "max"})
-            merged = merged.drop(columns=["min", "max"]).merge(bounds, on=GROUP_KEYS, how="left")
-        best = (counted.sort_values(["best_value", "best_negkey"], ascending=False, kind="stable")
-                .drop_duplicates(GROUP_KEYS)[GROUP_KEYS + ["best_value", "best_negkey"]])
-        merged = merged.merge(best, on=GROUP_KEYS, how="left").fillna(0)
-        return merged.astype({c: "int64" for c in PARTIAL_COLUMNS if c != "owner"})[PARTIAL_COLUMNS]
 
     def warm_up(self, running) -> None:
         """Send one copy per stream, from no operator, through the streaming
@@ -423,7 +407,7 @@ class WindowJob:
             self.warm_up(running)
             Path(self.paths["ready"]).write_text(str(os.getpid()))
             done = Path(self.paths["input_done"])
-            cancel = Path(self.paths.get("cancel", done.with_name("_CANCEL")))
+            cancel = Path(self.paths["cancel"])
             while not done.exists():
                 if running.exception() is not None:
                     raise running.exception()

@@ -70,17 +70,20 @@ def growth(timeline: pd.DataFrame, until_ns: Optional[int] = None) -> Optional[f
 
 
 def live_summary(rundir: RunDir) -> dict[str, Any]:
-    """One run's result latency, emissions and operator lag, for a row of a rate sweep.
+    """``summarize`` of a run directory, for a row of a rate sweep."""
+    return summarize(rundir.read_record().spark, pd.read_parquet(rundir.sources, columns=["send_ns"]),
+                     pd.read_parquet(rundir.deliveries, columns=["recv_ns"]))
+
+
+def summarize(spark: Optional[dict[str, Any]], sources: pd.DataFrame, deliveries: pd.DataFrame) -> dict[str, Any]:
+    """One run's result latency, emissions and operator lag, from its Spark
+    analysis (``run.json``'s ``spark``) and its sends and receives.
 
     Result latency per window is the Spark job's (``result_latency_s``, over
-    every stream's windows emitted as complete); the rest is computed here
-    from the raw files."""
-    record = rundir.read_record()
-    spark = record.spark or {}
+    every stream's windows emitted as complete); the rest is computed here."""
+    spark = spark or {}
     if not spark or spark.get("computed") is False:
         return {"spark": False}
-    deliveries = pd.read_parquet(rundir.deliveries, columns=["recv_ns"])
-    sources = pd.read_parquet(rundir.sources, columns=["send_ns"])
     live = spark.get("live", {})
     timeline = lag_timeline(deliveries["recv_ns"].to_numpy(), live.get("batches", []))
     last_send, last_recv = int(sources["send_ns"].max()), int(deliveries["recv_ns"].max())

@@ -190,7 +190,6 @@ class SparkService:
                  owner_id: Optional[str] = None):
         self.folder = folder.resolve()
         self.master = master
-        self.cpu = cpu
         self.cpu_policy = SPARK_CPU[cpu]
         self.owner_id = owner_id or f"spark-{os.getpid()}"
         self.proc: Optional[subprocess.Popen] = None
@@ -201,6 +200,10 @@ class SparkService:
     @property
     def log(self) -> Path:
         return self.folder / "spark.log"
+
+    def _recorded(self):
+        """Its process's entries go to its own state file, not the current run's."""
+        return procs.owned_by(self.owner_id, "warm Spark application")
 
     def start(self) -> None:
         """Submit the application, if not running; its readiness is waited for
@@ -214,13 +217,13 @@ class SparkService:
                 log.write(f"testbed: the warm Spark application exited (code {self.proc.returncode}); "
                           f"submitting it again for the next run\n")
             self.restarts += 1
-            with procs.owned_by(self.owner_id, "warm Spark application"):
+            with self._recorded():
                 procs.stop_group(self.proc)            # its group's stragglers, and its entry
         for leftover in ("stop", "ready"):
             (self.folder / leftover).unlink(missing_ok=True)
         package = zip_package(self.folder / "testbed.zip")
         self.served_by_this = 0
-        with procs.owned_by(self.owner_id, "warm Spark application"):
+        with self._recorded():
             self.proc = submit(self.master, self.cpu_policy, package, ["--serve", str(self.folder)], self.log,
                                self.folder)
             procs.register_pid(self.proc.pid, f"warm spark application ({self.master})")
@@ -250,7 +253,7 @@ class SparkService:
         if self.proc is None:
             return
         (self.folder / "stop").write_text("")
-        with procs.owned_by(self.owner_id, "warm Spark application"):
+        with self._recorded():
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:

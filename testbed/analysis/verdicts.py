@@ -30,7 +30,7 @@ from testbed.analysis.check import (
     summary_lines,
     window_summary_lines,
 )
-from testbed.analysis.operatorlag import live_summary
+from testbed.analysis.operatorlag import summarize
 from testbed.rundir import RunDir, RunRecord, RunVerdicts, SparkLag, read_json
 from testbed.runs.progress import exit_text
 
@@ -208,7 +208,7 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     accounting = account(record, rundir, sources, deliveries, verdicts.frames)
     verdicts.where_lost = where_lost_lines(accounting)
     if with_windows and failure is None and (record.spark or {}).get("live"):
-        verdicts.spark_lag = spark_lag(rundir, accounting)
+        verdicts.spark_lag = spark_lag(summarize(record.spark, sources, deliveries), accounting)
     rundir.write_verdicts(RunVerdicts(
         checked_at=time.time(), ok=verdicts.ok, not_applied=verdicts.not_applied,
         accounting=accounting,
@@ -218,9 +218,8 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     return verdicts
 
 
-def spark_lag(rundir: RunDir, accounting: dict[str, Any]) -> SparkLag:
-    """The operators' lag over the run, and the events the switch lost meanwhile."""
-    live = live_summary(rundir)
+def spark_lag(live: dict[str, Any], accounting: dict[str, Any]) -> SparkLag:
+    """The operators' lag over the run (``operatorlag.summarize``), and the events the switch lost meanwhile."""
     lost = sum(max(s.get("lost_before_switch") or 0, 0) + max(s.get("lost_after_switch") or 0, 0)
                for s in accounting.get("streams", {}).values())
     fields = [name for name in SparkLag.model_fields if name != "switch_lost"]

@@ -87,8 +87,7 @@ def end_run() -> list[str]:
     global _state_file
     if _state_file is None:
         return []
-    alive = [f"pid {pid} ({info.get('what')})" for pid, info in _read()["pids"].items()
-             if info.get("start") is not None and _start_time(int(pid)) == info.get("start")]
+    alive = _alive(_read())
     if not alive:
         _state_file.unlink(missing_ok=True)
     _state_file = None
@@ -115,10 +114,15 @@ def owned_by(owner_id: str, what: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if not any(info.get("start") is not None and _start_time(int(pid)) == info.get("start")
-                   for pid, info in _read()["pids"].items()):
+        if not _alive(_read()):
             _state_file.unlink(missing_ok=True)
         _state_file = saved
+
+
+def _alive(state: dict) -> list[str]:
+    """``pid N (what)`` of each recorded process that is still the same process."""
+    return [f"pid {pid} ({info.get('what')})" for pid, info in state["pids"].items()
+            if info.get("start") is not None and _start_time(int(pid)) == info.get("start")]
 
 
 def _read() -> dict:

@@ -141,8 +141,7 @@ class Adaptation(ExperimentKind):
         runs: dict[str, Any] = {}
         for target in self.targets():
             for name in self.params.topologies():
-                # the main topology's runs keep their label, so older records read alike
-                label = target if name == self.params.topology else f"{target}-{name}"
+                label = self.label(target, name)
                 path, topo = self.topology(target, name)
                 rundir = self.expdir.run(label)
                 ok = scenario_run(topo, path, target, rundir, self.settings)
@@ -150,6 +149,11 @@ class Adaptation(ExperimentKind):
                                "target": target, "topology": name, "pace": self.params.pace.get(target, 1.0),
                                **summarize(rundir.read_record(), rundir.read_verdicts())}
         return {"runs": runs}
+
+    def label(self, target: str, name: str) -> str:
+        """A run's name: the target, and the topology unless it is the main one
+        (so the main topology's runs read as in records before ``compare``)."""
+        return target if name == self.params.topology else f"{target}-{name}"
 
     def topology(self, target: str, name: Optional[str] = None) -> tuple[Path, Topology]:
         """A topology of the experiment (the main one by default), paced for ``target``
@@ -160,7 +164,7 @@ class Adaptation(ExperimentKind):
         factor = self.params.pace.get(target)
         if factor is None or factor == 1:
             return path, topo
-        out = self.expdir.paced_topology(target if name == self.params.topology else f"{target}-{name}")
+        out = self.expdir.paced_topology(self.label(target, name))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(yaml.safe_dump(paced(yaml.safe_load(path.read_text()), factor), sort_keys=False))
         return out, load_planned(out)[0]

@@ -14,13 +14,14 @@ rows are ``raw/e2elatency.parquet``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import pandas as pd
 from pydantic import Field
 
 from testbed.analysis.operatorlag import GROWING, live_summary
 from testbed.analysis.plots import plt, save_figure
+from testbed.analysis.verdicts import fmt_s
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind
 from testbed.experiments.capacity import RatePoints
@@ -82,7 +83,7 @@ class ResultLatency(ExperimentKind):
                     rows.append(row)
                     pd.DataFrame(rows).to_parquet(self.rows_path, index=False)
                     self.log(f"{target} {name} at {row['input_rate']:.0f} events/s: result p99 "
-                             f"{fmt(row.get('result_p99_s'))} s, lag up to {fmt(row.get('max_lag_s'))} s, "
+                             f"{fmt_s(row.get('result_p99_s'))}, lag up to {fmt_s(row.get('max_lag_s'))}, "
                              f"{'keeps up' if row.get('keeps_up') else 'falls behind'}")
                     behind = 0 if row.get("keeps_up") else behind + 1
                     if behind >= STOP_AFTER_BEHIND:
@@ -118,10 +119,6 @@ def copies_per_event(name: str) -> float:
     _path, topo = scenario(name)
     stream = topo.streams[0]
     return stream.copies() / stream.events
-
-
-def fmt(value: Optional[float]) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.2f}"
 
 
 def sustainable(rows: pd.DataFrame, capacities: dict[str, float]) -> dict[str, dict[str, Any]]:
