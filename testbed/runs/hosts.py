@@ -75,7 +75,10 @@ class HostProcesses:
         switch = self.network.switch
         for _port, intf in sorted(switch.port_map().items()):
             pcap = self.rundir.pcap(intf)
-            proc = procs.spawn(["tcpdump", "-i", intf, "-w", str(pcap), "-U", "-q", f"udp port {EVENT_UDP_PORT}"],
+            # a 16 MiB capture buffer: with the default, a busy machine kept tcpdump off the CPU long
+            # enough to drop frames from the capture (the run itself lost none)
+            proc = procs.spawn(["tcpdump", "-i", intf, "-B", "16384", "-w", str(pcap), "-U", "-q",
+                                f"udp port {EVENT_UDP_PORT}"],
                                self.rundir.log(intf, "tcpdump"), f"tcpdump on {intf}", host=switch)
             self.captures.append(proc)
             procs.wait_ready(proc, pcap.exists, f"tcpdump on {intf}", 10, error=self.error)
