@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import struct
 
-from scapy.fields import IntField, LongField, ShortField, SignedLongField
+from scapy.fields import FieldLenField, IntField, LongField, PacketListField, ShortField, SignedLongField
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
+
+from testbed.semantics.limits import MAX_BATCH
 
 # The header fields' widths are declared once, with the limits they set.
 
@@ -23,6 +25,11 @@ EVENT_UDP_PORT = 50000
 #: UDP destination port of an operator host's heartbeat: the switch counts
 #: them per ingress port (counter ``heartbeats``) and drops them.
 HEARTBEAT_UDP_PORT = 50001
+#: UDP destination port of a batch: 1 to ``MAX_BATCH`` events of one stream in one frame.
+BATCH_UDP_PORT = 50002
+#: count(16) flags(16), network order: the header before a batch's events.
+BATCH_STRUCT = struct.Struct("!HH")
+BATCH_LEN = BATCH_STRUCT.size  # 4 bytes
 #: A heartbeat's payload: the sender's sequence number.
 HEARTBEAT_STRUCT = struct.Struct("!Q")
 #: stream(16) flags(16) seq(32) ts(64) key(64) value(signed 64), network order.
@@ -81,8 +88,53 @@ class Windows(Packet):
     ]
 
 
+class BatchedEvent(Event):
+    """An event inside a batch: the same header, and its ``Windows`` header
+    (in a copy) is all of its payload; the next event is not."""
+
+    name = "BatchedEvent"
+
+    def extract_padding(self, s):
+        split = WINDOWS_LEN if self.flags & FLAG_WINDOWS else 0
+        return s[:split], s[split:]
+
+    def guess_payload_class(self, payload):
+        return Windows if self.flags & FLAG_WINDOWS else super().guess_payload_class(payload)
+
+
+class Batch(Packet):
+    """The header of a batch (docs/wire.md, "Batches") and its events: each
+    a ``BatchedEvent`` and, in a copy (``flags`` has ``FLAG_WINDOWS``), its
+    ``Windows`` header right after it."""
+
+    name = "Batch"
+    fields_desc = [
+        FieldLenField("count", None, fmt="H", count_of="events"),   # events in this frame, 1 to MAX_BATCH
+        ShortField("flags", 0),    # FLAG_WINDOWS on the splitter's copies
+        PacketListField("events", [], BatchedEvent, count_from=lambda pkt: pkt.count),
+    ]
+
+
 bind_layers(UDP, Event, dport=EVENT_UDP_PORT)
 bind_layers(Event, Windows, flags=FLAG_WINDOWS)
+bind_layers(UDP, Batch, dport=BATCH_UDP_PORT)
+
+
+def batch_events(payload: bytes) -> list[tuple[tuple[int, ...], tuple[int, ...] | None]]:
+    """The events of a batch's UDP payload, each as ``EVENT_STRUCT`` fields
+    with its ``WINDOWS_STRUCT`` fields (None in a source's batch).  Raises
+    ValueError for a malformed batch (count against length)."""
+    count, flags = BATCH_STRUCT.unpack_from(payload)
+    each = EVENT_LEN + (WINDOWS_LEN if flags & FLAG_WINDOWS else 0)
+    if not 1 <= count <= MAX_BATCH or len(payload) < BATCH_LEN + count * each:
+        raise ValueError(f"a batch of {count} events in {len(payload)} bytes")
+    out = []
+    for i in range(count):
+        at = BATCH_LEN + i * each
+        event = EVENT_STRUCT.unpack_from(payload, at)
+        windows = WINDOWS_STRUCT.unpack_from(payload, at + EVENT_LEN) if flags & FLAG_WINDOWS else None
+        out.append((event, windows))
+    return out
 
 
 def copy_windows(window: int, span: int, stride: int) -> range:
@@ -118,6 +170,18 @@ def parse_event(payload: bytes) -> tuple[int, int, int, int, int]:
     return stream, seq, ts, key, value
 
 
+def batch_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, stream: int,
+                events: list[tuple[int, int, int, int]], sport: int = EVENT_UDP_PORT) -> bytes:
+    """A batch of ``(seq, ts, key, value)`` events of ``stream``, built with
+    Scapy (the same headers as ``event_frame``, to ``BATCH_UDP_PORT``)."""
+    pkt = (Ether(src=src_mac, dst=dst_mac)
+           / IP(src=src_ip, dst=dst_ip, ttl=64, id=0, flags="DF")
+           / UDP(sport=sport, dport=BATCH_UDP_PORT, chksum=0)
+           / Batch(events=[BatchedEvent(stream=stream, seq=seq, ts=ts, key=key, value=value)
+                           for seq, ts, key, value in events]))
+    return bytes(pkt)
+
+
 def ipv4_checksum(header: bytes) -> int:
     total = 0
     for i in range(0, len(header), 2):
@@ -145,6 +209,27 @@ def is_event_frame(frame: bytes) -> bool:
     an unfragmented IPv4 datagram without options, UDP, destination port
     ``EVENT_UDP_PORT``, room for the header."""
     return _udp_to(frame, EVENT_UDP_PORT, EVENT_OFFSET + EVENT_STRUCT.size)
+
+
+def batch_count(frame: bytes) -> int:
+    """The number of events of a batch frame as the P4 parser takes it, or 0
+    if it is not a well-formed batch: an unfragmented IPv4 datagram without
+    options, UDP to ``BATCH_UDP_PORT``, a count of 1 to ``MAX_BATCH``, and
+    a UDP length of exactly the batch header and that many events."""
+    if not _udp_to(frame, BATCH_UDP_PORT, EVENT_OFFSET + BATCH_LEN):
+        return 0
+    count = struct.unpack_from("!H", frame, EVENT_OFFSET)[0]
+    udp_len = struct.unpack_from("!H", frame, UDP_LENGTH_AT)[0]
+    if not 1 <= count <= MAX_BATCH or udp_len != UDP_LEN + BATCH_LEN + count * EVENT_LEN:
+        return 0
+    if len(frame) < EVENT_OFFSET + BATCH_LEN + count * EVENT_LEN:
+        return 0
+    return count
+
+
+def is_batch_port(frame: bytes) -> bool:
+    """Whether a frame is addressed as a batch, well formed or not."""
+    return _udp_to(frame, BATCH_UDP_PORT, EVENT_OFFSET)
 
 
 def heartbeat_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, seq: int) -> bytes:
@@ -181,6 +266,13 @@ class FrameTemplate:
     def frame(self, seq: int, ts: int, key: int = 0, value: int = 0) -> bytes:
         return self.prefix + EVENT_STRUCT.pack(self.stream, 0, seq, ts, key & 0xFFFFFFFFFFFFFFFF, value)
 
+    def batch(self, events: list[tuple[int, int, int, int]]) -> bytes:
+        """A batch frame of ``(seq, ts, key, value)`` events, byte for byte ``batch_frame``'s."""
+        body = b"".join(EVENT_STRUCT.pack(self.stream, 0, seq, ts, key & 0xFFFFFFFFFFFFFFFF, value)
+                        for seq, ts, key, value in events)
+        payload = BATCH_STRUCT.pack(len(events), 0) + body
+        return with_payload(self.prefix, payload, BATCH_UDP_PORT)
+
 
 # -- where a copy is rewritten: the offsets egress.p4's deparser writes at ------------
 #: IPv4's total length, checksum and destination, from the start of the frame.
@@ -203,6 +295,20 @@ def insert_windows_header(frame: bytes, windows: bytes) -> bytes:
     struct.pack_into("!H", buf, EVENT_FLAGS_AT, struct.unpack_from("!H", buf, EVENT_FLAGS_AT)[0] | FLAG_WINDOWS)
     for length_at in (IPV4_TOTAL_LENGTH_AT, UDP_LENGTH_AT):
         struct.pack_into("!H", buf, length_at, (struct.unpack_from("!H", buf, length_at)[0] + len(windows)) & 0xFFFF)
+    return bytes(buf)
+
+
+def with_payload(headers: bytes, payload: bytes, dport: int) -> bytes:
+    """Ethernet, IPv4 and UDP headers ``headers`` (IPv4 without options)
+    carrying ``payload`` to UDP port ``dport``: lengths and the IPv4
+    checksum made anew, the UDP checksum left out."""
+    buf = bytearray(headers[:EVENT_OFFSET]) + payload
+    struct.pack_into("!H", buf, IPV4_TOTAL_LENGTH_AT, IPV4_LEN + UDP_LEN + len(payload))
+    struct.pack_into("!H", buf, UDP_LENGTH_AT, UDP_LEN + len(payload))
+    struct.pack_into("!H", buf, UDP_LENGTH_AT - 2, dport)
+    buf[IPV4_CHECKSUM_AT:IPV4_CHECKSUM_AT + 2] = b"\0\0"
+    struct.pack_into("!H", buf, IPV4_CHECKSUM_AT, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + IPV4_LEN])))
+    buf[UDP_CHECKSUM_AT:UDP_CHECKSUM_AT + 2] = b"\0\0"
     return bytes(buf)
 
 

@@ -1,7 +1,8 @@
 """Operator-host receiver: records every event that reaches an operator.
 
-Runs inside a Mininet host.  It binds a plain UDP socket (the splitter
-rewrote the destination to this host), records stream, seq, ts, key, value,
+Runs inside a Mininet host.  It binds plain UDP sockets, one for events
+and one for batches (the splitter rewrote the destination to this host),
+and records, per event, stream, seq, ts, key, value,
 the Windows header the splitter wrote (which of the event's windows are this
 operator's) and the receive time of each event, and keeps a small status file up to date
 so the run can see progress.  Every ``FLUSH_S`` it writes what it received
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import socket
 import struct
 import time
@@ -24,7 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
-from testbed.dataplane.wire import EVENT_STRUCT, EVENT_UDP_PORT, FLAG_WINDOWS, WINDOWS_STRUCT
+from testbed.dataplane.wire import (BATCH_STRUCT, BATCH_UDP_PORT, EVENT_STRUCT, EVENT_UDP_PORT, FLAG_WINDOWS,
+                                    WINDOWS_STRUCT)
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
 from testbed.rundir import RunDir, read_json, write_json_atomic
@@ -34,6 +37,10 @@ STATUS_EVERY_S = 0.2
 FLUSH_S = 0.5
 SOCKET_BUFFER = 32 << 20
 SO_RCVBUFFORCE = 33
+#: The largest copy: a full batch, each event with its Windows header (and room to spare).
+MAX_DATAGRAM = 4096
+#: Datagrams taken from one socket before the loop looks at the other and the clock.
+DRAIN_AT_ONCE = 256
 SO_TIMESTAMPNS = 35            # = SCM_TIMESTAMPNS: kernel receive time as a timespec
 TIMESPEC = struct.Struct("qq")
 #: The Windows header's fields, as columns (all 0 when a copy carries none).
@@ -69,14 +76,20 @@ class Receiver:
         if spark:
             rundir.spark_inbox(host).mkdir(parents=True, exist_ok=True)
         self.stopping = False
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)   # root may exceed rmem_max
+        # One socket for frames of one event, one for batches (docs/wire.md).
+        self.sockets = [self._bind(EVENT_UDP_PORT), self._bind(BATCH_UDP_PORT)]
+        self.baseline_drops = udp_kernel_drops()
+
+    @staticmethod
+    def _bind(port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)   # root may exceed rmem_max
         # The kernel stamps each datagram on arrival, so recv_ns measures the
         # network and the splitter, not how busy this process was.
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        self.sock.bind(("0.0.0.0", EVENT_UDP_PORT))
-        self.sock.settimeout(STATUS_EVERY_S)
-        self.baseline_drops = udp_kernel_drops()
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.bind(("0.0.0.0", port))
+        sock.setblocking(False)
+        return sock
 
     @property
     def status_path(self) -> Path:
@@ -94,16 +107,16 @@ class Receiver:
         # receiver says it is ready, not by the stream's first hand-over.
         pq.write_table(self._table(), pa.BufferOutputStream())
         write_json_atomic(self.status_path, self.status())   # also the readiness signal
-        buf = bytearray(2048)
+        buf = bytearray(MAX_DATAGRAM)
         next_status = time.monotonic() + STATUS_EVERY_S
         next_flush = time.monotonic() + FLUSH_S
         while not self.stopping:
             try:
-                self._receive(buf)
-            except socket.timeout:
-                pass
+                ready, _, _ = select.select(self.sockets, [], [], STATUS_EVERY_S)
             except InterruptedError:
-                pass
+                ready = []
+            for sock in ready:
+                self._drain(sock, buf, DRAIN_AT_ONCE)
             if time.monotonic() >= next_flush:
                 self.flush()
                 next_flush = time.monotonic() + FLUSH_S
@@ -136,21 +149,39 @@ class Receiver:
         self.parts += 1
         self.cols = {name: array("q") for name in COLUMNS}
 
-    def _receive(self, buf: bytearray) -> None:
-        n, ancdata, _flags, _addr = self.sock.recvmsg_into([buf], 64)
-        if n < EVENT_STRUCT.size:
-            return
-        now = None
-        for level, kind, data in ancdata:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = TIMESPEC.unpack_from(data)
-                now = sec * 1_000_000_000 + nsec
-        self._record(buf, n, now if now is not None else time.time_ns())
+    def _drain(self, sock: socket.socket, buf: bytearray, most: int) -> None:
+        """Record up to ``most`` datagrams queued on ``sock``."""
+        batched = sock is self.sockets[1]
+        for _ in range(most):
+            try:
+                n, ancdata, _flags, _addr = sock.recvmsg_into([buf], 64)
+            except (BlockingIOError, InterruptedError):
+                return
+            now = None
+            for level, kind, data in ancdata:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    sec, nsec = TIMESPEC.unpack_from(data)
+                    now = sec * 1_000_000_000 + nsec
+            now = now if now is not None else time.time_ns()
+            if batched:
+                self._record_batch(buf, n, now)
+            elif n >= EVENT_STRUCT.size:
+                self._record(buf, 0, n, now)
 
-    def _record(self, buf: bytearray, n: int, now: int) -> None:
-        stream, flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf)
-        if flags & FLAG_WINDOWS and n >= EVENT_STRUCT.size + WINDOWS_STRUCT.size:
-            header = WINDOWS_STRUCT.unpack_from(buf, EVENT_STRUCT.size)[:len(HEADER_COLUMNS)]
+    def _record_batch(self, buf: bytearray, n: int, now: int) -> None:
+        """Every event of a batch the splitter sent, as if each had come alone."""
+        if n < BATCH_STRUCT.size:
+            return
+        count, flags = BATCH_STRUCT.unpack_from(buf)
+        each = EVENT_STRUCT.size + (WINDOWS_STRUCT.size if flags & FLAG_WINDOWS else 0)
+        for i in range(min(count, (n - BATCH_STRUCT.size) // each)):
+            self._record(buf, BATCH_STRUCT.size + i * each, BATCH_STRUCT.size + (i + 1) * each, now)
+
+    def _record(self, buf: bytearray, at: int, end: int, now: int) -> None:
+        """The event at ``at`` (and its Windows header, before ``end``)."""
+        stream, flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf, at)
+        if flags & FLAG_WINDOWS and end - at >= EVENT_STRUCT.size + WINDOWS_STRUCT.size:
+            header = WINDOWS_STRUCT.unpack_from(buf, at + EVENT_STRUCT.size)[:len(HEADER_COLUMNS)]
         else:
             header = NO_WINDOWS
         cols = self.cols
@@ -166,13 +197,9 @@ class Receiver:
 
     def finish(self) -> None:
         # Drain what is already queued before closing, so a stop never loses events.
-        self.sock.setblocking(False)
-        buf = bytearray(2048)
-        while True:
-            try:
-                self._receive(buf)
-            except (BlockingIOError, InterruptedError):
-                break
+        buf = bytearray(MAX_DATAGRAM)
+        for sock in self.sockets:
+            self._drain(sock, buf, 1 << 62)
         self.flush(final=True)
         write_json_atomic(self.status_path, self.status(final=True))
 

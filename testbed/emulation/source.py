@@ -1,7 +1,8 @@
 """Source-host sender: sends a stream's events in order, at its rate.
 
 Runs inside a Mininet host.  Frames are built from Scapy-made headers
-(``wire.FrameTemplate``) and written to an AF_PACKET socket in batches: each
+(``wire.FrameTemplate``), one per event or, for a batched stream, several
+events to a frame (``semantics.batching``), and written to an AF_PACKET socket in batches: each
 pass sends every event whose due time has come, then sleeps until the next
 one is due, so the average rate holds without a syscall-heavy timer per
 event.  The source records the send time of each event and writes them as
@@ -25,6 +26,7 @@ from testbed.emulation.packet_socket import packet_socket
 from testbed.emulation.procs import run_until_signalled
 from testbed.rundir import RunDir, write_json_atomic
 from testbed.semantics.addressing import plan_addresses
+from testbed.semantics.batching import FramePlan, plan_frames
 from testbed.semantics.schedule import rate_profile, send_offsets
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, load_topology
 from testbed.semantics.workload import sent_events
@@ -69,7 +71,10 @@ class Source:
         self.sock = packet_socket(intf, 8 << 20, receive=False)
         self.sock.setblocking(True)            # a full send buffer makes the source wait, not fail
         self.stopping = False
-        self.sent = {s.id: 0 for s in self.streams}
+        self.sent = {s.id: 0 for s in self.streams}            # events
+        self.frames_sent = {s.id: 0 for s in self.streams}
+        self.plans: dict[int, FramePlan] = {}
+        self.waits: dict[int, np.ndarray] = {}
         self.barriers = self._barriers()
         self.held_s = {s.id: 0.0 for s in self.streams}
         self.passed: list[Barrier] = []
@@ -91,42 +96,47 @@ class Source:
         from there: the time held does not count as being behind.
         """
         send_ns = {s.id: np.zeros(self.total(s.id), dtype=np.int64) for s in self.streams}
-        frames = {s.id: self._frames(s.id) for s in self.streams}
         due = []
         for s in self.streams:
             profile = rate_profile(s, self.schedule)
             offsets = np.asarray(send_offsets(profile, self.total(s.id)), dtype=np.float64)
-            due.append((s.id, offsets, self.total(s.id), max(1, int(max(r for _, r in profile) * BURST_S))))
+            plan = self._frame_plan(s, offsets)
+            self.plans[s.id], self.waits[s.id] = plan, plan.wait(offsets)
+            events_per_frame = s.batch.events if s.batch else 1
+            burst = max(1, int(max(r for _, r in profile) * BURST_S / events_per_frame))
+            due.append((s.id, plan, self._frames(s.id, plan), burst))
         send = self.sock.send
         start = time.monotonic()
         next_status = start
         while not self.stopping:
             now = time.monotonic()
             pending, wake = False, now + 0.05
-            for sid, offsets, total, burst in due:
-                i = self.sent[sid]
-                if i >= total:
+            for sid, plan, frames, burst in due:
+                f, total = self.frames_sent[sid], len(plan)
+                if f >= total:
                     continue
                 pending = True
                 barrier = self.barriers[sid][0] if self.barriers[sid] else None
-                if barrier is not None and i == barrier.events:
+                if barrier is not None and self.sent[sid] == barrier.events:
                     if not self._passed(barrier):
                         wake = min(wake, now + BARRIER_POLL_S)
                         continue
                     barrier = self.barriers[sid][0] if self.barriers[sid] else None
                 clock = now - start - self.held_s[sid]      # the stream's own time: pauses at barriers left out
-                ready = min(total if barrier is None else barrier.events,
-                            int(np.searchsorted(offsets, clock, side="right")), i + burst)
-                stamps, stream_frames = send_ns[sid], frames[sid]
-                while i < ready:
-                    stamps[i] = time.time_ns()
-                    send(stream_frames[i])
-                    i += 1
-                self.sent[sid] = i
-                if i < total:
-                    on_time = start + self.held_s[sid] + offsets[i]
+                up_to_barrier = total if barrier is None else int(np.searchsorted(plan.ends, barrier.events, "right"))
+                ready = min(up_to_barrier, int(np.searchsorted(plan.due, clock, side="right")), f + burst)
+                stamps, ends = send_ns[sid], plan.ends
+                first = int(ends[f - 1]) if f else 0
+                while f < ready:
+                    last = int(ends[f])
+                    stamps[first:last] = time.time_ns()
+                    send(frames[f])
+                    f, first = f + 1, last
+                self.frames_sent[sid], self.sent[sid] = f, first
+                if f < total:
+                    on_time = start + self.held_s[sid] + plan.due[f]
                     behind = on_time <= now
-                    interval = offsets[min(i + 1, total - 1)] - offsets[i] if i + 1 < total else 0.001
+                    interval = plan.due[f + 1] - plan.due[f] if f + 1 < total else 0.001
                     wake = min(wake, now + burst * interval / CATCH_UP_FACTOR if behind else on_time)
             if not pending:
                 break
@@ -136,6 +146,13 @@ class Source:
             time.sleep(max(0.0, wake - time.monotonic()))
         self._write(send_ns)
         self._status(True)
+
+    def _frame_plan(self, s, offsets: np.ndarray) -> FramePlan:
+        """The stream's frames: one per event, or its batches, cut at its barriers."""
+        n = len(offsets)
+        if s.batch is None:
+            return FramePlan(np.arange(1, n + 1, dtype=np.int64), offsets)
+        return plan_frames(offsets, s.batch.events, s.batch.max_delay, [b.events for b in self.barriers[s.id]])
 
     def _barriers(self) -> dict[int, list[Barrier]]:
         """Per stream, the schedule's points in its terms that fall before its
@@ -172,14 +189,16 @@ class Source:
         return True
 
     def total(self, sid: int) -> int:
-        """Frames this stream sends: its events, less those lost and plus those
+        """Events this stream sends: its events, less those lost and plus those
         duplicated on purpose (``perturb``)."""
         return len(self.events[sid]["seq"])
 
-    def _frames(self, sid: int) -> list[bytes]:
+    def _frames(self, sid: int, plan: FramePlan) -> list[bytes]:
         ev, tpl = self.events[sid], self.templates[sid]
-        return [tpl.frame(seq, ts, key, value) for seq, ts, key, value in
-                zip(ev["seq"].tolist(), ev["ts"].tolist(), ev["key"].tolist(), ev["value"].tolist())]
+        events = list(zip(ev["seq"].tolist(), ev["ts"].tolist(), ev["key"].tolist(), ev["value"].tolist()))
+        if len(plan) == len(events):
+            return [tpl.frame(*event) for event in events]
+        return [tpl.batch(events[a:b]) for a, b in zip(plan.starts().tolist(), plan.ends.tolist())]
 
     def _write(self, send_ns: dict[int, np.ndarray]) -> None:
         parts = []
@@ -192,6 +211,8 @@ class Source:
                 "key": pa.array(ev["key"][:n]), "value": pa.array(ev["value"][:n]),
                 "copy": pa.array(ev["copy"][:n]), "delayed": pa.array(ev["delayed"][:n]),
                 "send_ns": pa.array(send_ns[s.id][:n]),
+                "frame": pa.array(self.plans[s.id].frame_of_event()[:n]),
+                "batch_wait_ns": pa.array(np.round(self.waits[s.id][:n] * 1e9).astype(np.int64)),
             }))
         pq.write_table(pa.concat_tables(parts), self.rundir.source_events(self.host))
 

@@ -38,6 +38,9 @@ MAX_EVENTS = 1 << EVENT_FIELD_BITS["seq"]
 MAX_INT64 = (1 << 63) - 1
 #: ``full`` and ``cap`` (windows per event) are 32-bit action parameters.
 MAX_WINDOWS_PER_EVENT = (1 << WINDOWS_PER_EVENT_BITS) - 1
+#: The most events one frame carries (a batch, docs/wire.md): the P4
+#: parser's header stack has this many elements.
+MAX_BATCH = 16
 #: Multicast group ids are 16 bits, and group 0 means "no group".
 MAX_GROUPS = (1 << GROUP_ID_BITS) - 1
 #: Host k is on switch port k, from 1 up to the port before v1model's drop port.

@@ -98,6 +98,17 @@ def destination_pairs(size: int, slide: int, n_ops: int) -> list[tuple[int, int]
     return sorted(pairs)
 
 
+def stream_destination_pairs(s: Stream) -> list[tuple[int, int]]:
+    """The ``(w, c)`` pairs stream ``s``'s packets can reach.  A batch goes to
+    the operators of a range of windows that covers all of its events'
+    windows (or, split by key, of its keys' operators): any ``c`` up to N,
+    ending anywhere, so every pair."""
+    n_ops = len(s.operators)
+    if s.batch is not None:
+        return [(newest, active) for newest in range(n_ops) for active in range(1, n_ops + 1)]
+    return destination_pairs(s.window.size, s.window.slide, n_ops)
+
+
 def destination_set(operators: list[str], newest: int, active: int) -> list[str]:
     """The ``active`` operators whose windows end at ``operators[newest]``, oldest first."""
     n = len(operators)
@@ -201,11 +212,11 @@ class SplitterPlan:
         for i, op in enumerate(s.operators):
             entries.append(TableEntry(UNICAST, "to_operator", (s.id, bank, i), (self.ports[op],)))
             entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.ports[op]), (i,)))
-        if s.split == "key":
+        if s.split == "key" and s.batch is None:
             # Every event goes to one operator, the key's (unicast by its
             # index), with all of its windows: no groups.
             return entries
-        for newest, active in destination_pairs(w.size, w.slide, n_ops):
+        for newest, active in stream_destination_pairs(s):
             if active < 2:
                 continue
             group = self._group_for(destination_set(s.operators, newest, active))
@@ -231,8 +242,9 @@ class SplitterPlan:
         # With new windows (w, c) too, the event goes to the union; with none
         # (c = 0: before the boundary, or in a gap of the new spec) to the old
         # windows alone.
-        old_counts = range(1, min(max_windows(ow.size, ow.slide), n_old) + 1)
-        new_pairs = [(0, 0)] + destination_pairs(new.window.size, new.window.slide, len(new.operators))
+        # A batch's old windows cover a range of any length up to N.
+        old_counts = range(1, (n_old if old.batch else min(max_windows(ow.size, ow.slide), n_old)) + 1)
+        new_pairs = [(0, 0)] + stream_destination_pairs(new)
         for old_newest in range(n_old):
             for old_active in old_counts:
                 old_set = destination_set(old.operators, old_newest, old_active)

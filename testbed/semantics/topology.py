@@ -176,6 +176,15 @@ class Disorder(StrictModel):
     max_delay: Int64 = Field(gt=0, description="timestamp units")
 
 
+class Batching(StrictModel):
+    """A stream's events several to a frame (docs/wire.md, "Batches"): up to
+    ``events`` consecutive events per frame; a frame leaves with fewer when
+    its first event would otherwise wait longer than ``max_delay``."""
+
+    events: int = Field(ge=1, le=limits.MAX_BATCH, description="events per frame at most")
+    max_delay: float = Field(ge=0, le=limits.MAX_SCHEDULE_S, description="seconds an event may wait for its frame")
+
+
 class Perturb(StrictModel):
     """What a source does to its stream on purpose, seeded by the run's seed:
     events sent late (``disorder``), not sent (``loss``), or sent twice
@@ -200,6 +209,7 @@ class Stream(StrictModel):
     dataset: Optional[Dataset] = None
     perturb: Optional[Perturb] = None
     keys: Optional[Keys] = None
+    batch: Optional[Batching] = None
     #: ``windows``: window j to operator j mod N (the papers'); ``key``:
     #: every event to operator crc32(key) mod N (testbed.semantics.splitting).
     split: Literal[SPLITS] = "windows"  # type: ignore[valid-type]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, WindowParams
-from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame, is_heartbeat_frame
+from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_batch_port, is_event_frame, is_heartbeat_frame
 from testbed.semantics.splitting import key_operator
 
 
@@ -16,9 +16,30 @@ class Forwarding:
     """MyIngress and the PRE over the state (``ControlState``), and the whole switch on one frame."""
 
     def ingress(self, stream: int, ts: int, nbytes: int = 0, key: int = 0) -> Decision:
-        """MyIngress (forwarding.p4): the bank in force (or the other one, at an
-        armed change's boundary), its spec and N, the slide tracker, then one
+        """MyIngress (forwarding.p4): the event's windows (``assign``), then one
         of the unicast, multicast and transition tables."""
+        copy = self.assign(stream, ts, nbytes, key)
+        if isinstance(copy, Decision):
+            return copy
+        verdict = copy.verdict
+        active = min(verdict.active, copy.n_ops)   # with N or more windows open every operator is hit once
+        old_active = min(verdict.old_active, copy.old_n_ops) if verdict.old_active else 0
+        if copy.by_key:
+            # One copy, to the key's operator by its index: the one-window
+            # path of forwarding.p4.  Such a stream never changes.
+            hit = self._destination(stream, copy.bank, key_operator(key, copy.n_ops), 1)
+        elif old_active == 0:
+            hit = self._destination(stream, copy.bank, verdict.newest, active)
+        else:
+            # Old windows, and new ones unless active is 0: their union.
+            newest = verdict.newest if active else 0
+            hit = self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
+        return self._to(hit, stream, nbytes, copy)
+
+    def assign(self, stream: int, ts: int, nbytes: int = 0, key: int = 0) -> "CopyMeta | Decision":
+        """The first half of MyIngress, per event: the bank in force (or the
+        other one, at an armed change's boundary), its spec and N, and the
+        slide tracker's windows; or the drop, counted."""
         switching = self._at_boundary(stream, ts)
         epoch = (self.registers["epoch"][stream] + switching) & 0xFFFFFFFF
         bank = epoch & 1
@@ -38,23 +59,14 @@ class Forwarding:
         if isinstance(verdict, str):
             return self._drop(stream, verdict, nbytes)
         self._count("stream_in", stream, nbytes)
-        # With N or more windows open every operator is hit once.
-        active = min(verdict.active, n_ops)
-        old_active = min(verdict.old_active, prev.n_ops) if verdict.old_active else 0
-        if by_key:
-            # One copy, to the key's operator by its index: the one-window
-            # path of forwarding.p4.  Such a stream never changes.
-            hit = self._destination(stream, bank, key_operator(key, n_ops), 1)
-        elif old_active == 0:
-            hit = self._destination(stream, bank, verdict.newest, active)
-        else:
-            # Old windows, and new ones unless active is 0: their union.
-            newest = verdict.newest if active else 0
-            hit = self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
+        return CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, by_key,
+                        key_operator(key, n_ops) if by_key else 0)
+
+    def _to(self, hit, stream: int, nbytes: int, copy: CopyMeta) -> Decision:
+        """A destination table's hit as the decision for ``copy``; a miss drops."""
         if hit is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         action, (value,) = hit
-        copy = CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, by_key)
         if action == "to_operator":
             return Decision(port=value, copy=copy)
         return Decision(mgid=value, copy=copy)
@@ -83,6 +95,8 @@ class Forwarding:
     def process(self, frame: bytes, in_port: int = 0) -> list[tuple[int, bytes]]:
         """Frames to send, as ``(egress port, bytes)``, for one frame received on ``in_port``."""
         if not is_event_frame(frame):
+            if is_batch_port(frame):
+                return self.process_batch(frame)
             if is_heartbeat_frame(frame):
                 self._count("heartbeats", in_port, len(frame))
             else:

@@ -62,6 +62,8 @@ class CopyMeta(NamedTuple):
     old_n_ops: int
     #: split_by_key's stream: the one copy carries all the event's windows.
     by_key: bool = False
+    #: and the index of the key's operator.
+    key_op: int = 0
 
 
 @dataclass

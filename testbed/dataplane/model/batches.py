@@ -1,0 +1,171 @@
+"""Batches: several events of one stream in one frame (docs/wire.md, "Batches").
+
+The switch takes a batch's events one by one, in frame order, through the
+same per-event steps as a frame that carries one (``Forwarding.assign``), so
+window state, lateness and changes apply per event.  The frame is then
+replicated once, to the operators of a range of windows that covers every
+event's windows, and each replica keeps only the events whose windows are
+its operator's, each with its Windows header.  A replica left with no event
+is dropped.
+
+Why a covering range: the destination tables already map a range of
+windows (the newest one's operator and how many) to a port or a group, so
+a batch needs no new kind of group.  Within an epoch, round-robin windows
+are consecutive, so the range from the batch's oldest window to its newest
+holds them all; an operator in it that owns none of them gets a replica
+that egress drops.  The control plane installs every range for a batched
+stream (``plan.stream_destination_pairs``).  A batch's events lie in at
+most two epochs (the one in force and the one before it), because the
+control plane arms a change only after the previous transition is over,
+and a change cannot begin inside a packet that still needs the epoch before
+last; the union of the two ranges is the transition table's.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Optional
+
+from testbed.dataplane.model.metadata import CopyMeta, Decision
+from testbed.dataplane.wire import (BATCH_LEN, BATCH_STRUCT, BATCH_UDP_PORT, EVENT_FLAGS_AT, EVENT_LEN, EVENT_OFFSET,
+                                    EVENT_STRUCT, FLAG_WINDOWS, WINDOWS_STRUCT, batch_count, with_payload)
+
+#: Where ``span`` and ``old_span`` sit among a Windows header's fields.
+SPAN, OLD_SPAN = 1, 5
+
+
+@dataclass
+class WindowRange:
+    """Windows ``lo`` .. ``hi`` (global ids) of one epoch, ``hi`` on operator ``hi_op``."""
+
+    lo: int
+    hi: int
+    hi_op: int
+
+    def add(self, lo: int, hi: int, hi_op: int) -> None:
+        self.lo = min(self.lo, lo)
+        if hi > self.hi:
+            self.hi, self.hi_op = hi, hi_op
+
+    def count(self, n_ops: int) -> int:
+        """Operators the range covers: all N once it holds N windows."""
+        return min(self.hi - self.lo + 1, n_ops)
+
+
+@dataclass
+class Cover:
+    """The windows a batch's events lie in, as one range per epoch: the
+    epoch in force (``new``) and the one before it (``old``)."""
+
+    epoch: int
+    new: Optional[WindowRange] = None
+    old: Optional[WindowRange] = None
+    n_ops: int = 0
+    old_n_ops: int = 0
+    bank: int = 0
+
+    def add(self, copy: CopyMeta) -> None:
+        v = copy.verdict
+        if copy.by_key:
+            # A stream split by key never changes: its range is of operator indices.
+            self._new(copy.key_op, copy.key_op, copy.key_op, copy)
+            return
+        if v.active:
+            self._new(v.window - v.active + 1, v.window, v.newest, copy)
+        if v.old_active:
+            self._old(v.old_window - v.old_active + 1, v.old_window, v.old_newest, copy.old_n_ops)
+
+    def _new(self, lo: int, hi: int, hi_op: int, copy: CopyMeta) -> None:
+        if copy.epoch == self.epoch:
+            self.n_ops, self.bank = copy.n_ops, copy.bank
+            if self.new is None:
+                self.new = WindowRange(lo, hi, hi_op)
+            else:
+                self.new.add(lo, hi, hi_op)
+        else:
+            # An event before the change's boundary, in the epoch that is now the previous one.
+            self._old(lo, hi, hi_op, copy.n_ops)
+
+    def _old(self, lo: int, hi: int, hi_op: int, n_ops: int) -> None:
+        self.old_n_ops = n_ops
+        if self.old is None:
+            self.old = WindowRange(lo, hi, hi_op)
+        else:
+            self.old.add(lo, hi, hi_op)
+
+
+class Batches:
+    """A batch frame through the switch: per-event ingress, one replication,
+    per-replica egress (over ``Forwarding``, ``Egress`` and the state)."""
+
+    def process_batch(self, frame: bytes) -> list[tuple[int, bytes]]:
+        """Frames to send for one batch frame; a malformed one is not an event."""
+        count = batch_count(frame)
+        events = [EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN) for i in range(count)]
+        if not events or any(e[0] != events[0][0] for e in events):
+            self._count("non_event", 0, len(frame))
+            return []
+        stream = events[0][0]
+        copies: list[tuple[int, CopyMeta]] = []
+        for i, (_stream, _flags, _seq, ts, key, _value) in enumerate(events):
+            copy = self.assign(stream, ts, len(frame), key)
+            if not isinstance(copy, Decision):
+                copies.append((i, copy))
+        if not copies:
+            return []
+        decision = self._batch_destination(stream, copies, len(frame))
+        out = []
+        for port in self.replicate(decision):
+            replica = self._batch_replica(frame, stream, port, copies)
+            if replica is not None:
+                out.append((port, replica))
+        return out
+
+    def _batch_destination(self, stream: int, copies: list[tuple[int, CopyMeta]], nbytes: int) -> Decision:
+        """One destination for the batch: the range covering its events' windows."""
+        cover = Cover(self.registers["epoch"][stream])
+        for _i, copy in copies:
+            cover.add(copy)
+        new = cover.new.count(cover.n_ops) if cover.new else 0
+        if cover.old is None:
+            hit = self._destination(stream, cover.bank, cover.new.hi_op, new)
+        else:
+            hit = self.tables["handover"].get((stream, cover.old.hi_op, cover.old.count(cover.old_n_ops),
+                                               cover.new.hi_op if new else 0, new))
+        decision = self._to(hit, stream, nbytes, copies[-1][1])
+        if decision.drop is not None:
+            for _more in copies[1:]:            # every event of the batch is dropped, and counted
+                self._drop(stream, decision.drop, nbytes)
+        return decision
+
+    def _batch_replica(self, frame: bytes, stream: int, port: int,
+                       copies: list[tuple[int, CopyMeta]]) -> Optional[bytes]:
+        """The copy for ``port``: the events whose windows are its operator's,
+        each followed by its Windows header; None if there is none."""
+        kept = []
+        for i, copy in copies:
+            header = self._windows_header(stream, port, copy)
+            if copy.by_key:
+                hit = self.tables["operator_position"].get((stream, copy.bank, port))
+                mine = hit is not None and hit[1][0] == copy.key_op
+            else:
+                fields = WINDOWS_STRUCT.unpack(header)
+                mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
+            if mine:
+                at = EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN
+                event = bytearray(frame[at:at + EVENT_LEN])
+                struct.pack_into("!H", event, EVENT_FLAGS_AT - EVENT_OFFSET,
+                                 struct.unpack_from("!H", event, EVENT_FLAGS_AT - EVENT_OFFSET)[0] | FLAG_WINDOWS)
+                kept.append(bytes(event) + header)
+        if not kept:
+            return None
+        hit = self.tables["egress_rewrite"].get((port,))
+        if hit is None:
+            return None
+        for _event in kept:
+            # Counted once per event, at the length the frame arrived with, as
+            # egress.p4 counts packet_length once per event it keeps.
+            self._count("stream_out", stream, len(frame))
+            self._count("operator_out", port, len(frame))
+        payload = BATCH_STRUCT.pack(len(kept), FLAG_WINDOWS) + b"".join(kept)
+        return self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT))

@@ -1,0 +1,241 @@
+"""Batches (docs/wire.md, "Batches"): several events of a stream in one frame.
+
+The definition is that the switch handles a batch's events as if they had
+come one by one, in frame order, and that each operator gets, per batch, one
+frame holding exactly its events, each with its Windows header.  So the
+tests run the same events through two model switches, one frame per event
+and in batches cut at random, with the same changes armed at the same
+events, and hold the batched switch to the unbatched one (which the
+reconfiguration tests hold to the oracle) event by event: same operators,
+same Windows headers, same registers, same event counters.
+"""
+import random
+import struct
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scapy.layers.l2 import Ether
+
+from support import topologies
+from testbed.dataplane.control import Controller
+from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import (BATCH_LEN, BATCH_STRUCT, EVENT_LEN, EVENT_OFFSET, EVENT_STRUCT, FLAG_WINDOWS,
+                                    Batch, FrameTemplate, Windows, batch_count, batch_events, batch_frame,
+                                    parse_event, parse_windows)
+from testbed.semantics.limits import MAX_BATCH
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import SPLITTER_IP, TopologyError
+from unit.test_reconfigure import HOSTS, random_change, random_window
+
+pytestmark = pytest.mark.unit
+
+SID = 3
+
+
+class Pair:
+    """Two model switches with one plan: ``single`` takes a frame per event, ``batched`` a batch."""
+
+    def __init__(self, stream_data):
+        self.topo = topologies.build([stream_data], ["h1", *HOSTS])
+        self.plan = SplitterPlan(self.topo)
+        self.single, self.batched = SplitterPipeline(), SplitterPipeline()
+        self.controllers = [Controller(self.single), Controller(self.batched)]
+        for ctl in self.controllers:
+            ctl.install(self.plan)
+        self.stream = self.topo.streams[0]
+        ip, mac = self.plan.addresses["h1"]
+        self.template = FrameTemplate(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, SID)
+        self.hosts = self.plan.host_of_port()
+        self.changes = 0
+        #: Changes whose boundary an event of a batch of two or more crossed.
+        self.in_batch = 0
+
+    def change(self, new) -> None:
+        for ctl in self.controllers:
+            ctl.change(self.plan, new, timeout=0)
+        self.stream = new
+        self.changes += 1
+
+    def settled(self) -> bool:
+        return all(ctl.settled(SID) for ctl in self.controllers)
+
+    def send(self, events: list[tuple[int, int, int, int]]) -> None:
+        """One batch through ``batched``, its events one by one through
+        ``single``; the two must deliver the same copies of every event."""
+        want = defaultdict(list)
+        for seq, ts, key, value in events:
+            for port, copy in self.single.process(self.template.frame(seq, ts, key, value)):
+                want[parse_event(copy[EVENT_OFFSET:])].append((self.hosts[port], parse_windows(copy[EVENT_OFFSET:])))
+        epoch = self.batched.registers["epoch"][SID]
+        got = defaultdict(list)
+        ports = []
+        for port, copy in self.batched.process(self.template.batch(events)):
+            ports.append(port)
+            carried = batch_events(copy[EVENT_OFFSET:])
+            assert carried, "a replica with no event leaves the switch"
+            for fields, windows in carried:
+                assert fields[1] & FLAG_WINDOWS
+                got[(fields[0], *fields[2:])].append((self.hosts[port], windows))
+        assert len(ports) == len(set(ports)), "one frame per operator and batch"
+        assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in want.items()}, events
+        assert self.single.registers == self.batched.registers
+        assert self.event_counts(self.single) == self.event_counts(self.batched)
+        self.in_batch += len(events) > 1 and self.batched.registers["epoch"][SID] != epoch
+
+    @staticmethod
+    def event_counts(pipe: SplitterPipeline) -> dict:
+        """The counters' packet counts (a batch counts its frame's bytes once per event)."""
+        cells = {name: values.items() if isinstance(values, dict) else enumerate(values)
+                 for name, values in pipe.counters.items()}
+        return {name: {i: packets for i, (_bytes, packets) in items if packets} for name, items in cells.items()}
+
+
+def drive(rng, kind, split="windows", n_events=600, change_rate=0.25, max_batch=MAX_BATCH):
+    """Random batches of a random stream, with changes armed between batches
+    at ``change_rate`` per batch whenever the previous one is over."""
+    window = random_window(rng, kind)
+    if kind == "time" and rng.random() < 0.3:
+        window["origin"] = rng.randint(0, 20)
+    data = topologies.stream(SID, window, rng.sample(HOSTS, rng.randint(1, len(HOSTS))))
+    data["batch"] = {"events": max_batch, "max_delay": 0.01}
+    if split == "key":
+        data.update(split="key", query={"kind": "count_by_key"})
+    pair = Pair(data)
+    newest = window.get("origin", 0) + rng.randint(0, 5)
+    seq = 0
+    while seq < n_events:
+        if split == "windows" and seq and rng.random() < change_rate and pair.settled():
+            pair.change(random_change(rng, pair.stream))
+        events = []
+        for _ in range(rng.randint(1, max_batch)):
+            lateness = pair.stream.window.lateness
+            if kind == "time" and lateness and rng.random() < 0.2:
+                ts = max(0, newest - rng.randint(0, lateness + 2))      # late, sometimes too late
+            else:
+                newest += rng.choice([0, 1, 1, 2, 3, 7, 20]) if kind == "time" else 1
+                ts = newest
+            events.append((seq, ts, rng.randint(0, 50), rng.randint(-100, 100)))
+            seq += 1
+        pair.send(events)
+    return pair
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("kind", ["count", "time"])
+def test_a_batch_is_taken_as_its_events_one_by_one(kind, seed):
+    pair = drive(random.Random(seed * 104729 + len(kind)), kind)
+    assert pair.in_batch >= 3, "changes should have taken effect inside batches"
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kind", ["count", "time"])
+def test_a_batch_split_by_key_reaches_each_keys_operator(kind, seed):
+    drive(random.Random(seed), kind, split="key")
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["count", "time"]),
+       max_batch=st.integers(1, MAX_BATCH))
+def test_batches_hypothesis(seed, kind, max_batch):
+    drive(random.Random(seed), kind, n_events=200, max_batch=max_batch)
+
+
+def test_a_worked_batch_cbsw1():
+    """cbsw1's windows (count, size 5, slide 1) over six operators: events 0..7
+    in one frame.  Window j goes to operator j mod 6, and event i lies in
+    windows max(0, i-4)..i, so operator 1 (windows 1 and 7) gets events 1..5
+    and 7, and operator 5 (window 5) events 5..7."""
+    ops = HOSTS[:6]
+    pair = Pair({**topologies.stream(SID, {"kind": "count", "size": 5, "slide": 1}, ops),
+                 "batch": {"events": 8, "max_delay": 0.01}})
+    copies = {pair.hosts[port]: batch_events(copy[EVENT_OFFSET:])
+              for port, copy in pair.batched.process(pair.template.batch([(i, i, 0, 0) for i in range(8)]))}
+    assert sorted(copies) == sorted(ops)
+    assert [f[2] for f, _w in copies[ops[1]]] == [1, 2, 3, 4, 5, 7]
+    assert [f[2] for f, _w in copies[ops[5]]] == [5, 6, 7]
+    # event 7 at operator 1: its newest window 7, among its five (3..7)
+    assert copies[ops[1]][-1][1][:3] == (7, 5, 6)
+    # event 5 at operator 1: window 1, the fifth and oldest of its windows
+    assert copies[ops[1]][4][1][:3] == (1, 1, 6)
+
+
+def test_the_scapy_layer_and_the_fast_path_build_the_same_batch():
+    pair = Pair({**topologies.stream(SID, {"kind": "count", "size": 2, "slide": 2}, HOSTS[:2]),
+                 "batch": {"events": 4, "max_delay": 0}})
+    ip, mac = pair.plan.addresses["h1"]
+    events = [(0, 5, 2**64 - 1, -(2**63)), (1, 6, 7, 2**63 - 1), (2, 7, 0, 0)]
+    frame = batch_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, SID, events)
+    assert frame == pair.template.batch(events)
+    assert batch_count(frame) == 3
+    dissected = Ether(frame)[Batch]
+    assert [(e.seq, e.ts, e.key, e.value) for e in dissected.events] == events
+    # a copy: each event followed by its Windows header
+    (port, copy), = [c for c in pair.batched.process(frame) if pair.hosts[c[0]] == HOSTS[0]]
+    layer = Ether(copy)[Batch]
+    assert layer.flags == FLAG_WINDOWS and layer.count == 2
+    assert [(e.seq, e[Windows].window, e[Windows].span, e[Windows].stride) for e in layer.events] == \
+        [(0, 0, 1, 2), (1, 0, 1, 2)]
+
+
+def malformed(frame: bytes) -> dict[str, bytes]:
+    """Batches the switch must take as non-events."""
+    count_at = EVENT_OFFSET
+    udp_len_at = EVENT_OFFSET - 4
+
+    def edit(at, fmt, value, data=frame):
+        buf = bytearray(data)
+        struct.pack_into(fmt, buf, at, value)
+        return bytes(buf)
+
+    n = batch_count(frame)
+    other_stream = edit(EVENT_OFFSET + BATCH_LEN + EVENT_LEN, "!H", SID + 1)
+    return {
+        "count above the length": edit(count_at, "!H", n + 1),
+        "count below the length": edit(count_at, "!H", n - 1),
+        "count of zero": edit(udp_len_at, "!H", 8 + BATCH_LEN, data=edit(count_at, "!H", 0)),
+        "count over the maximum": edit(count_at, "!H", MAX_BATCH + 1),
+        "truncated event": frame[:-5],
+        "events of two streams": other_stream,
+    }
+
+
+@pytest.mark.parametrize("what", ["count above the length", "count below the length", "count of zero",
+                                  "count over the maximum", "truncated event", "events of two streams"])
+def test_a_malformed_batch_is_not_an_event(what):
+    pair = Pair({**topologies.stream(SID, {"kind": "count", "size": 3, "slide": 1}, HOSTS[:3]),
+                 "batch": {"events": 4, "max_delay": 0}})
+    frame = malformed(pair.template.batch([(i, i, 0, 0) for i in range(4)]))[what]
+    assert pair.batched.process(frame) == []
+    assert pair.batched.counters["non_event"][0][1] == 1
+    assert not any(packets for _bytes, packets in pair.batched.counters["stream_in"].values())
+    assert pair.batched.registers["initialized"][SID] == 0
+
+
+def test_the_wire_refuses_what_the_switch_refuses():
+    pair = Pair({**topologies.stream(SID, {"kind": "count", "size": 3, "slide": 1}, HOSTS[:3]),
+                 "batch": {"events": 4, "max_delay": 0}})
+    frame = pair.template.batch([(i, i, 0, 0) for i in range(4)])
+    for what, bad in malformed(frame).items():
+        if what != "events of two streams":
+            assert batch_count(bad) == 0, what
+    with pytest.raises(ValueError):
+        batch_events(BATCH_STRUCT.pack(3, 0) + EVENT_STRUCT.pack(SID, 0, 0, 0, 0, 0))
+
+
+@pytest.mark.parametrize("batch, message", [
+    ({"events": 0, "max_delay": 0.01}, "batch.events"),
+    ({"events": MAX_BATCH + 1, "max_delay": 0.01}, "batch.events"),
+    ({"events": 4, "max_delay": -1}, "batch.max_delay"),
+    ({"events": 4}, "batch.max_delay"),
+])
+def test_a_bad_batch_option_names_its_field(tmp_path, batch, message):
+    from testbed.semantics.topology import load_topology
+    data = topologies.topology_data([{**topologies.stream(SID, {"kind": "count", "size": 3, "slide": 1},
+                                                          HOSTS[:2]), "batch": batch}], ["h1", *HOSTS])
+    path = topologies.write(tmp_path / "t.yaml", data)
+    with pytest.raises(TopologyError) as err:
+        load_topology(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+    assert "\n" not in str(err.value)
