@@ -26,8 +26,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
-from testbed.dataplane.wire import (BATCH_STRUCT, BATCH_UDP_PORT, EVENT_STRUCT, EVENT_UDP_PORT, FLAG_WINDOWS,
-                                    WINDOWS_STRUCT)
+from testbed.dataplane.wire import (
+    BATCH_STRUCT,
+    BATCH_UDP_PORT,
+    EVENT_STRUCT,
+    EVENT_UDP_PORT,
+    FLAG_WINDOWS,
+    WINDOWS_STRUCT,
+)
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
 from testbed.rundir import RunDir, read_json, write_json_atomic

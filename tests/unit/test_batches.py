@@ -19,15 +19,28 @@ from hypothesis import strategies as st
 from scapy.layers.l2 import Ether
 
 from support import topologies
+from support.changes import HOSTS, random_change, random_window
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
-from testbed.dataplane.wire import (BATCH_LEN, BATCH_STRUCT, EVENT_LEN, EVENT_OFFSET, EVENT_STRUCT, FLAG_WINDOWS,
-                                    Batch, FrameTemplate, Windows, batch_count, batch_events, batch_frame,
-                                    parse_event, parse_windows)
+from testbed.dataplane.wire import (
+    BATCH_LEN,
+    BATCH_STRUCT,
+    EVENT_LEN,
+    EVENT_OFFSET,
+    EVENT_STRUCT,
+    FLAG_WINDOWS,
+    Batch,
+    FrameTemplate,
+    Windows,
+    batch_count,
+    batch_events,
+    batch_frame,
+    parse_event,
+    parse_windows,
+)
 from testbed.semantics.limits import MAX_BATCH
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, TopologyError
-from unit.test_reconfigure import HOSTS, random_change, random_window
 
 pytestmark = pytest.mark.unit
 

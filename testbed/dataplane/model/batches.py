@@ -27,8 +27,19 @@ from dataclasses import dataclass
 from typing import Optional
 
 from testbed.dataplane.model.metadata import CopyMeta, Decision
-from testbed.dataplane.wire import (BATCH_LEN, BATCH_STRUCT, BATCH_UDP_PORT, EVENT_FLAGS_AT, EVENT_LEN, EVENT_OFFSET,
-                                    EVENT_STRUCT, FLAG_WINDOWS, WINDOWS_STRUCT, batch_count, with_payload)
+from testbed.dataplane.wire import (
+    BATCH_LEN,
+    BATCH_STRUCT,
+    BATCH_UDP_PORT,
+    EVENT_FLAGS_AT,
+    EVENT_LEN,
+    EVENT_OFFSET,
+    EVENT_STRUCT,
+    FLAG_WINDOWS,
+    WINDOWS_STRUCT,
+    batch_count,
+    with_payload,
+)
 
 #: Where ``span`` and ``old_span`` sit among a Windows header's fields.
 SPAN, OLD_SPAN = 1, 5
