@@ -47,6 +47,36 @@ def test_run_passes_check(tmp_path, window):
 
 
 @needs_mininet
+@pytest.mark.spark
+def test_batched_and_unbatched_streams_run_side_by_side(tmp_path):
+    """The shipped mixed topology: two batched streams (one with late events
+    inside its batches) beside one of single events, through Spark."""
+    from testbed.analysis.spark import spark_missing
+    if spark_missing():
+        pytest.skip(f"Spark skipped: {spark_missing()}")
+    out = tmp_path / "run"
+    tag = new_tag()
+    res = run_cli("run", "topologies/batched.yaml", "--out", str(out), "--spark-master", "local[2]", tag=tag)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = written(RunDir(out))
+    assert run["ok"] is True
+    sources = pd.read_parquet(RunDir(out).sources)
+    frames = sources.groupby("stream")["frame"].nunique().to_dict()
+    events = sources.groupby("stream").size().to_dict()
+    assert frames[293] == events[293] == 2000                      # one event per frame
+    assert frames[291] == 250 and frames[292] < events[292] / 8     # full batches of 8; batches of up to 16
+    assert sources.loc[sources["stream"] == 291, "batch_wait_ns"].max() <= 5_000_000
+    for sid in ("291", "292", "293"):
+        acct = run["accounting"]["streams"][sid]
+        assert acct["lost"] == 0 and sum(acct["received_per_operator"].values()) == acct["switch_copies_out"]
+        assert run["window_check"][sid]["ok"], run["window_check"][sid]
+    assert run["switch"]["streams"]["292"]["dropped"]["too_late"] > 0      # late events inside batches
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 0 and all(f"stream {sid}: OK" in chk.stdout for sid in (291, 292, 293))
+    nothing_left(tag)
+
+
+@needs_mininet
 def test_gap_events_are_counted_not_lost(tmp_path):
     topo = small_topology(tmp_path, "sw2", {"kind": "count", "size": 2, "slide": 5}, n_ops=2, events=100)
     out = tmp_path / "run"
