@@ -171,7 +171,7 @@ def parse_event(payload: bytes) -> tuple[int, int, int, int, int]:
 
 
 def batch_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, stream: int,
-                events: list[tuple[int, int, int, int]], sport: int = EVENT_UDP_PORT) -> bytes:
+                events: list[tuple[int, int, int, int]], sport: int = BATCH_UDP_PORT) -> bytes:
     """A batch of ``(seq, ts, key, value)`` events of ``stream``, built with
     Scapy (the same headers as ``event_frame``, to ``BATCH_UDP_PORT``)."""
     pkt = (Ether(src=src_mac, dst=dst_mac)
@@ -298,14 +298,15 @@ def insert_windows_header(frame: bytes, windows: bytes) -> bytes:
     return bytes(buf)
 
 
-def with_payload(headers: bytes, payload: bytes, dport: int) -> bytes:
+def with_payload(headers: bytes, payload: bytes, port: int) -> bytes:
     """Ethernet, IPv4 and UDP headers ``headers`` (IPv4 without options)
-    carrying ``payload`` to UDP port ``dport``: lengths and the IPv4
+    carrying ``payload`` from and to UDP port ``port`` (both, so that a
+    dissector keyed on either port reads it alike): lengths and the IPv4
     checksum made anew, the UDP checksum left out."""
     buf = bytearray(headers[:EVENT_OFFSET]) + payload
     struct.pack_into("!H", buf, IPV4_TOTAL_LENGTH_AT, IPV4_LEN + UDP_LEN + len(payload))
     struct.pack_into("!H", buf, UDP_LENGTH_AT, UDP_LEN + len(payload))
-    struct.pack_into("!H", buf, UDP_LENGTH_AT - 2, dport)
+    struct.pack_into("!HH", buf, UDP_LENGTH_AT - 4, port, port)
     buf[IPV4_CHECKSUM_AT:IPV4_CHECKSUM_AT + 2] = b"\0\0"
     struct.pack_into("!H", buf, IPV4_CHECKSUM_AT, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + IPV4_LEN])))
     buf[UDP_CHECKSUM_AT:UDP_CHECKSUM_AT + 2] = b"\0\0"

@@ -27,11 +27,13 @@ from support.records import written
 from testbed import ROOT, api
 from testbed.analysis.spark import spark_missing
 from testbed.dataplane.contract import SCHEMA
-from testbed.dataplane.wire import EVENT_UDP_PORT, Event, Windows
+from testbed.dataplane.control import Controller
+from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import EVENT_UDP_PORT, Batch, Event, FrameTemplate, Windows
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.topology import load_topology
+from testbed.semantics.topology import SPLITTER_IP, load_topology
 from testbed.targets.bmv2.toolchain import toolchain_missing
 
 pytestmark = pytest.mark.mininet
@@ -314,6 +316,56 @@ def test_the_wireshark_dissector_reads_what_scapy_reads(reference_run, tmp_path)
     fields = tshark_fields(tmp_path / "edges.pcap")
     assert fields == scapy_fields(tmp_path / "edges.pcap")
     assert fields[1] == (0xFFFF, 0x8001, 2**32 - 1, 2**64 - 1, 2**63 + 5, -1)
+
+
+BATCH_FIELDS = ("eventbatch.count", "event.seq", "event.ts", "event.key", "event.value",
+                "event.windows.window", "event.windows.span", "event.windows.stride")
+
+
+def tshark_batches(pcap: Path) -> list[tuple]:
+    """Per frame, the batch's count and each field's values over its events."""
+    res = subprocess.run(["tshark", "-X", f"lua_script:{DISSECTOR}", "-r", str(pcap), "-Y", "eventbatch",
+                          "-T", "fields", *[arg for f in BATCH_FIELDS for arg in ("-e", f)]],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return [tuple(tuple(int(v, 0) for v in column.split(",") if v) for column in line.split("\t"))
+            for line in res.stdout.splitlines()]
+
+
+def scapy_batches(pcap: Path) -> list[tuple]:
+    out = []
+    for p in rdpcap(str(pcap)):
+        layer = Ether(bytes(p))[Batch]
+        events = layer.events
+        windows = [e[Windows] for e in events if Windows in e]
+        out.append(((layer.count,), *(tuple(e.getfieldval(f) for e in events) for f in ("seq", "ts", "key", "value")),
+                    *(tuple(h.getfieldval(f) for h in windows) for f in ("window", "span", "stride"))))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (apt-get install tshark)")
+def test_the_wireshark_dissector_reads_batches_as_scapy_does(tmp_path):
+    """A source's batches and the splitter's copies of them (the model's),
+    with the widest and signed extreme values, read alike by both."""
+    topo = topologies.build([{**topologies.stream(3, {"kind": "count", "size": 5, "slide": 1}, ["h2", "h3", "h4"]),
+                              "batch": {"events": 16, "max_delay": 0.01}}], 4)
+    plan = SplitterPlan(topo)
+    switch = SplitterPipeline()
+    Controller(switch).install(plan)
+    ip, mac = plan.addresses["h1"]
+    template = FrameTemplate(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, 3)
+    batches = [[(i, 2**64 - 1 - i, 2**63 + i, -(2**63) + i) for i in range(16)],
+               [(16 + i, i, i, 2**63 - 1 - i) for i in range(5)], [(21, 0, 0, 0)]]
+    frames = []
+    for events in batches:
+        frame = template.batch(events)
+        frames += [frame, *(copy for _port, copy in switch.process(frame))]
+    wrpcap(str(tmp_path / "batches.pcap"), [Ether(f) for f in frames])
+    read = tshark_batches(tmp_path / "batches.pcap")
+    assert read == scapy_batches(tmp_path / "batches.pcap")
+    assert len(read) == len(frames) > 3 * len(batches)
+    assert read[0][0] == (16,) and read[0][4][0] == -(2**63) and read[0][2][0] == 2**64 - 1
+    assert sum(len(r[1]) for r in read if r[5]) == switch.counter_read("stream_out", 3)[1]   # every event copied
 
 
 # ----------------------------------------------------------------------

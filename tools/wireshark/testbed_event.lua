@@ -11,6 +11,9 @@
 --
 --   window 64 | span 32 | stride 16 | epoch 16 | old_window 64 | old_span 32 | old_stride 16 | reserved 16
 --
+-- A batch (UDP port 50002) holds up to 16 events behind a 4-byte header
+-- (count 16 | flags 16); each event is dissected as above.
+--
 -- Load it for one command:   tshark -X lua_script:tools/wireshark/testbed_event.lua -r pcaps/w1-eth1.pcap
 -- or install it for good:    cp tools/wireshark/testbed_event.lua ~/.local/lib/wireshark/plugins/
 -- Display filters then work on its fields: event.stream == 291 && event.seq < 10
@@ -18,6 +21,9 @@
 local event = Proto("event", "Testbed stream event")
 
 local EVENT_UDP_PORT = 50000
+local BATCH_UDP_PORT = 50002
+local BATCH_LEN = 4
+local MAX_BATCH = 16
 local EVENT_LEN = 32
 local WINDOWS_LEN = 32
 local FLAG_WINDOWS = 1
@@ -50,8 +56,9 @@ local short_frame = ProtoExpert.new("event.short", "Event header truncated",
                                     expert.group.MALFORMED, expert.severity.ERROR)
 event.experts = { short_frame }
 
-function event.dissector(buffer, pinfo, tree)
-    pinfo.cols.protocol = "EVENT"
+-- One event header at the start of ``buffer`` (and its Windows header when
+-- its flags say so): adds them under ``tree``, returns the bytes read, or 0.
+local function add_event(buffer, pinfo, tree)
     local subtree = tree:add(event, buffer(0, math.min(buffer:len(), EVENT_LEN)))
     if buffer:len() < EVENT_LEN then
         subtree:add_proto_expert_info(short_frame)
@@ -66,9 +73,6 @@ function event.dissector(buffer, pinfo, tree)
     subtree:add(f.key, buffer(16, 8))
     subtree:add(f.value, buffer(24, 8))
     subtree:append_text(string.format(", stream %d, seq %d", stream, seq))
-    pinfo.cols.info = string.format("event stream=%d seq=%d ts=%s key=%s value=%s", stream, seq,
-                                    tostring(buffer(8, 8):uint64()), tostring(buffer(16, 8):uint64()),
-                                    tostring(buffer(24, 8):int64()))
     local flags = buffer(2, 2):uint()
     if flags % (2 * FLAG_WINDOWS) >= FLAG_WINDOWS and buffer:len() >= EVENT_LEN + WINDOWS_LEN then
         local h = buffer(EVENT_LEN, WINDOWS_LEN)
@@ -80,12 +84,67 @@ function event.dissector(buffer, pinfo, tree)
         wt:add(w.old_window, h(16, 8))
         wt:add(w.old_span, h(24, 4))
         wt:add(w.old_stride, h(28, 2))
-        pinfo.cols.info:append(string.format(" window=%s span=%d stride=%d epoch=%d",
-                                             tostring(h(0, 8):uint64()), h(8, 4):uint(), h(12, 2):uint(),
-                                             h(14, 2):uint()))
         return EVENT_LEN + WINDOWS_LEN
     end
     return EVENT_LEN
 end
 
+function event.dissector(buffer, pinfo, tree)
+    pinfo.cols.protocol = "EVENT"
+    local read = add_event(buffer, pinfo, tree)
+    if read == 0 then
+        return 0
+    end
+    pinfo.cols.info = string.format("event stream=%d seq=%d ts=%s key=%s value=%s", buffer(0, 2):uint(),
+                                    buffer(4, 4):uint(), tostring(buffer(8, 8):uint64()),
+                                    tostring(buffer(16, 8):uint64()), tostring(buffer(24, 8):int64()))
+    if read > EVENT_LEN then
+        local h = buffer(EVENT_LEN, WINDOWS_LEN)
+        pinfo.cols.info:append(string.format(" window=%s span=%d stride=%d epoch=%d",
+                                             tostring(h(0, 8):uint64()), h(8, 4):uint(), h(12, 2):uint(),
+                                             h(14, 2):uint()))
+    end
+    return read
+end
+
+-- A batch (docs/wire.md, "Batches"): UDP port 50002, a 4-byte header
+--   count 16 | flags 16
+-- then ``count`` events, each followed by its Windows header in a copy.
+local batch = Proto("eventbatch", "Testbed event batch")
+local b = {
+    count = ProtoField.uint16("eventbatch.count", "Events", base.DEC, nil, nil, "events that follow, 1 to 16"),
+    flags = ProtoField.uint16("eventbatch.flags", "Flags", base.HEX, nil, nil,
+                              "bit 0: each event carries its Windows header"),
+}
+batch.fields = { b.count, b.flags }
+local bad_batch = ProtoExpert.new("eventbatch.malformed", "Batch count disagrees with its length",
+                                  expert.group.MALFORMED, expert.severity.ERROR)
+batch.experts = { bad_batch }
+
+function batch.dissector(buffer, pinfo, tree)
+    pinfo.cols.protocol = "EVENTBATCH"
+    local subtree = tree:add(batch, buffer(0, math.min(buffer:len(), BATCH_LEN)))
+    if buffer:len() < BATCH_LEN then
+        subtree:add_proto_expert_info(bad_batch)
+        return 0
+    end
+    local count = buffer(0, 2):uint()
+    local each = EVENT_LEN
+    if buffer(2, 2):uint() % (2 * FLAG_WINDOWS) >= FLAG_WINDOWS then
+        each = EVENT_LEN + WINDOWS_LEN
+    end
+    subtree:add(b.count, buffer(0, 2))
+    subtree:add(b.flags, buffer(2, 2))
+    pinfo.cols.info = string.format("batch of %d events", count)
+    if count < 1 or count > MAX_BATCH or buffer:len() < BATCH_LEN + count * each then
+        subtree:add_proto_expert_info(bad_batch)
+        return BATCH_LEN
+    end
+    for i = 0, count - 1 do
+        add_event(buffer(BATCH_LEN + i * each, each):tvb(), pinfo, tree)
+    end
+    return BATCH_LEN + count * each
+end
+
 DissectorTable.get("udp.port"):add(EVENT_UDP_PORT, event)
+DissectorTable.get("udp.port"):add(BATCH_UDP_PORT, batch)
