@@ -13,6 +13,8 @@ kind is a module and one line in ``KINDS``:
 - ``rates``: output against input rate up to and past saturation (S4 Fig. 8);
 - ``e2elatency``: result latency and operator lag against input rate, with
   the Spark operators live, up to where they stop keeping up (issue 21);
+- ``batching``: lossless capacity, frames, bytes and latency per event
+  against the number of events per frame (issue 23);
 - ``variants``: one topology with a patch per run (real-world data against
   lateness; window splitting against key splitting under skew; issue 24);
 - ``adaptation``: a topology whose streams change, fail or scale while they
@@ -37,6 +39,7 @@ KINDS = {
     "rates": "testbed.experiments.rates:RateSweep",
     "e2elatency": "testbed.experiments.e2elatency:ResultLatency",
     "cpupolicy": "testbed.experiments.cpupolicy:CpuPolicyCapacity",
+    "batching": "testbed.experiments.batching:BatchCapacity",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "variants": "testbed.experiments.variants:Variants",
     "bench": "testbed.experiments.bench.kind:Bench",

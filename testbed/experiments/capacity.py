@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 from pydantic import Field
@@ -106,18 +106,23 @@ class RatePoints:
     for the CPU); ``policy`` is the switch's CPU policy in them."""
 
     def __init__(self, kind: ExperimentKind, out: Path, seconds: float, min_events: int, spark: bool = False,
-                 policy: Optional[str] = None, prefix: str = ""):
+                 policy: Optional[str] = None, prefix: str = "", stream_update: Optional[dict[str, Any]] = None,
+                 extra_row: Optional[Callable[[RunDir], dict[str, Any]]] = None):
         self.kind, self.out = kind, out
         self.seconds, self.min_events = seconds, min_events
         self.spark, self.policy = spark, policy or kind.settings.switch_cpu
         self.prefix = prefix
+        #: What every point changes in the scenario's first stream beside its events and rate (``batch``, say).
+        self.stream_update = stream_update or {}
+        #: More columns for a point's row, read from its run (``point_row`` gives the rates).
+        self.extra_row = extra_row
         self.rows: list[dict[str, Any]] = []
 
     def point(self, target: str, name: str, offered: float, phase: str,
               fraction: Optional[float] = None) -> dict[str, Any]:
         path, topo = scenario(name)
         events = max(self.min_events, round(offered * self.seconds))
-        stream = topo.streams[0].model_copy(update={"events": events, "rate": offered})
+        stream = topo.streams[0].model_copy(update={**self.stream_update, "events": events, "rate": offered})
         topo = topo.model_copy(update={"streams": [stream, *topo.streams[1:]]})
         expdir = self.kind.expdir
         rundir = expdir.run(f"{self.prefix}{target}-{name}-{len(self.rows):03d}")
@@ -125,7 +130,8 @@ class RatePoints:
                                                          switch_cpu=self.policy))
         row = {"target": target, "scenario": name, "phase": phase, "fraction": fraction, "offered": offered,
                "policy": self.policy, "spark": self.spark,
-               "events": events, "run_dir": str(rundir.root.relative_to(expdir.root)), **point_row(rundir)}
+               "events": events, "run_dir": str(rundir.root.relative_to(expdir.root)), **point_row(rundir),
+               **(self.extra_row(rundir) if self.extra_row else {})}
         self.rows.append(row)
         pd.DataFrame(self.rows).to_parquet(self.out, index=False)
         return row

@@ -115,3 +115,13 @@ SLASH_FIG_10D = {
     "finding": "hash partitioning loses throughput from load imbalance as key skew grows; Slash keeps RO "
                "constant and gains on YSB, whose state shrinks with skew",
 }
+
+#: S4's future work (§VI): the design assumes one event per packet.  No seed
+#: paper measures a splitter with several events per packet; the batching
+#: experiment's only paper number is the one-event packet S4's Fig. 8 sent.
+S4_ONE_EVENT_PER_PACKET = {
+    "source": f"{S4}, §VI (future work) and §V-B3a",
+    "assumption": "one event per packet (and in-order arrival); packets with multiple events left as future work",
+    "fig8_packet_bytes_one_event": 512,
+    "finding": "not measured by any seed paper: our curves have no paper counterpart",
+}

@@ -130,6 +130,26 @@ def test_cpu_policy_capacity_is_calibrated_once_per_policy(tmp_path):
     assert redraw(expdir) == [figure] and figure.exists()
 
 
+@pytest.mark.mininet
+@pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation: {mininet_missing()}")
+def test_batching_measures_each_batch_size_with_its_frames_and_bytes(tmp_path):
+    ok, expdir, record = quick("batching", tmp_path, "model", switch_name="e7")
+    rows = pd.read_parquet(expdir.rate_points)
+    assert ok and set(rows["batch"]) == set(record["params"]["sizes"]) == {0, 8}
+    assert set(record["ours"]["capacity_events_per_s"]["model"]["cbtw1"]) == {"0", "8"}
+    for r in rows.itertuples():
+        assert r.lost == 0 and r.copies_received == r.copies_expected == r.sent     # cbtw1: one copy per event
+        sources = pd.read_parquet(expdir.root / r.run_dir / "sources.parquet")
+        assert r.frames == sources["frame"].nunique()
+        if r.batch == 0:
+            assert r.frames == r.sent and r.bytes_per_event == 74 + 106         # one frame in, one copy out
+        else:
+            # full frames of 8 while the rate lets 8 events come within 5 ms, and never more than 8
+            assert r.sent / 8 <= r.frames < r.sent and sources.groupby("frame").size().max() <= 8
+            assert r.bytes_per_event < 74 + 106
+    assert_record_and_redraw(expdir, record)
+
+
 @needs_root
 def test_cli_redraws_an_experiment_directory(tmp_path):
     ok, expdir, record = quick("s4control", tmp_path, "model", params={"repeat": 1})

@@ -13,6 +13,7 @@ import random
 import struct
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,7 @@ from testbed.dataplane.wire import (
     parse_event,
     parse_windows,
 )
+from testbed.semantics.batching import plan_frames
 from testbed.semantics.limits import MAX_BATCH
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, TopologyError
@@ -252,3 +254,27 @@ def test_a_bad_batch_option_names_its_field(tmp_path, batch, message):
         load_topology(path)
     assert message in str(err.value) and str(path) in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=st.lists(st.floats(0, 0.02), min_size=1, max_size=200), k=st.integers(1, MAX_BATCH),
+       max_delay=st.floats(0, 0.03), cuts=st.lists(st.integers(0, 210), max_size=4))
+def test_frames_hold_the_definition(gaps, k, max_delay, cuts):
+    """docs/wire.md, "Batches": at most k events, none waiting longer than
+    max_delay, no frame across a point where the stream is held, and a frame
+    closes early only when the next event would wait too long."""
+    offsets = np.cumsum(gaps)
+    plan = plan_frames(offsets, k, max_delay, cuts)
+    starts, ends = plan.starts(), plan.ends
+    assert ends[-1] == len(offsets) and (ends > starts).all() and (ends - starts <= k).all()
+    assert all(not (a < c < b) for a, b in zip(starts, ends) for c in cuts)
+    assert (np.diff(plan.due) >= 0).all()
+    wait = plan.wait(offsets)
+    assert (wait >= -1e-12).all() and (wait <= max_delay + 1e-9).all()
+    for a, b, due in zip(starts, ends, plan.due):
+        full, held = b - a == k, b == len(offsets) or b in cuts
+        if not (full or held):
+            assert offsets[b] - offsets[a] > max_delay and due == pytest.approx(offsets[a] + max_delay)
+        else:
+            assert due == offsets[b - 1]
+    assert (plan.frame_of_event() == np.repeat(np.arange(len(ends)), ends - starts)).all()

@@ -58,7 +58,8 @@ def test_every_experiment_file_loads(quick):
                      "s4resources": "resources", "s4control": "control", "s4latency": "latency",
                      "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
                      "elastic": "adaptation", "bench": "bench", "soak": "soak", "cpupolicy": "cpupolicy",
-                     "flights": "variants", "skew": "variants", "slash": "scenarios", "e2elatency": "e2elatency"}
+                     "flights": "variants", "skew": "variants", "slash": "scenarios", "e2elatency": "e2elatency",
+                     "batching": "batching"}
 
 
 def test_all_runs_the_paper_figures_and_not_the_bench_or_the_soak():

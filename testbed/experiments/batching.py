@@ -1,0 +1,208 @@
+"""What several events per frame buy (issue 23): lossless capacity against the batch size.
+
+For each scenario (cbtw1, cbsw1, tbsw1 by default) and each batch size k,
+the sustained capacity is found as the rate sweep finds it
+(``RatePoints.capacity``: double the offered rate until a run loses or falls
+behind, then bisect), with the scenario's stream sending ``batch: {events:
+k, max_delay}``; ``k = 0`` is the stream unbatched, one event per frame as
+before batches existed, so the cost of the feature for unbatched streams is
+measured beside it.  Every point also records the frames per second, the
+bytes on the wire per delivered event (source frames and copies, Ethernet
+headers included) and the latency per event including the time it waited
+for its frame.
+
+The P4 program does not parse batches yet, so on bmv2 only ``k = 0`` runs
+and the batched points are recorded as skipped, with the reason.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, field_validator
+
+from testbed.analysis.plots import plt, save_figure
+from testbed.experiments import paper
+from testbed.experiments.base import ExperimentKind, KindParams
+from testbed.experiments.capacity import Calibration, RatePoints
+from testbed.experiments.rates import points_ok
+from testbed.experiments.shipped import check_scenarios, plan_cost, scenario
+from testbed.rundir import ExperimentDir, RunDir
+from testbed.semantics.limits import MAX_BATCH
+from testbed.semantics.strict import EventCount, Rate
+from testbed.semantics.topology import Batching, load_topology
+
+FIGURE = "batching"
+#: Bytes of a frame before its UDP payload: Ethernet, IPv4, UDP.
+HEADERS = 14 + 20 + 8
+EVENT, WINDOWS, BATCH_HEADER = 32, 32, 4
+#: What the issue asks of k = 8 on cbtw1, as a multiple of the unbatched capacity.
+TARGET_RATIO = {"model": 4.0, "bmv2": 5.0}
+NOT_ON_BMV2 = "p4/ does not parse batches yet: only the unbatched stream runs on bmv2"
+
+
+class BatchingParams(KindParams):
+    scenarios: list[str] = Field(default=["cbtw1", "cbsw1", "tbsw1"], min_length=1)
+    #: Batch sizes; 0 is the stream unbatched (one event per frame, UDP port 50000).
+    sizes: list[int] = Field(default=[0, 1, 2, 4, 8, 16], min_length=1)
+    max_delay: float = Field(default=0.005, ge=0, le=1, description="seconds an event may wait for its frame")
+    seconds: float = Field(default=2.0, gt=0, le=3600, description="stream duration of each point")
+    min_events: EventCount = 200
+    start: Rate = 2000
+    max_rate: Rate = 512000
+    refine: int = Field(default=2, ge=0, le=20)
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios(cls, names: list[str]) -> list[str]:
+        check_scenarios(names)
+        return names
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, sizes: list[int]) -> list[int]:
+        bad = [k for k in sizes if not 0 <= k <= MAX_BATCH]
+        if bad:
+            raise ValueError(f"{bad[0]} is neither 0 (unbatched) nor a batch size of 1 to {MAX_BATCH}")
+        return sizes
+
+
+def wire_row(rundir: RunDir) -> dict[str, Any]:
+    """A point's frames, bytes on the wire and latency per event, from its raw data."""
+    topo = load_topology(rundir.topology)
+    batched = {s.id for s in topo.streams if s.batch is not None}
+    sources = pd.read_parquet(rundir.sources, columns=["stream", "seq", "frame", "send_ns", "batch_wait_ns"])
+    deliveries = pd.read_parquet(rundir.deliveries, columns=["stream", "seq", "operator", "recv_ns"])
+    sources = sources.drop_duplicates(["stream", "seq"])
+    frames = sources.groupby(["stream", "frame"]).size().rename("events").reset_index()
+    in_batch = frames["stream"].isin(batched)
+    source_bytes = np.where(in_batch, HEADERS + BATCH_HEADER + EVENT * frames["events"], HEADERS + EVENT).sum()
+    joined = deliveries.merge(sources, on=["stream", "seq"], how="left")
+    copies = joined.groupby(["stream", "operator", "frame"]).size().rename("events").reset_index()
+    copy_batched = copies["stream"].isin(batched)
+    copy_bytes = np.where(copy_batched, HEADERS + BATCH_HEADER + (EVENT + WINDOWS) * copies["events"],
+                          (HEADERS + EVENT + WINDOWS) * copies["events"]).sum()
+    latency_us = (joined["recv_ns"] - joined["send_ns"] + joined["batch_wait_ns"]) / 1000.0
+    span = (sources["send_ns"].max() - sources["send_ns"].min()) / 1e9 if len(sources) > 1 else 0.0
+    return {"frames": len(frames), "events_per_frame": len(sources) / max(1, len(frames)),
+            "frame_rate": (len(frames) - 1) / span if span > 0 else float("nan"),
+            "bytes_per_event": float(source_bytes + copy_bytes) / max(1, len(deliveries)),
+            "latency_p50_us": float(latency_us.quantile(0.5)) if len(joined) else float("nan"),
+            "latency_p99_us": float(latency_us.quantile(0.99)) if len(joined) else float("nan"),
+            "batch_wait_p50_us": float(sources["batch_wait_ns"].quantile(0.5) / 1000.0)}
+
+
+class BatchCapacity(ExperimentKind):
+    """Lossless capacity, frames, bytes and latency per event against the batch size."""
+
+    Params = BatchingParams
+    paper = {"s4_one_event_per_packet": paper.S4_ONE_EVENT_PER_PACKET}
+
+    def measure(self) -> dict[str, Any]:
+        p = self.params
+        capacity: dict[str, dict[str, dict[str, Optional[float]]]] = {}
+        rows: list[dict[str, Any]] = []
+        not_run: dict[str, str] = {}
+        for target in self.targets():
+            for name in p.scenarios:
+                for k in p.sizes:
+                    found = self._capacity(target, name, k, rows, not_run)
+                    capacity.setdefault(target, {}).setdefault(name, {})[str(k)] = found
+        frame = pd.DataFrame(rows)
+        frame.to_parquet(self.expdir.rate_points, index=False)
+        return {"capacity_events_per_s": capacity, "not_run": not_run, "max_delay_s": p.max_delay,
+                "ratios": ratios(capacity), "targets": TARGET_RATIO,
+                "at_capacity": at_capacity(frame).to_dict(orient="records") if len(frame) else []}
+
+    def _capacity(self, target: str, name: str, k: int, rows: list[dict[str, Any]],
+                  not_run: dict[str, str]) -> Optional[float]:
+        if k and target != "model":
+            not_run[f"{target}/{name}/k={k}"] = NOT_ON_BMV2
+            return None
+        p = self.params
+        update = {"batch": Batching(events=k, max_delay=p.max_delay) if k else None}
+        points = RatePoints(self, self.expdir.rate_points, p.seconds, p.min_events, prefix=f"k{k}-",
+                            stream_update=update, extra_row=lambda rundir: {"batch": k, **wire_row(rundir)})
+        points.rows = rows
+        try:
+            found: Optional[float] = points.capacity(
+                target, Calibration(scenario=name, start=p.start, max_rate=p.max_rate, refine=p.refine))
+        except RuntimeError as err:
+            self.log(str(err))
+            found = None
+        self.log(f"{target} {name} k={k or 'unbatched'}: "
+                 f"{'none found' if found is None else f'{found:.0f} events/s'}")
+        return found
+
+    def ok(self, ours: dict[str, Any]) -> bool:
+        return points_ok(pd.read_parquet(self.expdir.rate_points))
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        out = {}
+        for name in params.scenarios:
+            topo = scenario(name)[1]
+            for k in params.sizes:
+                stream = topo.streams[0].model_copy(
+                    update={"batch": Batching(events=k, max_delay=params.max_delay) if k else None})
+                out[f"{name}/k={k}"] = plan_cost(topo.model_copy(update={"streams": [stream, *topo.streams[1:]]}))
+        return out
+
+    @classmethod
+    def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
+        rows = pd.read_parquet(expdir.rate_points)
+        best = at_capacity(rows)
+        fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+        panels = [("input_rate", "lossless capacity, events/s"), ("frame_rate", "frames/s at that rate"),
+                  ("bytes_per_event", "bytes on the wire per delivered event"),
+                  ("latency_p50_us", "latency per event at capacity, µs (p50; p99 dashed)")]
+        for ax, (column, title) in zip(axes.flat, panels):
+            for (target, name), part in best.groupby(["target", "scenario"]):
+                part = part.sort_values("batch")
+                x = part["batch"].replace(0, 0.5)       # unbatched drawn left of k = 1
+                line, = ax.plot(x, part[column], "o-", label=f"{name} ({target})")
+                if column == "latency_p50_us":
+                    ax.plot(x, part["latency_p99_us"], "--", color=line.get_color(), alpha=0.6)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([0.5, 1, 2, 4, 8, 16], ["none", "1", "2", "4", "8", "16"])
+            ax.set_xlabel("events per frame (k)")
+            ax.set_title(title, fontsize=9)
+            ax.grid(alpha=0.3)
+            if column in ("input_rate", "frame_rate", "latency_p50_us"):
+                ax.set_yscale("log")
+        axes.flat[0].legend(fontsize=7)
+        ours = record.get("ours") or {}
+        notes = [f"{t} {s}: k=8 is {r['k8_over_unbatched']:.1f}x unbatched (asked: {TARGET_RATIO.get(t, 0):.0f}x)"
+                 for t, by in (ours.get("ratios") or {}).items() for s, r in by.items()
+                 if r.get("k8_over_unbatched") is not None and s == "cbtw1"]
+        if ours.get("not_run"):
+            notes.append("bmv2: unbatched only (" + NOT_ON_BMV2.split(":")[0] + ")")
+        fig.suptitle("Several events per frame: no paper measures this (S4 names it an open problem). "
+                     + "; ".join(notes), fontsize=8)
+        fig.tight_layout()
+        return [save_figure(fig, expdir.figure(FIGURE))]
+
+
+def at_capacity(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per target, scenario and batch size, the sustained point with the highest input rate."""
+    ok = rows[rows["sustained"]]
+    if not len(ok):
+        return ok
+    return ok.loc[ok.groupby(["target", "scenario", "batch"])["input_rate"].idxmax()].reset_index(drop=True)
+
+
+def ratios(capacity: dict[str, dict[str, dict[str, Optional[float]]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per target and scenario: k = 8 and k = 1 against the unbatched capacity."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for target, by_scenario in capacity.items():
+        for name, by_k in by_scenario.items():
+            base = by_k.get("0")
+
+            def over(k: str) -> Optional[float]:
+                got = by_k.get(k)
+                return round(got / base, 2) if got and base else None
+
+            out.setdefault(target, {})[name] = {"k8_over_unbatched": over("8"), "k1_over_unbatched": over("1")}
+    return out
