@@ -22,7 +22,7 @@ last; the union of the two ranges is the transition table's.
 """
 from __future__ import annotations
 
-import struct
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -31,7 +31,6 @@ from testbed.dataplane.wire import (
     BATCH_LEN,
     BATCH_STRUCT,
     BATCH_UDP_PORT,
-    EVENT_FLAGS_AT,
     EVENT_LEN,
     EVENT_OFFSET,
     EVENT_STRUCT,
@@ -118,8 +117,9 @@ class Batches:
             return []
         stream = events[0][0]
         copies: list[tuple[int, CopyMeta]] = []
+        tables: dict = {}          # the configuration tables are looked up once per batch and bank
         for i, (_stream, _flags, _seq, ts, key, _value) in enumerate(events):
-            copy = self.assign(stream, ts, len(frame), key)
+            copy = self.assign(stream, ts, len(frame), key, tables)
             if not isinstance(copy, Decision):
                 copies.append((i, copy))
         if not copies:
@@ -154,20 +154,19 @@ class Batches:
         """The copy for ``port``: the events whose windows are its operator's,
         each followed by its Windows header; None if there is none."""
         kept = []
+        positions: dict = {}
         for i, copy in copies:
-            header = self._windows_header(stream, port, copy)
+            fields = self._windows_fields(stream, port, copy, positions)
             if copy.by_key:
-                hit = self.tables["operator_position"].get((stream, copy.bank, port))
+                hit = self._position(positions, "operator_position", (stream, copy.bank, port))
                 mine = hit is not None and hit[1][0] == copy.key_op
             else:
-                fields = WINDOWS_STRUCT.unpack(header)
                 mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
             if mine:
                 at = EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN
-                event = bytearray(frame[at:at + EVENT_LEN])
-                struct.pack_into("!H", event, EVENT_FLAGS_AT - EVENT_OFFSET,
-                                 struct.unpack_from("!H", event, EVENT_FLAGS_AT - EVENT_OFFSET)[0] | FLAG_WINDOWS)
-                kept.append(bytes(event) + header)
+                flags = (frame[at + 2] << 8 | frame[at + 3]) | FLAG_WINDOWS
+                kept.append(b"".join((frame[at:at + 2], flags.to_bytes(2, "big"), frame[at + 4:at + EVENT_LEN],
+                                      WINDOWS_STRUCT.pack(*fields, 0))))
         if not kept:
             return None
         hit = self.tables["egress_rewrite"].get((port,))

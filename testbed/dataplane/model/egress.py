@@ -18,25 +18,41 @@ class Egress:
     """The Windows header of a copy, and the rewrite of its addresses."""
 
     def _windows_header(self, stream: int, port: int, copy: CopyMeta) -> bytes:
-        """The Windows header of the copy for ``port`` (egress.p4): the
-        event's windows whose operator stands at this port's position, in the
-        epoch in force and in the previous one."""
+        """The Windows header of the copy for ``port`` (egress.p4)."""
+        return WINDOWS_STRUCT.pack(*self._windows_fields(stream, port, copy), 0)
+
+    def _windows_fields(self, stream: int, port: int, copy: CopyMeta,
+                        positions: Optional[dict] = None) -> tuple[int, ...]:
+        """The Windows header's fields for ``port``: the event's windows whose
+        operator stands at this port's position, in the epoch in force and in
+        the previous one.  ``positions`` keeps a batch's position lookups."""
         v = copy.verdict
         if copy.by_key:
-            return WINDOWS_STRUCT.pack(v.window, v.active, 1, copy.epoch & 0xFFFF, 0, 0, 0, 0)
+            return v.window, v.active, 1, copy.epoch & 0xFFFF, 0, 0, 0
         window = span = old_window = old_span = 0
-        hit = self.tables["operator_position"].get((stream, copy.bank, port))
-        if v.active and hit is not None:
-            back = copy_back(v.newest, copy.n_ops, hit[1][0])
-            if back < v.active:
-                window, span = (v.window - back) & U64, v.active - back
-        old_hit = self.tables["previous_position"].get((stream, port))
-        if v.old_active and old_hit is not None:
-            back = copy_back(v.old_newest, copy.old_n_ops, old_hit[1][0])
-            if back < v.old_active:
-                old_window, old_span = (v.old_window - back) & U64, v.old_active - back
-        return WINDOWS_STRUCT.pack(window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
-                                   old_window, old_span, copy.old_n_ops & 0xFFFF, 0)
+        if v.active:
+            hit = self._position(positions, "operator_position", (stream, copy.bank, port))
+            if hit is not None:
+                back = copy_back(v.newest, copy.n_ops, hit[1][0])
+                if back < v.active:
+                    window, span = (v.window - back) & U64, v.active - back
+        if v.old_active:
+            old_hit = self._position(positions, "previous_position", (stream, port))
+            if old_hit is not None:
+                back = copy_back(v.old_newest, copy.old_n_ops, old_hit[1][0])
+                if back < v.old_active:
+                    old_window, old_span = (v.old_window - back) & U64, v.old_active - back
+        return (window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
+                old_window, old_span, copy.old_n_ops & 0xFFFF)
+
+    def _position(self, kept: Optional[dict], table: str, key: tuple):
+        if kept is None:
+            return self.tables[table].get(key)
+        try:
+            return kept[key]
+        except KeyError:
+            hit = kept[key] = self.tables[table].get(key)
+            return hit
 
     def egress(self, port: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
         """MyEgress: address the copy to the host behind ``port`` and, for a

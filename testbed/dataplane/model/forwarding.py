@@ -6,6 +6,8 @@ replication engine turns a group into ports.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, WindowParams
 from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_batch_port, is_event_frame, is_heartbeat_frame
@@ -36,21 +38,23 @@ class Forwarding:
             hit = self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
         return self._to(hit, stream, nbytes, copy)
 
-    def assign(self, stream: int, ts: int, nbytes: int = 0, key: int = 0) -> "CopyMeta | Decision":
+    def assign(self, stream: int, ts: int, nbytes: int = 0, key: int = 0,
+               tables: Optional[dict] = None) -> "CopyMeta | Decision":
         """The first half of MyIngress, per event: the bank in force (or the
         other one, at an armed change's boundary), its spec and N, and the
-        slide tracker's windows; or the drop, counted."""
+        slide tracker's windows; or the drop, counted.  ``tables`` keeps the
+        lookups of a batch's configuration tables, which all its events share."""
         switching = self._at_boundary(stream, ts)
         epoch = (self.registers["epoch"][stream] + switching) & 0xFFFFFFFF
         bank = epoch & 1
-        spec = self.tables["window_spec"].get((stream, bank))
-        n_ops_entry = self.tables["operator_count"].get((stream, bank))
         prev = None
         if switching or self.registers["in_transition"][stream]:
-            prev_entry = self.tables["previous_spec"].get((stream,))
+            prev_entry = self._lookup(tables, "previous_spec", (stream,))
             if prev_entry is None:
                 return self._drop(stream, UNKNOWN_STREAM, nbytes)
             prev = PreviousParams(*prev_entry[1])
+        spec = self._lookup(tables, "window_spec", (stream, bank))
+        n_ops_entry = self._lookup(tables, "operator_count", (stream, bank))
         if spec is None or n_ops_entry is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         n_ops = n_ops_entry[1][0]
@@ -61,6 +65,16 @@ class Forwarding:
         self._count("stream_in", stream, nbytes)
         return CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, by_key,
                         key_operator(key, n_ops) if by_key else 0)
+
+    def _lookup(self, kept: Optional[dict], table: str, key: tuple):
+        """A table hit (or None), through ``kept`` when given."""
+        if kept is None:
+            return self.tables[table].get(key)
+        try:
+            return kept[(table, key)]
+        except KeyError:
+            hit = kept[(table, key)] = self.tables[table].get(key)
+            return hit
 
     def _to(self, hit, stream: int, nbytes: int, copy: CopyMeta) -> Decision:
         """A destination table's hit as the decision for ``copy``; a miss drops."""
