@@ -22,7 +22,6 @@ last; the union of the two ranges is the transition table's.
 """
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 from typing import Optional
 
