@@ -298,17 +298,18 @@ def insert_windows_header(frame: bytes, windows: bytes) -> bytes:
     return bytes(buf)
 
 
-def with_payload(headers: bytes, payload: bytes, port: int) -> bytes:
+def with_payload(headers: bytes, payload: bytes, port: int, checksum: bool = True) -> bytes:
     """Ethernet, IPv4 and UDP headers ``headers`` (IPv4 without options)
     carrying ``payload`` from and to UDP port ``port`` (both, so that a
     dissector keyed on either port reads it alike): lengths and the IPv4
-    checksum made anew, the UDP checksum left out."""
+    checksum made anew (unless ``readdress`` will), the UDP checksum left out."""
     buf = bytearray(headers[:EVENT_OFFSET]) + payload
     struct.pack_into("!H", buf, IPV4_TOTAL_LENGTH_AT, IPV4_LEN + UDP_LEN + len(payload))
     struct.pack_into("!H", buf, UDP_LENGTH_AT, UDP_LEN + len(payload))
     struct.pack_into("!HH", buf, UDP_LENGTH_AT - 4, port, port)
     buf[IPV4_CHECKSUM_AT:IPV4_CHECKSUM_AT + 2] = b"\0\0"
-    struct.pack_into("!H", buf, IPV4_CHECKSUM_AT, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + IPV4_LEN])))
+    if checksum:
+        struct.pack_into("!H", buf, IPV4_CHECKSUM_AT, ipv4_checksum(bytes(buf[ETH_LEN:ETH_LEN + IPV4_LEN])))
     buf[UDP_CHECKSUM_AT:UDP_CHECKSUM_AT + 2] = b"\0\0"
     return bytes(buf)
 

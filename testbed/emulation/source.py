@@ -95,7 +95,6 @@ class Source:
         its terms) sends nothing until the run says go, and its pace resumes
         from there: the time held does not count as being behind.
         """
-        send_ns = {s.id: np.zeros(self.total(s.id), dtype=np.int64) for s in self.streams}
         due = []
         for s in self.streams:
             profile = rate_profile(s, self.schedule)
@@ -104,14 +103,16 @@ class Source:
             self.plans[s.id], self.waits[s.id] = plan, plan.wait(offsets)
             events_per_frame = s.batch.events if s.batch else 1
             burst = max(1, int(max(r for _, r in profile) * BURST_S / events_per_frame))
-            due.append((s.id, plan, self._frames(s.id, plan), burst))
+            due.append((s.id, plan, plan.ends.tolist(), self._frames(s.id, plan), burst))
+        # When each frame left; its events' send_ns, written at the end.
+        sent_at = {sid: np.zeros(len(plan), dtype=np.int64) for sid, plan, *_ in due}
         send = self.sock.send
         start = time.monotonic()
         next_status = start
         while not self.stopping:
             now = time.monotonic()
             pending, wake = False, now + 0.05
-            for sid, plan, frames, burst in due:
+            for sid, plan, ends, frames, burst in due:
                 f, total = self.frames_sent[sid], len(plan)
                 if f >= total:
                     continue
@@ -125,14 +126,12 @@ class Source:
                 clock = now - start - self.held_s[sid]      # the stream's own time: pauses at barriers left out
                 up_to_barrier = total if barrier is None else int(np.searchsorted(plan.ends, barrier.events, "right"))
                 ready = min(up_to_barrier, int(np.searchsorted(plan.due, clock, side="right")), f + burst)
-                stamps, ends = send_ns[sid], plan.ends
-                first = int(ends[f - 1]) if f else 0
+                stamps = sent_at[sid]
                 while f < ready:
-                    last = int(ends[f])
-                    stamps[first:last] = time.time_ns()
+                    stamps[f] = time.time_ns()
                     send(frames[f])
-                    f, first = f + 1, last
-                self.frames_sent[sid], self.sent[sid] = f, first
+                    f += 1
+                self.frames_sent[sid], self.sent[sid] = f, ends[f - 1] if f else 0
                 if f < total:
                     on_time = start + self.held_s[sid] + plan.due[f]
                     behind = on_time <= now
@@ -144,7 +143,7 @@ class Source:
                 self._status(False)
                 next_status = now + STATUS_EVERY_S
             time.sleep(max(0.0, wake - time.monotonic()))
-        self._write(send_ns)
+        self._write({sid: np.repeat(sent_at[sid], np.diff(plan.ends, prepend=0)) for sid, plan, *_ in due})
         self._status(True)
 
     def _frame_plan(self, s, offsets: np.ndarray) -> FramePlan:

@@ -10,7 +10,14 @@ from typing import Optional
 
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, WindowParams
-from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_batch_port, is_event_frame, is_heartbeat_frame
+from testbed.dataplane.wire import (
+    EVENT_OFFSET,
+    EVENT_STRUCT,
+    batch_count,
+    is_batch_port,
+    is_event_frame,
+    is_heartbeat_frame,
+)
 from testbed.semantics.splitting import key_operator
 
 
@@ -109,8 +116,9 @@ class Forwarding:
     def process(self, frame: bytes, in_port: int = 0) -> list[tuple[int, bytes]]:
         """Frames to send, as ``(egress port, bytes)``, for one frame received on ``in_port``."""
         if not is_event_frame(frame):
-            if is_batch_port(frame):
-                return self.process_batch(frame)
+            count = batch_count(frame)
+            if count or is_batch_port(frame):
+                return self.process_batch(frame, count)
             if is_heartbeat_frame(frame):
                 self._count("heartbeats", in_port, len(frame))
             else:
