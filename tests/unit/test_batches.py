@@ -107,12 +107,14 @@ class Pair:
         return {name: {i: packets for i, (_bytes, packets) in items if packets} for name, items in cells.items()}
 
 
-def drive(rng, kind, split="windows", n_events=600, change_rate=0.25, max_batch=MAX_BATCH):
-    """Random batches of a random stream, with changes armed between batches
-    at ``change_rate`` per batch whenever the previous one is over."""
-    window = random_window(rng, kind)
-    if kind == "time" and rng.random() < 0.3:
-        window["origin"] = rng.randint(0, 20)
+def drive(rng, kind, split="windows", n_events=600, change_rate=0.25, max_batch=MAX_BATCH, window=None):
+    """Random batches of a random stream (or of ``window``), with changes
+    armed between batches at ``change_rate`` per batch whenever the previous
+    one is over."""
+    if window is None:
+        window = random_window(rng, kind)
+        if kind == "time" and rng.random() < 0.3:
+            window["origin"] = rng.randint(0, 20)
     data = topologies.stream(SID, window, rng.sample(HOSTS, rng.randint(1, len(HOSTS))))
     data["batch"] = {"events": max_batch, "max_delay": 0.01}
     if split == "key":
@@ -142,6 +144,20 @@ def drive(rng, kind, split="windows", n_events=600, change_rate=0.25, max_batch=
 def test_a_batch_is_taken_as_its_events_one_by_one(kind, seed):
     pair = drive(random.Random(seed * 104729 + len(kind)), kind)
     assert pair.in_batch >= 3, "changes should have taken effect inside batches"
+
+
+@pytest.mark.parametrize("window", [
+    {"kind": "count", "size": 6, "slide": 6},
+    {"kind": "count", "size": 5, "slide": 1},
+    {"kind": "time", "size": 10, "slide": 10},
+    {"kind": "time", "size": 10, "slide": 3},
+    {"kind": "time", "size": 10, "slide": 10, "lateness": 10},
+    {"kind": "time", "size": 10, "slide": 3, "lateness": 12},
+], ids=["cbtw", "cbsw", "tbtw", "tbsw", "tbtw-late", "tbsw-late"])
+def test_each_semantic_in_batches_with_changes(window):
+    """The four semantics, with and without lateness, changes armed as events flow."""
+    pair = drive(random.Random(7), window["kind"], n_events=1500, window=dict(window))
+    assert pair.in_batch >= 3
 
 
 @pytest.mark.parametrize("seed", range(4))
