@@ -27,3 +27,13 @@ def random_change(rng, stream):
     if what in ("operators", "both"):
         ops = rng.sample(HOSTS, rng.randint(1, len(HOSTS)))
     return stream.model_copy(update={"window": WindowSpec.model_validate(w), "operators": ops})
+
+
+def next_timestamp(rng, kind: str, lateness: int, newest: int) -> tuple[int, int]:
+    """The next event's coordinate, and the newest so far: in order, with
+    gaps for time windows, and under lateness a fifth of them late, some
+    of those too late."""
+    if kind == "time" and lateness and rng.random() < 0.2:
+        return max(0, newest - rng.randint(0, lateness + 2)), newest
+    newest += rng.choice([0, 1, 1, 2, 3, 7, 20]) if kind == "time" else 1
+    return newest, newest

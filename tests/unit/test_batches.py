@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from scapy.layers.l2 import Ether
 
 from support import topologies
-from support.changes import HOSTS, random_change, random_window
+from support.changes import HOSTS, next_timestamp, random_change, random_window
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import (
@@ -127,12 +127,7 @@ def drive(rng, kind, split="windows", n_events=600, change_rate=0.25, max_batch=
             pair.change(random_change(rng, pair.stream))
         events = []
         for _ in range(rng.randint(1, max_batch)):
-            lateness = pair.stream.window.lateness
-            if kind == "time" and lateness and rng.random() < 0.2:
-                ts = max(0, newest - rng.randint(0, lateness + 2))      # late, sometimes too late
-            else:
-                newest += rng.choice([0, 1, 1, 2, 3, 7, 20]) if kind == "time" else 1
-                ts = newest
+            ts, newest = next_timestamp(rng, kind, pair.stream.window.lateness, newest)
             events.append((seq, ts, rng.randint(0, 50), rng.randint(-100, 100)))
             seq += 1
         pair.send(events)

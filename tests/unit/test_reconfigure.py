@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support import topologies
-from support.changes import HOSTS, random_change, random_window
+from support.changes import HOSTS, next_timestamp, random_change, random_window
 from testbed.dataplane.contract import DROP_CODES, UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.control import ChangeTimeout, Controller
 from testbed.dataplane.model import PreviousParams, SplitterPipeline, old_windows_after
@@ -76,12 +76,7 @@ def drive(rng, kind, n_events=1500, change_rate=0.02):
     for seq in range(n_events):
         if seq and rng.random() < change_rate and h.ctl.settled(sid):
             h.change(random_change(rng, h.stream))
-        lateness = h.stream.window.lateness
-        if kind == "time" and lateness and rng.random() < 0.2:
-            ts = max(0, newest - rng.randint(0, lateness + 2))      # late, sometimes too late
-        else:
-            newest += rng.choice([0, 1, 1, 2, 3, 7, 20]) if kind == "time" else 1
-            ts = newest
+        ts, newest = next_timestamp(rng, kind, h.stream.window.lateness, newest)
         got, want = h.event(seq, ts)
         assert got == want, f"event {seq} ts={ts}: switch {got}, oracle {want}; epochs {h.oracle.epochs}"
     return h
