@@ -1,6 +1,6 @@
 """Frames a splitter may meet that are not events, built with Scapy.
 
-Each is something a real network carries, or a corrupted event: the targets
+Each is something a real network carries, or a corrupted event or batch: the targets
 must count them (``non_event``, or ``unknown_stream`` for an event of a
 stream without configuration) and send nothing for them.  ``JUMBO`` frames
 exceed a standard MTU, so a rig that sends them needs a larger one.
@@ -12,7 +12,18 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from testbed.dataplane.wire import EVENT_OFFSET, EVENT_UDP_PORT, Event, event_frame
+from testbed.dataplane.wire import (
+    BATCH_LEN,
+    BATCH_UDP_PORT,
+    EVENT_LEN,
+    EVENT_OFFSET,
+    EVENT_UDP_PORT,
+    Batch,
+    BatchedEvent,
+    Event,
+    batch_frame,
+    event_frame,
+)
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC
 
 SRC_MAC, SRC_IP = "02:00:00:00:00:01", "10.0.0.1"
@@ -61,4 +72,18 @@ def not_events() -> dict[str, bytes]:
         "later-fragment": bytes(_ip(frag=4, proto=17)
                                 / Raw(bytes(UDP(sport=EVENT_UDP_PORT, dport=EVENT_UDP_PORT, chksum=0) / body))),
         "garbage": bytes(range(7, 67)),
+        # batches (docs/wire.md, "Batches") whose count and length disagree, or of two streams
+        "batch-count-above-length": bytes(_ip() / UDP(sport=BATCH_UDP_PORT, dport=BATCH_UDP_PORT, chksum=0)
+                                          / Batch(count=3, events=[BatchedEvent(stream=1, seq=i) for i in range(2)])),
+        "batch-count-zero": bytes(_ip() / UDP(sport=BATCH_UDP_PORT, dport=BATCH_UDP_PORT, chksum=0)
+                                  / Batch(count=0, events=[])),
+        "batch-count-over-16": bytes(_ip() / UDP(sport=BATCH_UDP_PORT, dport=BATCH_UDP_PORT, chksum=0)
+                                     / Batch(events=[BatchedEvent(stream=1, seq=i) for i in range(17)])),
+        "batch-truncated": _batch([(0, 0, 0, 0), (1, 1, 0, 0)])[:EVENT_OFFSET + BATCH_LEN + EVENT_LEN + 5],
+        "batch-of-two-streams": bytes(_ip() / UDP(sport=BATCH_UDP_PORT, dport=BATCH_UDP_PORT, chksum=0)
+                                      / Batch(events=[BatchedEvent(stream=1, seq=0), BatchedEvent(stream=2, seq=1)])),
     }
+
+
+def _batch(events: list[tuple[int, int, int, int]]) -> bytes:
+    return batch_frame(SRC_MAC, SPLITTER_MAC, SRC_IP, SPLITTER_IP, 1, events)
