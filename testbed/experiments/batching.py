@@ -114,13 +114,7 @@ class BatchCapacity(ExperimentKind):
                     capacity.setdefault(target, {}).setdefault(name, {})[str(k)] = found
         frame = pd.DataFrame(rows)
         frame.to_parquet(self.expdir.rate_points, index=False)
-        best = at_capacity(frame) if len(frame) else frame
-        # Where the source could not send faster, the capacity is only a lower bound: the switch kept up.
-        limited = {f"{r.target}/{r.scenario}/k={r.batch}": bool(r.input_rate < SOURCE_LIMIT * r.offered)
-                   for r in best.itertuples()}
-        return {"capacity_events_per_s": capacity, "source_limited": limited, "not_run": not_run,
-                "max_delay_s": p.max_delay, "ratios": ratios(capacity), "targets": TARGET_RATIO,
-                "at_capacity": best.to_dict(orient="records")}
+        return summarize(frame, capacity, not_run, p.max_delay)
 
     def _capacity(self, target: str, name: str, k: int, rows: list[dict[str, Any]],
                   not_run: dict[str, str]) -> Optional[float]:
@@ -188,12 +182,28 @@ class BatchCapacity(ExperimentKind):
         notes = [f"{t} {s}: k=8 is {r['k8_over_unbatched']:.1f}x unbatched (asked: {TARGET_RATIO.get(t, 0):.0f}x)"
                  for t, by in (ours.get("ratios") or {}).items() for s, r in by.items()
                  if r.get("k8_over_unbatched") is not None and s == "cbtw1"]
-        if ours.get("not_run"):
+        if (ours.get("not_run") or {}).get("bmv2"):
             notes.append("bmv2: unbatched only (" + NOT_ON_BMV2.split(":")[0] + ")")
         fig.suptitle("Several events per frame: no paper measures this (S4 names it an open problem). "
                      + "; ".join(notes), fontsize=8)
         fig.tight_layout()
         return [save_figure(fig, expdir.figure(FIGURE))]
+
+
+def summarize(rows: pd.DataFrame, capacity: dict[str, dict[str, dict[str, Optional[float]]]],
+              not_run: dict[str, str], max_delay: float) -> dict[str, Any]:
+    """The record's numbers, headline first: the ratios the issue asks about,
+    then every capacity that was measured, and where it was only the source's."""
+    best = at_capacity(rows) if len(rows) else rows
+    # Where the source could not send faster, the capacity is only a lower bound: the switch kept up.
+    limited = [f"{r.target}/{r.scenario}/k={r.batch}" for r in best.itertuples()
+               if r.input_rate < SOURCE_LIMIT * r.offered]
+    measured = {target: {name: {k: round(v) for k, v in by_k.items() if v is not None}
+                         for name, by_k in by_name.items()} for target, by_name in capacity.items()}
+    return {"ratios": ratios(capacity), "targets": TARGET_RATIO, "capacity_events_per_s": measured,
+            "only_the_sources_limit": limited,
+            "not_run": {"bmv2": NOT_ON_BMV2} if not_run else {}, "not_run_points": sorted(not_run),
+            "max_delay_s": max_delay, "at_capacity": best.to_dict(orient="records")}
 
 
 def at_capacity(rows: pd.DataFrame) -> pd.DataFrame:
