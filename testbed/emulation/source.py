@@ -110,7 +110,9 @@ class Source:
             events_per_frame = s.batch.events if s.batch else 1
             burst = max(1, int(max(r for _, r in profile) * BURST_S / events_per_frame))
             frames = self._frames(s.id, plan)
-            due.append((s.id, plan, plan.ends.tolist(), frames, FrameBurst(frames) if burst >= MANY else None, burst))
+            many = FrameBurst(frames) if burst >= MANY else None
+            # A stream sent in bursts keeps its frames in the burst's buffer only.
+            due.append((s.id, plan, plan.ends.tolist(), frames if many is None else None, many, burst))
         # When each frame left; its events' send_ns, written at the end.
         sent_at = {sid: np.zeros(len(plan), dtype=np.int64) for sid, plan, *_ in due}
         send, fd = self.sock.send, self.sock.fileno()
@@ -134,7 +136,7 @@ class Source:
                 up_to_barrier = total if barrier is None else int(np.searchsorted(plan.ends, barrier.events, "right"))
                 ready = min(up_to_barrier, int(np.searchsorted(plan.due, clock, side="right")), f + burst)
                 stamps = sent_at[sid]
-                if many is not None and ready - f > 1:
+                if many is not None and ready > f:
                     # One system call for the lot; each frame's stamp is placed
                     # between the call's start and end, in order.
                     t0 = time.time_ns()
