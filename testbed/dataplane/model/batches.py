@@ -50,11 +50,6 @@ class WindowRange:
     hi: int
     hi_op: int
 
-    def add(self, lo: int, hi: int, hi_op: int) -> None:
-        self.lo = min(self.lo, lo)
-        if hi > self.hi:
-            self.hi, self.hi_op = hi, hi_op
-
     def count(self, n_ops: int) -> int:
         """Operators the range covers: all N once it holds N windows."""
         return min(self.hi - self.lo + 1, n_ops)
@@ -86,20 +81,24 @@ class Cover:
     def _new(self, lo: int, hi: int, hi_op: int, copy: CopyMeta) -> None:
         if copy.epoch == self.epoch:
             self.n_ops, self.bank = copy.n_ops, copy.bank
-            if self.new is None:
-                self.new = WindowRange(lo, hi, hi_op)
-            else:
-                self.new.add(lo, hi, hi_op)
+            self.new = widen(self.new, lo, hi, hi_op)
         else:
             # An event before the change's boundary, in the epoch that is now the previous one.
             self._old(lo, hi, hi_op, copy.n_ops)
 
     def _old(self, lo: int, hi: int, hi_op: int, n_ops: int) -> None:
         self.old_n_ops = n_ops
-        if self.old is None:
-            self.old = WindowRange(lo, hi, hi_op)
-        else:
-            self.old.add(lo, hi, hi_op)
+        self.old = widen(self.old, lo, hi, hi_op)
+
+
+def widen(span: Optional[WindowRange], lo: int, hi: int, hi_op: int) -> WindowRange:
+    """``span`` grown to hold windows ``lo`` .. ``hi`` (a new range if there is none)."""
+    if span is None:
+        return WindowRange(lo, hi, hi_op)
+    span.lo = min(span.lo, lo)
+    if hi > span.hi:
+        span.hi, span.hi_op = hi, hi_op
+    return span
 
 
 class Batches:
@@ -156,7 +155,7 @@ class Batches:
         for i, copy in copies:
             fields = self._windows_fields(stream, port, copy, positions)
             if copy.by_key:
-                hit = self._position(positions, "operator_position", (stream, copy.bank, port))
+                hit = self._hit("operator_position", (stream, copy.bank, port), positions)
                 mine = hit is not None and hit[1][0] == copy.key_op
             else:
                 mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
@@ -167,13 +166,12 @@ class Batches:
                                       WINDOWS_STRUCT.pack(*fields, 0))))
         if not kept:
             return None
-        hit = self.tables["egress_rewrite"].get((port,))
-        if hit is None:
-            return None
-        for _event in kept:
-            # Counted once per event, at the length the frame arrived with, as
-            # egress.p4 counts packet_length once per event it keeps.
-            self._count("stream_out", stream, len(frame))
-            self._count("operator_out", port, len(frame))
         payload = BATCH_STRUCT.pack(len(kept), FLAG_WINDOWS) + b"".join(kept)
-        return self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
+        copy = self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
+        if copy is not None:
+            for _event in kept:
+                # Counted once per event, at the length the frame arrived with, as
+                # egress.p4 counts packet_length once per event it keeps.
+                self._count("stream_out", stream, len(frame))
+                self._count("operator_out", port, len(frame))
+        return copy

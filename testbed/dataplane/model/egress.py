@@ -31,28 +31,19 @@ class Egress:
             return v.window, v.active, 1, copy.epoch & 0xFFFF, 0, 0, 0
         window = span = old_window = old_span = 0
         if v.active:
-            hit = self._position(positions, "operator_position", (stream, copy.bank, port))
+            hit = self._hit("operator_position", (stream, copy.bank, port), positions)
             if hit is not None:
                 back = copy_back(v.newest, copy.n_ops, hit[1][0])
                 if back < v.active:
                     window, span = (v.window - back) & U64, v.active - back
         if v.old_active:
-            old_hit = self._position(positions, "previous_position", (stream, port))
+            old_hit = self._hit("previous_position", (stream, port), positions)
             if old_hit is not None:
                 back = copy_back(v.old_newest, copy.old_n_ops, old_hit[1][0])
                 if back < v.old_active:
                     old_window, old_span = (v.old_window - back) & U64, v.old_active - back
         return (window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
                 old_window, old_span, copy.old_n_ops & 0xFFFF)
-
-    def _position(self, kept: Optional[dict], table: str, key: tuple):
-        if kept is None:
-            return self.tables[table].get(key)
-        try:
-            return kept[key]
-        except KeyError:
-            hit = kept[key] = self.tables[table].get(key)
-            return hit
 
     def egress(self, port: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
         """MyEgress: address the copy to the host behind ``port`` and, for a

@@ -56,12 +56,12 @@ class Forwarding:
         bank = epoch & 1
         prev = None
         if switching or self.registers["in_transition"][stream]:
-            prev_entry = self._lookup(tables, "previous_spec", (stream,))
+            prev_entry = self._hit("previous_spec", (stream,), tables)
             if prev_entry is None:
                 return self._drop(stream, UNKNOWN_STREAM, nbytes)
             prev = PreviousParams(*prev_entry[1])
-        spec = self._lookup(tables, "window_spec", (stream, bank))
-        n_ops_entry = self._lookup(tables, "operator_count", (stream, bank))
+        spec = self._hit("window_spec", (stream, bank), tables)
+        n_ops_entry = self._hit("operator_count", (stream, bank), tables)
         if spec is None or n_ops_entry is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
         n_ops = n_ops_entry[1][0]
@@ -72,16 +72,6 @@ class Forwarding:
         self._count("stream_in", stream, nbytes)
         return CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, by_key,
                         key_operator(key, n_ops) if by_key else 0)
-
-    def _lookup(self, kept: Optional[dict], table: str, key: tuple):
-        """A table hit (or None), through ``kept`` when given."""
-        if kept is None:
-            return self.tables[table].get(key)
-        try:
-            return kept[(table, key)]
-        except KeyError:
-            hit = kept[(table, key)] = self.tables[table].get(key)
-            return hit
 
     def _to(self, hit, stream: int, nbytes: int, copy: CopyMeta) -> Decision:
         """A destination table's hit as the decision for ``copy``; a miss drops."""

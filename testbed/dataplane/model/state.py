@@ -146,6 +146,17 @@ class ControlState:
         c[0] += nbytes
         c[1] += 1
 
+    def _hit(self, table: str, key: tuple, kept: Optional[dict] = None):
+        """A table's hit for ``key`` (None on a miss), remembered in ``kept``
+        when given: a packet applies each table once, whatever it carries."""
+        if kept is None:
+            return self.tables[table].get(key)
+        try:
+            return kept[(table, key)]
+        except KeyError:
+            hit = kept[(table, key)] = self.tables[table].get(key)
+            return hit
+
 def _fitting(value: int, bits: int, what: str) -> int:
     to_bytes(value, bits, what)    # raises ValueError naming ``what`` when it does not fit
     return value
