@@ -15,9 +15,21 @@ const bit<4>  IPV4_IHL_NO_OPTIONS = 5;   /* 20-byte header: options are not pars
 const bit<8>  IP_PROTO_UDP   = 17;
 const bit<3>  IPV4_FLAG_MF   = 0b001;    /* more fragments; with a non-zero offset, marks a fragment */
 const bit<16> EVENT_UDP_PORT = 50000;    /* UDP destination port that marks an event */
+const bit<16> BATCH_UDP_PORT = 50002;    /* UDP destination port that marks a batch of events */
 const bit<16> HEARTBEAT_UDP_PORT = 50001; /* an operator host's heartbeat: counted per port, dropped */
 const bit<16> FLAG_WINDOWS = 0x0001;     /* event.flags of a copy: a windows header follows */
 const bit<16> WINDOWS_HEADER_BYTES = 32; /* what a copy grows by (IPv4 and UDP lengths) */
+
+/* A batch carries 1 .. MAX_BATCH events (testbed.semantics.limits.MAX_BATCH);
+ * ingress and egress unroll their per-event steps that many times. */
+#define MAX_BATCH 16
+/* The metadata that a batch's resubmissions keep (@field_list). */
+#define BATCH_FIELDS 1
+const bit<16> BATCH_HEADER_BYTES = 4;
+const bit<16> ETHERNET_HEADER_BYTES = 14;
+const bit<16> IPV4_HEADER_BYTES = 20;
+const bit<16> UDP_HEADER_BYTES = 8;
+const bit<16> EVENT_BYTES = 32;
 
 /* ---- sizes -------------------------------------------------------------- */
 /* Registers and per-stream counters are indexed by the 16-bit stream id. */

@@ -40,7 +40,7 @@ control MyEgress(inout headers_t hdr,
 
     table operator_position {
         key = {
-            hdr.event.stream              : exact @name("stream");
+            meta.stream                   : exact @name("stream");
             meta.epoch.bank               : exact @name("bank");
             standard_metadata.egress_port : exact @name("port");
         }
@@ -55,7 +55,7 @@ control MyEgress(inout headers_t hdr,
 
     table previous_position {
         key = {
-            hdr.event.stream              : exact @name("stream");
+            meta.stream                   : exact @name("stream");
             standard_metadata.egress_port : exact @name("port");
         }
         actions = { set_previous_position; @defaultonly NoAction; }
@@ -65,62 +65,85 @@ control MyEgress(inout headers_t hdr,
 
     apply {
         bool sent = false;
-        if (hdr.event.isValid()) {
+        if (hdr.event.isValid() || hdr.batch.isValid()) {
             if (egress_rewrite.apply().hit) {
-                stream_out.count((bit<32>)hdr.event.stream);
-                operator_out.count((bit<32>)standard_metadata.egress_port);
-                sent = true;
+                bool batched = hdr.batch.isValid();
+                /* Each position table is applied here once, for a single
+                 * event and a batch alike. */
+                bool position_hit = false;
+                bool old_position_hit = false;
+                if (batched || (meta.win.by_key == 0 && meta.copy.active != 0)) {
+                    position_hit = operator_position.apply().hit;
+                }
+                if (batched || meta.copy.old_active != 0) {
+                    old_position_hit = previous_position.apply().hit;
+                }
 
-                /* The windows of the event this operator owns: round robin
-                 * puts the newest of them (newest_op - position) mod N
-                 * windows back from the event's newest, and every N-th
-                 * one before it as far as the event's windows reach. */
-                hdr.windows.setValid();
-                hdr.windows.window = 0;
-                hdr.windows.span = 0;
-                hdr.windows.stride = (bit<16>)meta.win.n_ops;
-                hdr.windows.epoch = (bit<16>)meta.epoch.number;
-                hdr.windows.old_window = 0;
-                hdr.windows.old_span = 0;
-                hdr.windows.old_stride = 0;
-                hdr.windows.reserved = 0;
-                if (meta.win.by_key == 1) {
-                    /* Split by key: the one copy carries every window of the event. */
-                    hdr.windows.window = meta.verdict.window;
-                    hdr.windows.span = meta.copy.active;
-                    hdr.windows.stride = 1;
-                } else if (meta.copy.active != 0) {
-                    if (operator_position.apply().hit) {
-                        bit<32> back;
-                        if (meta.verdict.newest_op >= meta.copy.position) {
-                            back = meta.verdict.newest_op - meta.copy.position;
-                        } else {
-                            back = meta.verdict.newest_op + meta.win.n_ops - meta.copy.position;
-                        }
-                        if (back < meta.copy.active) {
-                            hdr.windows.window = meta.verdict.window - (bit<64>)back;
-                            hdr.windows.span = meta.copy.active - back;
+                if (batched) {
+                    /* Only the events whose windows are this operator's. */
+                    meta.batch.kept = 0;
+                    FOR_EACH_SLOT(BATCH_KEEP)
+                    if (meta.batch.kept != 0) {
+                        sent = true;
+                        bit<16> payload = BATCH_HEADER_BYTES
+                                          + meta.batch.kept * (EVENT_BYTES + WINDOWS_HEADER_BYTES);
+                        hdr.batch.count = meta.batch.kept;
+                        hdr.batch.flags = FLAG_WINDOWS;
+                        hdr.udp.src_port = BATCH_UDP_PORT;
+                        hdr.udp.length_ = UDP_HEADER_BYTES + payload;
+                        hdr.ipv4.total_len = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;
+                        /* Nothing but the headers above leaves: bytes past the
+                         * batch's UDP length are not carried on. */
+                        truncate((bit<32>)(ETHERNET_HEADER_BYTES + hdr.ipv4.total_len));
+                    }
+                } else {
+                    stream_out.count((bit<32>)meta.stream);
+                    operator_out.count((bit<32>)standard_metadata.egress_port);
+                    sent = true;
+
+                    /* The windows of the event this operator owns: round robin
+                     * puts the newest of them (newest_op - position) mod N
+                     * windows back from the event's newest, and every N-th
+                     * one before it as far as the event's windows reach. */
+                    hdr.windows.setValid();
+                    hdr.windows.window = 0;
+                    hdr.windows.span = 0;
+                    hdr.windows.stride = (bit<16>)meta.win.n_ops;
+                    hdr.windows.epoch = (bit<16>)meta.epoch.number;
+                    hdr.windows.old_window = 0;
+                    hdr.windows.old_span = 0;
+                    hdr.windows.old_stride = 0;
+                    hdr.windows.reserved = 0;
+                    if (meta.win.by_key == 1) {
+                        /* Split by key: the one copy carries every window of the event. */
+                        hdr.windows.window = meta.verdict.window;
+                        hdr.windows.span = meta.copy.active;
+                        hdr.windows.stride = 1;
+                    } else if (meta.copy.active != 0) {
+                        if (position_hit) {
+                            bit<32> back;
+                            COPY_BACK(back, meta.verdict.newest_op, meta.copy.position, meta.win.n_ops)
+                            if (back < meta.copy.active) {
+                                hdr.windows.window = meta.verdict.window - (bit<64>)back;
+                                hdr.windows.span = meta.copy.active - back;
+                            }
                         }
                     }
-                }
-                if (meta.copy.old_active != 0) {
-                    hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
-                    if (previous_position.apply().hit) {
-                        bit<32> back;
-                        if (meta.verdict.old_newest >= meta.copy.old_position) {
-                            back = meta.verdict.old_newest - meta.copy.old_position;
-                        } else {
-                            back = meta.verdict.old_newest + meta.prev.n_ops - meta.copy.old_position;
-                        }
-                        if (back < meta.copy.old_active) {
-                            hdr.windows.old_window = meta.verdict.old_window - (bit<64>)back;
-                            hdr.windows.old_span = meta.copy.old_active - back;
+                    if (meta.copy.old_active != 0) {
+                        hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
+                        if (old_position_hit) {
+                            bit<32> back;
+                            COPY_BACK(back, meta.verdict.old_newest, meta.copy.old_position, meta.prev.n_ops)
+                            if (back < meta.copy.old_active) {
+                                hdr.windows.old_window = meta.verdict.old_window - (bit<64>)back;
+                                hdr.windows.old_span = meta.copy.old_active - back;
+                            }
                         }
                     }
+                    hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
+                    hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;
+                    hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
                 }
-                hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
-                hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;
-                hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
             }
         }
         if (!sent) {

@@ -60,7 +60,7 @@ control MyIngress(inout headers_t hdr,
 
     table window_spec {
         key = {
-            hdr.event.stream : exact @name("stream");
+            meta.stream      : exact @name("stream");
             meta.epoch.bank  : exact @name("bank");
         }
         actions = { set_count_window; set_time_window; @defaultonly NoAction; }
@@ -84,7 +84,7 @@ control MyIngress(inout headers_t hdr,
 
     table operator_count {
         key = {
-            hdr.event.stream : exact @name("stream");
+            meta.stream      : exact @name("stream");
             meta.epoch.bank  : exact @name("bank");
         }
         actions = { set_operator_count; split_by_key; @defaultonly NoAction; }
@@ -104,7 +104,7 @@ control MyIngress(inout headers_t hdr,
     }
 
     table previous_spec {
-        key = { hdr.event.stream : exact @name("stream"); }
+        key = { meta.stream      : exact @name("stream"); }
         actions = { set_previous; @defaultonly NoAction; }
         const default_action = NoAction();
         size = STREAM_TABLE_SIZE;
@@ -117,7 +117,7 @@ control MyIngress(inout headers_t hdr,
 
     table unicast {
         key = {
-            hdr.event.stream          : exact @name("stream");
+            meta.stream               : exact @name("stream");
             meta.epoch.bank           : exact @name("bank");
             meta.verdict.newest_op    : exact @name("newest_op");
         }
@@ -132,7 +132,7 @@ control MyIngress(inout headers_t hdr,
 
     table multicast {
         key = {
-            hdr.event.stream          : exact @name("stream");
+            meta.stream               : exact @name("stream");
             meta.epoch.bank           : exact @name("bank");
             meta.verdict.newest_op    : exact @name("newest_op");
             meta.verdict.active       : exact @name("active");
@@ -146,7 +146,7 @@ control MyIngress(inout headers_t hdr,
      * the previous epoch's alone): one port or one group. */
     table handover {
         key = {
-            hdr.event.stream          : exact @name("stream");
+            meta.stream               : exact @name("stream");
             meta.verdict.old_newest   : exact @name("old_op");
             meta.verdict.old_active   : exact @name("old_active");
             meta.verdict.newest_op    : exact @name("newest_op");
@@ -158,7 +158,22 @@ control MyIngress(inout headers_t hdr,
     }
 
     apply {
-        if (!hdr.event.isValid()) {
+        /* A batch is well formed when its count is 1 .. MAX_BATCH, its UDP
+         * length is exactly the header and that many events, all of them
+         * were parsed, and they are of one stream (wire.batch_count). */
+        meta.batch.count = 0;
+        if (hdr.batch.isValid() && standard_metadata.parser_error == error.NoError
+                && hdr.batch.count >= 1 && hdr.batch.count <= MAX_BATCH
+                && hdr.udp.length_ == UDP_HEADER_BYTES + BATCH_HEADER_BYTES
+                                      + hdr.batch.count * EVENT_BYTES) {
+            bool well_formed = true;
+            FOR_EACH_SLOT(BATCH_SAME_STREAM)
+            if (well_formed) {
+                meta.batch.count = (bit<32>)hdr.batch.count;
+            }
+        }
+
+        if (!hdr.event.isValid() && meta.batch.count == 0) {
             /* An operator host's heartbeat says it is alive: the controller
              * watches this counter per port (testbed.dataplane.liveness). */
             if (hdr.udp.isValid() && hdr.udp.dst_port == HEARTBEAT_UDP_PORT) {
@@ -168,10 +183,17 @@ control MyIngress(inout headers_t hdr,
             }
             mark_to_drop(standard_metadata);
         } else {
-            bit<32> stream_idx = (bit<32>)hdr.event.stream;
+            /* The event: the frame's own, or the one this pass of a batch takes. */
+            bool batched = meta.batch.count != 0;
+            event_t current = hdr.event;
+            if (batched) {
+                FOR_EACH_SLOT(BATCH_SELECT)
+            }
+            meta.stream = current.stream;
+            bit<32> stream_idx = (bit<32>)current.stream;
             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
 
-            boundary_check.apply(hdr.event, meta.epoch);
+            boundary_check.apply(current, meta.epoch);
             bool configured = true;
             if (meta.epoch.switching == 1 || meta.epoch.in_transition == 1) {
                 configured = previous_spec.apply().hit;
@@ -179,13 +201,78 @@ control MyIngress(inout headers_t hdr,
             if (configured) {
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(hdr.event, meta.win, meta.prev, meta.epoch, meta.verdict);
+                        slides.apply(current, meta.win, meta.prev, meta.epoch, meta.verdict);
                     }
                 }
             }
-
             if (meta.verdict.drop_code == DROP_NONE) {
                 stream_in.count(stream_idx);
+            }
+
+            /* Whether the drops are already counted, one by one. */
+            bool counted = false;
+            if (batched) {
+                if (meta.verdict.drop_code == DROP_NONE) {
+                    batched_event_t taken;
+                    taken.assigned = 1;
+                    taken.by_key = meta.win.by_key;
+                    taken.newest = meta.verdict.newest_op;
+                    taken.active = meta.verdict.active;
+                    taken.old_newest = meta.verdict.old_newest;
+                    taken.old_active = meta.verdict.old_active;
+                    taken.window = meta.verdict.window;
+                    taken.old_window = meta.verdict.old_window;
+                    taken.epoch = meta.epoch.number;
+                    taken.n_ops = meta.win.n_ops;
+                    taken.old_n_ops = 0;
+                    if (meta.verdict.old_active != 0) {
+                        taken.old_n_ops = meta.prev.n_ops;
+                    }
+                    taken.key_op = 0;
+                    if (meta.win.by_key == 1) {
+                        hash(taken.key_op, HashAlgorithm.crc32, (bit<32>)0,
+                             { current.group_key }, meta.win.n_ops);
+                    }
+                    FOR_EACH_SLOT(BATCH_RECORD)
+                    meta.batch.any_assigned = 1;
+                } else {
+                    stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
+                }
+                counted = true;
+                meta.verdict.drop_code = DROP_UNKNOWN_STREAM;   /* nothing leaves this pass ... */
+                if ((bit<32>)meta.batch.at + 1 < meta.batch.count) {
+                    /* ... but the frame, again, for the next event */
+                    meta.batch.at = meta.batch.at + 1;
+                    resubmit_preserving_field_list(BATCH_FIELDS);
+                } else if (meta.batch.any_assigned == 1) {
+                    /* The last event: one destination for the batch, the
+                     * covering ranges, each clamped to N. */
+                    epoch.read(meta.batch.final_epoch, stream_idx);
+                    FOR_EACH_SLOT(BATCH_COVER)
+                    meta.epoch.bank = (bit<1>)meta.batch.final_epoch;
+                    meta.verdict.newest_op = 0;
+                    meta.verdict.active = 0;
+                    meta.verdict.old_newest = 0;
+                    meta.verdict.old_active = 0;
+                    if (meta.batch.cover.valid == 1) {
+                        bit<64> windows = meta.batch.cover.hi - meta.batch.cover.lo + 1;
+                        meta.verdict.newest_op = meta.batch.cover.hi_op;
+                        meta.verdict.active = meta.batch.cover.n_ops;
+                        if (windows < (bit<64>)meta.batch.cover.n_ops) {
+                            meta.verdict.active = (bit<32>)windows;
+                        }
+                    }
+                    if (meta.batch.old_cover.valid == 1) {
+                        bit<64> windows = meta.batch.old_cover.hi - meta.batch.old_cover.lo + 1;
+                        meta.verdict.old_newest = meta.batch.old_cover.hi_op;
+                        meta.verdict.old_active = meta.batch.old_cover.n_ops;
+                        if (windows < (bit<64>)meta.batch.old_cover.n_ops) {
+                            meta.verdict.old_active = (bit<32>)windows;
+                        }
+                    }
+                    meta.verdict.drop_code = DROP_NONE;
+                }
+            } else if (meta.verdict.drop_code == DROP_NONE) {
                 /* every copy's Windows header needs the counts unclamped */
                 meta.copy.active = meta.verdict.active;
                 meta.copy.old_active = meta.verdict.old_active;
@@ -202,9 +289,13 @@ control MyIngress(inout headers_t hdr,
                      * only, so the key takes the one-window path); a stream
                      * split by key never changes, so no handover. */
                     hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,
-                         { hdr.event.group_key }, meta.win.n_ops);
+                         { current.group_key }, meta.win.n_ops);
                     meta.verdict.active = 1;
                 }
+            }
+
+            if (meta.verdict.drop_code == DROP_NONE) {
+                counted = false;
                 if (meta.verdict.old_active != 0) {
                     if (meta.verdict.active == 0) {
                         meta.verdict.newest_op = 0;
@@ -224,7 +315,13 @@ control MyIngress(inout headers_t hdr,
             }
 
             if (meta.verdict.drop_code != DROP_NONE) {
-                stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
+                if (!counted) {
+                    if (batched) {
+                        FOR_EACH_SLOT(BATCH_UNROUTED)
+                    } else {
+                        stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
+                    }
+                }
                 mark_to_drop(standard_metadata);
             }
         }

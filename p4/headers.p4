@@ -63,12 +63,23 @@ header windows_t {
     bit<16> reserved;
 }
 
+/* A batch frame (UDP to BATCH_UDP_PORT) starts with this header; `count`
+ * events follow, and on a copy each kept event is followed by its Windows
+ * header (docs/wire.md, "Batches"). */
+header batch_t {
+    bit<16> count;       /* events in the frame, 1 .. MAX_BATCH */
+    bit<16> flags;       /* FLAG_WINDOWS on a copy */
+}
+
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t     ipv4;
     udp_t      udp;
     event_t    event;
     windows_t  windows;
+    batch_t    batch;
+    event_t[MAX_BATCH]   events;          /* a batch's events, in frame order */
+    windows_t[MAX_BATCH] events_windows;  /* on a copy: events_windows[i] follows events[i] */
 }
 
 /* The window spec and parallelism of the event's stream, as action data of
@@ -127,7 +138,53 @@ struct copy_meta_t {
     bit<32> old_position;
 }
 
+/* What ingress decides for one event of a batch, and egress needs for its
+ * Windows header (testbed.dataplane.model.metadata.CopyMeta).  Every field
+ * outlives the batch's resubmissions (batches.p4), so each is in the
+ * BATCH_FIELDS field list. */
+struct batched_event_t {
+    @field_list(BATCH_FIELDS) bit<1>  assigned;    /* 1: the event has windows (counted in stream_in) */
+    @field_list(BATCH_FIELDS) bit<1>  by_key;      /* its stream is split by key */
+    @field_list(BATCH_FIELDS) bit<32> newest;      /* the verdict's newest_op, active, ... */
+    @field_list(BATCH_FIELDS) bit<32> active;
+    @field_list(BATCH_FIELDS) bit<32> old_newest;
+    @field_list(BATCH_FIELDS) bit<32> old_active;
+    @field_list(BATCH_FIELDS) bit<64> window;
+    @field_list(BATCH_FIELDS) bit<64> old_window;
+    @field_list(BATCH_FIELDS) bit<32> epoch;       /* the epoch that served it */
+    @field_list(BATCH_FIELDS) bit<32> n_ops;       /* N of that epoch */
+    @field_list(BATCH_FIELDS) bit<32> old_n_ops;   /* N of the epoch before, when old windows hold the event */
+    @field_list(BATCH_FIELDS) bit<32> key_op;      /* split by key: the key's operator */
+}
+
+/* Windows lo .. hi (global ids) of one epoch, the newest on operator hi_op:
+ * the range that covers a batch's windows (testbed.dataplane.model.batches.WindowRange). */
+struct window_range_t {
+    bit<1>  valid;
+    bit<64> lo;
+    bit<64> hi;
+    bit<32> hi_op;
+    bit<32> n_ops;
+}
+
+struct batch_meta_t {
+    bit<16> to_parse;      /* parser: events still to extract */
+    bit<32> count;         /* events of the batch (0: not a well-formed batch) */
+    @field_list(BATCH_FIELDS) bit<8> at;            /* the event this pass takes */
+    @field_list(BATCH_FIELDS) bit<1> any_assigned;  /* some event so far has windows */
+    bit<32> final_epoch;   /* the stream's epoch after the batch */
+    bit<16> kept;          /* egress: events this copy carries */
+    window_range_t cover;      /* windows of the final epoch */
+    window_range_t old_cover;  /* windows of the epoch before it */
+    batched_event_t e0;  batched_event_t e1;  batched_event_t e2;  batched_event_t e3;
+    batched_event_t e4;  batched_event_t e5;  batched_event_t e6;  batched_event_t e7;
+    batched_event_t e8;  batched_event_t e9;  batched_event_t e10; batched_event_t e11;
+    batched_event_t e12; batched_event_t e13; batched_event_t e14; batched_event_t e15;
+}
+
 struct metadata_t {
+    bit<16>         stream;   /* the event's stream: every table's key */
+    batch_meta_t    batch;
     window_params_t win;
     prev_params_t   prev;
     epoch_t         epoch;

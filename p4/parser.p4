@@ -38,7 +38,30 @@ parser MyParser(packet_in packet,
         packet.extract(hdr.udp);
         transition select(hdr.udp.dst_port) {
             EVENT_UDP_PORT: parse_event;
+            BATCH_UDP_PORT: parse_batch;
             default: accept;
+        }
+    }
+
+    /* A batch: its header, then `count` events.  A count out of 1 ..
+     * MAX_BATCH stops here, and a frame too short for its events stops with
+     * PacketTooShort; ingress then finds the batch malformed (non_event). */
+    state parse_batch {
+        packet.extract(hdr.batch);
+        meta.batch.to_parse = hdr.batch.count;
+        transition select(hdr.batch.count) {
+            0: accept;
+            1 .. MAX_BATCH: parse_batched_event;
+            default: accept;
+        }
+    }
+
+    state parse_batched_event {
+        packet.extract(hdr.events.next);
+        meta.batch.to_parse = meta.batch.to_parse - 1;
+        transition select(meta.batch.to_parse) {
+            0: accept;
+            default: parse_batched_event;
         }
     }
 
@@ -85,6 +108,25 @@ control MyDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.udp);
         packet.emit(hdr.event);
         packet.emit(hdr.windows);   /* valid on copies only (egress.p4) */
+        packet.emit(hdr.batch);
+        /* Each kept event of a batch copy, then its Windows header; egress
+         * invalidates the events this copy does not carry. */
+        packet.emit(hdr.events[0]);  packet.emit(hdr.events_windows[0]);
+        packet.emit(hdr.events[1]);  packet.emit(hdr.events_windows[1]);
+        packet.emit(hdr.events[2]);  packet.emit(hdr.events_windows[2]);
+        packet.emit(hdr.events[3]);  packet.emit(hdr.events_windows[3]);
+        packet.emit(hdr.events[4]);  packet.emit(hdr.events_windows[4]);
+        packet.emit(hdr.events[5]);  packet.emit(hdr.events_windows[5]);
+        packet.emit(hdr.events[6]);  packet.emit(hdr.events_windows[6]);
+        packet.emit(hdr.events[7]);  packet.emit(hdr.events_windows[7]);
+        packet.emit(hdr.events[8]);  packet.emit(hdr.events_windows[8]);
+        packet.emit(hdr.events[9]);  packet.emit(hdr.events_windows[9]);
+        packet.emit(hdr.events[10]); packet.emit(hdr.events_windows[10]);
+        packet.emit(hdr.events[11]); packet.emit(hdr.events_windows[11]);
+        packet.emit(hdr.events[12]); packet.emit(hdr.events_windows[12]);
+        packet.emit(hdr.events[13]); packet.emit(hdr.events_windows[13]);
+        packet.emit(hdr.events[14]); packet.emit(hdr.events_windows[14]);
+        packet.emit(hdr.events[15]); packet.emit(hdr.events_windows[15]);
     }
 }
 

@@ -13,8 +13,9 @@
  *   state.p4       per-stream registers (window state, reconfiguration)
  *   epochs.p4      BoundaryCheck: which bank of configuration serves an event
  *   slides.p4      the slide tracker: the (w, c) decision, per epoch
+ *   batches.p4     the per-event steps of a batch, unrolled per event slot
  *   forwarding.p4  ingress: window_spec, operator_count, previous_spec,
- *                  unicast, multicast, handover
+ *                  next_spec, unicast, multicast, handover
  *   egress.p4      egress_rewrite and the per-copy counters
  */
 #include <core.p4>
@@ -26,6 +27,7 @@
 #include "state.p4"
 #include "epochs.p4"
 #include "slides.p4"
+#include "batches.p4"
 #include "forwarding.p4"
 #include "egress.p4"
 

@@ -10,9 +10,6 @@ measured beside it.  Every point also records the frames per second, the
 bytes on the wire per delivered event (source frames and copies, Ethernet
 headers included) and the latency per event including the time it waited
 for its frame.
-
-The P4 program does not parse batches yet, so on bmv2 only ``k = 0`` runs
-and the batched points are recorded as skipped, with the reason.
 """
 from __future__ import annotations
 
@@ -40,7 +37,6 @@ HEADERS = 14 + 20 + 8
 EVENT, WINDOWS, BATCH_HEADER = 32, 32, 4
 #: What the issue asks of k = 8 on cbtw1, as a multiple of the unbatched capacity.
 TARGET_RATIO = {"model": 4.0, "bmv2": 5.0}
-NOT_ON_BMV2 = "p4/ does not parse batches yet: only the unbatched stream runs on bmv2"
 
 
 class BatchingParams(KindParams):
@@ -106,21 +102,16 @@ class BatchCapacity(ExperimentKind):
         p = self.params
         capacity: dict[str, dict[str, dict[str, Optional[float]]]] = {}
         rows: list[dict[str, Any]] = []
-        not_run: dict[str, str] = {}
         for target in self.targets():
             for name in p.scenarios:
                 for k in p.sizes:
-                    found = self._capacity(target, name, k, rows, not_run)
+                    found = self._capacity(target, name, k, rows)
                     capacity.setdefault(target, {}).setdefault(name, {})[str(k)] = found
         frame = pd.DataFrame(rows)
         frame.to_parquet(self.expdir.rate_points, index=False)
-        return summarize(frame, capacity, not_run, p.max_delay)
+        return summarize(frame, capacity, p.max_delay)
 
-    def _capacity(self, target: str, name: str, k: int, rows: list[dict[str, Any]],
-                  not_run: dict[str, str]) -> Optional[float]:
-        if k and target != "model":
-            not_run[f"{target}/{name}/k={k}"] = NOT_ON_BMV2
-            return None
+    def _capacity(self, target: str, name: str, k: int, rows: list[dict[str, Any]]) -> Optional[float]:
         p = self.params
         update = {"batch": Batching(events=k, max_delay=p.max_delay) if k else None}
         points = RatePoints(self, self.expdir.rate_points, p.seconds, p.min_events, prefix=f"k{k}-",
@@ -182,8 +173,6 @@ class BatchCapacity(ExperimentKind):
         notes = [f"{t} {s}: k=8 is {r['k8_over_unbatched']:.1f}x unbatched (asked: {TARGET_RATIO.get(t, 0):.0f}x)"
                  for t, by in (ours.get("ratios") or {}).items() for s, r in by.items()
                  if r.get("k8_over_unbatched") is not None and s == "cbtw1"]
-        if (ours.get("not_run") or {}).get("bmv2"):
-            notes.append("bmv2: unbatched only (" + NOT_ON_BMV2.split(":")[0] + ")")
         fig.suptitle("Several events per frame: no paper measures this (S4 names it an open problem). "
                      + "; ".join(notes), fontsize=8)
         fig.tight_layout()
@@ -191,7 +180,7 @@ class BatchCapacity(ExperimentKind):
 
 
 def summarize(rows: pd.DataFrame, capacity: dict[str, dict[str, dict[str, Optional[float]]]],
-              not_run: dict[str, str], max_delay: float) -> dict[str, Any]:
+              max_delay: float) -> dict[str, Any]:
     """The record's numbers, headline first: the ratios the issue asks about,
     then every capacity that was measured, and where it was only the source's."""
     best = at_capacity(rows) if len(rows) else rows
@@ -202,7 +191,6 @@ def summarize(rows: pd.DataFrame, capacity: dict[str, dict[str, dict[str, Option
                          for name, by_k in by_name.items()} for target, by_name in capacity.items()}
     return {"ratios": ratios(capacity), "targets": TARGET_RATIO, "capacity_events_per_s": measured,
             "only_the_sources_limit": limited,
-            "not_run": {"bmv2": NOT_ON_BMV2} if not_run else {}, "not_run_points": sorted(not_run),
             "max_delay_s": max_delay, "at_capacity": best.to_dict(orient="records")}
 
 

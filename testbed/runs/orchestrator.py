@@ -78,16 +78,11 @@ class RunOptions:
 DISK_PER_EVENT, DISK_PER_COPY, DISK_FIXED = 64, 96, 64 << 20
 
 
-def preflight(topo: Topology, topology_path: Path, parts: RunParts, rundir: RunDir, target: str = "model") -> None:
+def preflight(topo: Topology, topology_path: Path, parts: RunParts, rundir: RunDir) -> None:
     """Raise ``PreflightError`` with the reason if the run cannot work here; starts nothing."""
     reason = parts.missing()
     if reason:
         raise PreflightError(reason)
-    batched = [i for i, s in enumerate(topo.streams) if s.batch is not None]
-    if batched and target != "model":
-        # The pipeline model takes batches; the P4 program does not yet (issue 23).
-        raise PreflightError(f"cannot run: {topology_path}: streams[{batched[0]}].batch: batches run on the "
-                             f"embedded target only for now (--target model); p4/ does not parse them yet")
     lagged = [i for i, e in enumerate(topo.adapt.elastic if topo.adapt else ()) if e.signal == "lag"]
     if lagged and parts.spark is None:
         raise PreflightError(f"cannot run: {topology_path}: adapt.elastic[{lagged[0]}].signal: lag is what the "
@@ -148,7 +143,7 @@ class Run:
     # -- the run, phase by phase -------------------------------------------------
     def execute(self) -> bool:
         """Run every phase; ``True`` when the conclusion says every check passed."""
-        preflight(self.topo, self.topology_path, self.parts, self.rundir, self.options.target)
+        preflight(self.topo, self.topology_path, self.parts, self.rundir)
         try:
             with self.lifecycle.held(lambda: self.record, self.release):
                 return self.phases()

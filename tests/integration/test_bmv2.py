@@ -23,6 +23,7 @@ from typing import Optional
 
 import pytest
 
+from support.changes import next_timestamp, random_change
 from support.topologies import build
 from support.topologies import stream as stream_data
 from support.veth import Capture, VethRig, by_event, running, send_frames
@@ -41,7 +42,15 @@ from testbed.dataplane.contract import (
 )
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
-from testbed.dataplane.wire import event_frame, heartbeat_frame
+from testbed.dataplane.wire import (
+    EVENT_OFFSET,
+    FrameTemplate,
+    batch_events,
+    event_frame,
+    heartbeat_frame,
+    is_batch_port,
+)
+from testbed.semantics.limits import MAX_BATCH
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP
 from testbed.semantics.windows import MAX_LATE_SLIDES
@@ -559,3 +568,169 @@ def wait_until(done, timeout: float, what: str) -> None:
     while not done():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
+
+
+# ----------------------------------------------------------------------
+# batches (docs/wire.md, "Batches")
+# ----------------------------------------------------------------------
+BATCH_HOSTS = [f"h{i}" for i in range(2, VETH_PORTS + 1)]
+#: The four semantics, with and without lateness, and a stream split by key.
+BATCHED_STREAMS = {
+    11: {"kind": "count", "size": 6, "slide": 6},
+    12: {"kind": "count", "size": 5, "slide": 1},
+    13: {"kind": "time", "size": 10, "slide": 10},
+    14: {"kind": "time", "size": 10, "slide": 3, "lateness": 12},
+    15: {"kind": "time", "size": 7, "slide": 7, "lateness": 7},
+}
+KEYED = 16
+
+
+def batched_topology(rng: random.Random):
+    streams = [{**stream(sid, dict(w), rng.sample(BATCH_HOSTS, rng.randint(1, len(BATCH_HOSTS)))),
+                "batch": {"events": MAX_BATCH, "max_delay": 0.01}}
+               for sid, w in BATCHED_STREAMS.items()]
+    streams.append({**stream(KEYED, {"kind": "count", "size": 4, "slide": 2}, BATCH_HOSTS[:5]),
+                    "batch": {"events": MAX_BATCH, "max_delay": 0.01},
+                    "split": "key", "query": {"kind": "count_by_key"}})
+    return topology(streams)
+
+
+def batch_copies(out) -> Counter:
+    """``(port, frame)`` pairs of batch copies, as a multiset."""
+    return Counter((port, frame) for port, frame in out if is_batch_port(frame))
+
+
+@needs_root
+@pytest.mark.parametrize("seed", [5, 6])
+def test_batches_match_the_model_with_changes_inside_them(seed, rig, switch):
+    """Batches of 1 .. 16 events of the four semantics (late events among
+    them) and of a stream split by key, with changes armed between batches
+    so that boundaries fall inside them: bmv2 and the model emit the same
+    copies, byte for byte, and end with the same registers and counters.
+    (tests/unit/test_batches.py holds the model's batches to its single
+    events, and those to the oracle.)"""
+    _proc, api = switch
+    rng = random.Random(seed)
+    topo = batched_topology(rng)
+    plan = SplitterPlan(topo)
+    model = SplitterPipeline()
+    controllers = (Controller(model), Controller(api))
+    for ctl in controllers:
+        ctl.install(plan)
+    current = {s.id: s for s in topo.streams}
+    ip, mac = plan.addresses["h1"]
+    templates = {sid: FrameTemplate(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, sid) for sid in current}
+    seq, newest = Counter(), Counter()
+    changes, inside = 0, 0
+    want: list = []
+    cap = Capture(rig, sorted({plan.ports[h] for h in BATCH_HOSTS}), events_only=False)
+    try:
+        for phase in range(10):
+            if phase:
+                for sid, s in list(current.items()):
+                    if sid == KEYED:
+                        continue
+                    settled = [ctl.settled(sid) for ctl in controllers]
+                    assert settled[0] == settled[1], f"stream {sid}: model and bmv2 disagree on settled"
+                    if settled[0] and rng.random() < 0.7:
+                        current[sid] = random_change(rng, s, BATCH_HOSTS)
+                        for ctl in controllers:
+                            ctl.change(plan, current[sid], timeout=0)
+                        changes += 1
+            frames = []
+            for _ in range(30):
+                sid = rng.choice(sorted(current))
+                window = current[sid].window
+                events = []
+                for _ in range(rng.randint(1, MAX_BATCH)):
+                    ts, newest[sid] = next_timestamp(rng, window.kind, window.lateness, newest[sid])
+                    events.append((seq[sid], ts, rng.randint(0, 40), rng.randint(-9, 9)))
+                    seq[sid] += 1
+                epoch = model.registers["epoch"][sid]
+                want.extend(model.process(templates[sid].batch(events), plan.ports["h1"]))
+                inside += len(events) > 1 and model.registers["epoch"][sid] != epoch
+                frames.append(templates[sid].batch(events))
+            send_frames(rig.host_ends[plan.ports["h1"]], frames, rate=300)
+            got = cap.drain(expect=len(want) + 1)
+        assert cap.kernel_drops == 0
+    finally:
+        cap.close()
+    assert changes >= 10 and inside >= 3, (changes, inside)
+    got_copies, want_copies = batch_copies(got), batch_copies(want)
+    assert sum(want_copies.values()) == len(want) > 100
+    missing, extra = want_copies - got_copies, got_copies - want_copies
+    assert not missing and not extra, (f"{sum(missing.values())} copies only from the model, "
+                                       f"{sum(extra.values())} only from bmv2")
+    for sid in current:
+        for name in REGISTERS:
+            assert api.register_read(name, sid) == model.register_read(name, sid), (name, sid)
+        for reason in DROP_CODES:
+            index = drop_counter_index(sid, reason)
+            assert api.counter_read("stream_drops", index) == model.counter_read("stream_drops", index), (sid, reason)
+        for counter in ("stream_in", "stream_out"):
+            assert api.counter_read(counter, sid) == model.counter_read(counter, sid), (counter, sid)
+    for port in sorted({plan.ports[h] for h in BATCH_HOSTS}):
+        assert api.counter_read("operator_out", port) == model.counter_read("operator_out", port), port
+    assert api.counter_read("non_event", 0) == model.counter_read("non_event", 0) == (0, 0)
+    late = sum(model.counter_read("stream_drops", drop_counter_index(sid, "too_late"))[1] for sid in current)
+    assert late > 0, "some events should have come too late"
+
+
+@needs_root
+def test_batches_reach_the_oracles_operators(rig, switch):
+    """Without changes, each batched event reaches on bmv2 exactly the
+    operators the window oracle gives it, in one frame per operator and batch."""
+    _proc, api = switch
+    rng = random.Random(8)
+    topo = batched_topology(rng)
+    plan = SplitterPlan(topo)
+    Controller(api).install(plan)
+    ip, mac = plan.addresses["h1"]
+    oracles = {s.id: s.oracle() for s in topo.streams}
+    seq, newest = Counter(), Counter()
+    frames, want = [], {}
+    for _ in range(120):
+        sid = rng.choice(sorted(oracles))
+        window = topo.stream(sid).window
+        events = []
+        for _ in range(rng.randint(1, MAX_BATCH)):
+            ts, newest[sid] = next_timestamp(rng, window.kind, window.lateness, newest[sid])
+            key = rng.randint(0, 40)
+            verdict = oracles[sid].step(seq[sid], ts, key)
+            want[(sid, seq[sid])] = sorted(plan.ports[h] for h in verdict.operators)
+            events.append((seq[sid], ts, key, 0))
+            seq[sid] += 1
+        frames.append(FrameTemplate(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, sid).batch(events))
+    cap = Capture(rig, sorted({plan.ports[h] for h in BATCH_HOSTS}), events_only=False)
+    try:
+        send_frames(rig.host_ends[plan.ports["h1"]], frames, rate=300)
+        got_frames = [(port, frame) for port, frame in cap.drain() if is_batch_port(frame)]
+        assert cap.kernel_drops == 0
+    finally:
+        cap.close()
+    got: dict = defaultdict(list)
+    for port, frame in got_frames:
+        for fields, _windows in batch_events(frame[EVENT_OFFSET:]):
+            got[(fields[0], fields[2])].append(port)
+    assert {k: sorted(v) for k, v in got.items()} == {k: v for k, v in want.items() if v}
+    # one frame per operator and input batch: no event reaches a port twice
+    assert all(len(v) == len(set(v)) for v in got.values())
+
+
+@needs_root
+def test_a_batch_the_switch_cannot_route_counts_each_event(rig, switch):
+    """A batch of a stream without any configuration: every event is dropped
+    as an unknown stream, counted once per event on both targets."""
+    _proc, api = switch
+    topo = batched_topology(random.Random(1))
+    plan = SplitterPlan(topo)
+    model = SplitterPipeline()
+    for target in (model, api):
+        Controller(target).install(plan)
+    ip, mac = plan.addresses["h1"]
+    frame = FrameTemplate(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, 99).batch([(i, i, 0, 0) for i in range(5)])
+    assert model.process(frame) == []
+    send_frames(rig.host_ends[plan.ports["h1"]], [frame])
+    index = drop_counter_index(99, UNKNOWN_STREAM)
+    wait_until(lambda: api.counter_read("stream_drops", index)[1] == 5, 5, "bmv2 to count the batch's drops")
+    assert api.counter_read("stream_drops", index) == model.counter_read("stream_drops", index) == (5 * len(frame), 5)

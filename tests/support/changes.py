@@ -14,8 +14,8 @@ def random_window(rng, kind, lateness_cap=None):
     return window
 
 
-def random_change(rng, stream):
-    """A new window spec, a new operator list, or both; kind and origin stay."""
+def random_change(rng, stream, hosts=HOSTS):
+    """A new window spec, a new operator list (of ``hosts``), or both; kind and origin stay."""
     w = stream.window.model_dump(exclude_none=True)
     ops = list(stream.operators)
     what = rng.choice(["window", "operators", "both"])
@@ -25,7 +25,7 @@ def random_change(rng, stream):
             new["origin"] = w["origin"]
         w = new
     if what in ("operators", "both"):
-        ops = rng.sample(HOSTS, rng.randint(1, len(HOSTS)))
+        ops = rng.sample(hosts, rng.randint(1, len(hosts)))
     return stream.model_copy(update={"window": WindowSpec.model_validate(w), "operators": ops})
 
 

@@ -125,16 +125,3 @@ def test_a_run_this_machine_cannot_hold_is_refused_at_preflight(topology, tmp_pa
     with pytest.raises(PreflightError, match=r"t.yaml: streams\[0\].events: the run would need about"):
         run.execute()
     assert networks == [] and not run.rundir.root.exists()
-
-
-def test_a_batched_stream_is_refused_on_bmv2_before_anything_starts(tmp_path):
-    data = topologies.topology_data([{**topologies.stream(3, {"kind": "count", "size": 3, "slide": 1},
-                                                          ["h2", "h3"], events=60),
-                                      "batch": {"events": 4, "max_delay": 0.01}}], 3)
-    path = topologies.write(tmp_path / "t.yaml", data)
-    console = Console(stderr=True, quiet=True)
-    parts, networks = fake_parts(console)
-    run = Run(load_topology(path), path, RunOptions(target="bmv2", out=tmp_path / "run", spark=False), parts, console)
-    with pytest.raises(PreflightError, match=r"t.yaml: streams\[0\].batch: batches run on the embedded target only"):
-        run.execute()
-    assert networks == [] and not run.rundir.root.exists()

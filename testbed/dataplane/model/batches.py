@@ -114,7 +114,7 @@ class Batches:
             return []
         stream = events[0][0]
         copies: list[tuple[int, CopyMeta]] = []
-        tables: dict = {}          # the configuration tables are looked up once per batch and bank
+        tables: dict = {}          # lookups kept for the batch; bmv2 repeats them in each pass
         for i, (_stream, _flags, _seq, ts, key, _value) in enumerate(events):
             copy = self.assign(stream, ts, len(frame), key, tables)
             if not isinstance(copy, Decision):
@@ -123,8 +123,9 @@ class Batches:
             return []
         decision = self._batch_destination(stream, copies, len(frame))
         out = []
+        final_epoch = self.registers["epoch"][stream]
         for port in self.replicate(decision):
-            replica = self._batch_replica(frame, stream, port, copies)
+            replica = self._batch_replica(frame, stream, port, copies, final_epoch)
             if replica is not None:
                 out.append((port, replica))
         return out
@@ -147,13 +148,13 @@ class Batches:
         return decision
 
     def _batch_replica(self, frame: bytes, stream: int, port: int,
-                       copies: list[tuple[int, CopyMeta]]) -> Optional[bytes]:
+                       copies: list[tuple[int, CopyMeta]], final_epoch: int) -> Optional[bytes]:
         """The copy for ``port``: the events whose windows are its operator's,
         each followed by its Windows header; None if there is none."""
         kept = []
         positions: dict = {}
         for i, copy in copies:
-            fields = self._windows_fields(stream, port, copy, positions)
+            fields = self._windows_fields(stream, port, copy, positions, superseded=copy.epoch != final_epoch)
             if copy.by_key:
                 hit = self._hit("operator_position", (stream, copy.bank, port), positions)
                 mine = hit is not None and hit[1][0] == copy.key_op

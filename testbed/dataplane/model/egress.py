@@ -22,16 +22,23 @@ class Egress:
         return WINDOWS_STRUCT.pack(*self._windows_fields(stream, port, copy), 0)
 
     def _windows_fields(self, stream: int, port: int, copy: CopyMeta,
-                        positions: Optional[dict] = None) -> tuple[int, ...]:
+                        positions: Optional[dict] = None, superseded: bool = False) -> tuple[int, ...]:
         """The Windows header's fields for ``port``: the event's windows whose
         operator stands at this port's position, in the epoch in force and in
-        the previous one.  ``positions`` keeps a batch's position lookups."""
+        the previous one.  ``positions`` keeps a batch's position lookups.
+        ``superseded``: the event is of a batch whose later events begin a
+        new epoch, so its own epoch is now the previous one, whose positions
+        previous_position holds (batches.p4 looks each position table up once
+        per copy)."""
         v = copy.verdict
         if copy.by_key:
             return v.window, v.active, 1, copy.epoch & 0xFFFF, 0, 0, 0
         window = span = old_window = old_span = 0
         if v.active:
-            hit = self._hit("operator_position", (stream, copy.bank, port), positions)
+            if superseded:
+                hit = self._hit("previous_position", (stream, port), positions)
+            else:
+                hit = self._hit("operator_position", (stream, copy.bank, port), positions)
             if hit is not None:
                 back = copy_back(v.newest, copy.n_ops, hit[1][0])
                 if back < v.active:
