@@ -19,9 +19,32 @@
  * unicast, multicast and handover tables.  Egress, where the steps are
  * cheap, is unrolled once per event slot: each replica keeps only the
  * events whose windows are its operator's (BATCH_KEEP).
+ *
+ * A record is one wide field (PACK, UNPACK), and the unrolled steps share
+ * their locals: bmv2 zeroes every metadata field of every frame it
+ * receives, so each field the batch path adds slows unbatched frames too.
  */
 #ifndef SPLITTER_BATCHES_P4
 #define SPLITTER_BATCHES_P4
+
+/* ---- records ------------------------------------------------------------ */
+
+/* An event_record_t holds a batched_event_t's fields from the lowest bits
+ * up: assigned, by_key, newest, active, old_newest, old_active, window,
+ * old_window, epoch, n_ops, old_n_ops, key_op (BATCH_TAKE packs them). */
+#define UNPACK(RECORD, EV)                                                     \
+    EV.assigned = RECORD[0:0];                                                 \
+    EV.by_key = RECORD[1:1];                                                   \
+    EV.newest = RECORD[33:2];                                                  \
+    EV.active = RECORD[65:34];                                                 \
+    EV.old_newest = RECORD[97:66];                                             \
+    EV.old_active = RECORD[129:98];                                            \
+    EV.window = RECORD[193:130];                                               \
+    EV.old_window = RECORD[257:194];                                           \
+    EV.epoch = RECORD[289:258];                                                \
+    EV.n_ops = RECORD[321:290];                                                \
+    EV.old_n_ops = RECORD[353:322];                                            \
+    EV.key_op = RECORD[385:354];
 
 /* ---- ingress ------------------------------------------------------------ */
 
@@ -37,10 +60,29 @@
         current = hdr.events[I];                                               \
     }
 
-/* What egress needs of the event this pass took. */
+/* What egress needs of the event this pass took (EVENT), which has
+ * windows: its verdict, epoch and N, packed into its slot's record. */
+#define BATCH_TAKE(EVENT)                                                      \
+    bit<32> old_n_ops = 0;                                                     \
+    if (meta.verdict.old_active != 0) {                                        \
+        old_n_ops = meta.prev.n_ops;                                           \
+    }                                                                          \
+    bit<32> key_op = 0;                                                        \
+    if (meta.win.by_key == 1) {                                                \
+        hash(key_op, HashAlgorithm.crc32, (bit<32>)0,                          \
+             { EVENT.group_key }, meta.win.n_ops);                             \
+    }                                                                          \
+    event_record_t record = key_op ++ old_n_ops ++ meta.win.n_ops              \
+        ++ meta.epoch.number ++ meta.verdict.old_window ++ meta.verdict.window \
+        ++ meta.verdict.old_active ++ meta.verdict.old_newest                  \
+        ++ meta.verdict.active ++ meta.verdict.newest_op ++ meta.win.by_key    \
+        ++ (bit<1>)1;                                                          \
+    FOR_EACH_SLOT(BATCH_RECORD)                                                \
+    meta.batch.any_assigned = 1;
+
 #define BATCH_RECORD(I)                                                        \
     if (meta.batch.at == I) {                                                  \
-        meta.batch.e##I = taken;                                               \
+        meta.batch.e##I = record;                                              \
     }
 
 /* RANGE grown to hold windows LO .. HI, the newest on operator HI_OP. */
@@ -61,47 +103,67 @@
     }                                                                          \
     RANGE.n_ops = N_OPS;
 
-/* Event I's windows into the covering ranges: those of the stream's final
+/* Slot I's windows into the covering ranges: those of the stream's final
  * epoch into cover, those of the epoch before it (an event before a
  * change's boundary, or the old windows of one after it) into old_cover.
- * A stream split by key never changes; its range is of operator indices. */
+ * A stream split by key never changes; its range is of operator indices.
+ * `ev` is the control's one batched_event_t. */
 #define BATCH_COVER(I)                                                         \
-    if (meta.batch.e##I.assigned == 1) {                                       \
-        if (meta.batch.e##I.by_key == 1) {                                     \
-            WIDEN(meta.batch.cover, (bit<64>)meta.batch.e##I.key_op,           \
-                  (bit<64>)meta.batch.e##I.key_op, meta.batch.e##I.key_op,     \
-                  meta.batch.e##I.n_ops)                                       \
+    UNPACK(meta.batch.e##I, ev)                                                \
+    if (ev.assigned == 1) {                                                    \
+        if (ev.by_key == 1) {                                                  \
+            WIDEN(meta.batch.cover, (bit<64>)ev.key_op, (bit<64>)ev.key_op,    \
+                  ev.key_op, ev.n_ops)                                         \
         } else {                                                               \
-            if (meta.batch.e##I.active != 0) {                                 \
-                if (meta.batch.e##I.epoch == meta.batch.final_epoch) {         \
+            if (ev.active != 0) {                                              \
+                if (ev.epoch == meta.batch.final_epoch) {                      \
                     WIDEN(meta.batch.cover,                                    \
-                          meta.batch.e##I.window                               \
-                              - (bit<64>)meta.batch.e##I.active + 1,           \
-                          meta.batch.e##I.window, meta.batch.e##I.newest,      \
-                          meta.batch.e##I.n_ops)                               \
+                          ev.window - (bit<64>)ev.active + 1, ev.window,       \
+                          ev.newest, ev.n_ops)                                 \
                 } else {                                                       \
                     WIDEN(meta.batch.old_cover,                                \
-                          meta.batch.e##I.window                               \
-                              - (bit<64>)meta.batch.e##I.active + 1,           \
-                          meta.batch.e##I.window, meta.batch.e##I.newest,      \
-                          meta.batch.e##I.n_ops)                               \
+                          ev.window - (bit<64>)ev.active + 1, ev.window,       \
+                          ev.newest, ev.n_ops)                                 \
                 }                                                              \
             }                                                                  \
-            if (meta.batch.e##I.old_active != 0) {                             \
+            if (ev.old_active != 0) {                                          \
                 WIDEN(meta.batch.old_cover,                                    \
-                      meta.batch.e##I.old_window                               \
-                          - (bit<64>)meta.batch.e##I.old_active + 1,           \
-                      meta.batch.e##I.old_window, meta.batch.e##I.old_newest,  \
-                      meta.batch.e##I.old_n_ops)                               \
+                      ev.old_window - (bit<64>)ev.old_active + 1,              \
+                      ev.old_window, ev.old_newest, ev.old_n_ops)              \
             }                                                                  \
         }                                                                      \
     }
 
+/* RANGE's newest window's operator and its length, clamped to N: the
+ * (newest_op, active) of the destination tables. */
+#define RANGE_KEY(RANGE, NEWEST, ACTIVE)                                       \
+    if (RANGE.valid == 1) {                                                    \
+        NEWEST = RANGE.hi_op;                                                  \
+        ACTIVE = RANGE.n_ops;                                                  \
+        if (RANGE.hi - RANGE.lo < (bit<64>)RANGE.n_ops) {                      \
+            ACTIVE = (bit<32>)(RANGE.hi - RANGE.lo) + 1;                       \
+        }                                                                      \
+    }
+
+/* The last pass, once meta.batch.final_epoch is read: the batch's one
+ * destination key, from the ranges that cover all its events' windows. */
+#define BATCH_DESTINATION                                                      \
+    batched_event_t ev;                                                        \
+    FOR_EACH_SLOT(BATCH_COVER)                                                 \
+    meta.epoch.bank = (bit<1>)meta.batch.final_epoch;                          \
+    meta.verdict.newest_op = 0;                                                \
+    meta.verdict.active = 0;                                                   \
+    meta.verdict.old_newest = 0;                                               \
+    meta.verdict.old_active = 0;                                               \
+    RANGE_KEY(meta.batch.cover, meta.verdict.newest_op, meta.verdict.active)   \
+    RANGE_KEY(meta.batch.old_cover, meta.verdict.old_newest,                   \
+              meta.verdict.old_active)
+
 /* The frame found no destination: each of its events that had windows is
  * dropped, and counted, as an event in a frame of its own would be. */
 #define BATCH_UNROUTED(I)                                                      \
-    if (meta.batch.e##I.assigned == 1) {                                       \
-        stream_drops.count(stream_idx * DROP_SLOTS + DROP_UNKNOWN_STREAM);     \
+    if (meta.batch.e##I[0:0] == 1) {                                           \
+        stream_drops.count(meta.batch.unrouted);                                        \
     }
 
 /* ---- egress ------------------------------------------------------------- */
@@ -118,67 +180,57 @@
 /* Event I stays in this replica, with its Windows header, when some of its
  * windows are this operator's; otherwise it is cut out.  An event of the
  * epoch before the final one stands in that epoch's operator list
- * (previous_position), as the old windows of a transition do. */
+ * (previous_position), as the old windows of a transition do.  The locals
+ * (ev, w, back, known, position) are MyEgress's, shared by the slots. */
 #define BATCH_KEEP(I)                                                          \
-    if (meta.batch.e##I.assigned == 1) {                                       \
-        bit<64> kept_window = 0;                                               \
-        bit<32> span = 0;                                                      \
-        bit<64> kept_old_window = 0;                                            \
-        bit<32> old_span = 0;                                                  \
-        bit<16> stride = (bit<16>)meta.batch.e##I.n_ops;                       \
-        bool mine = false;                                                     \
-        if (meta.batch.e##I.by_key == 1) {                                     \
-            kept_window = meta.batch.e##I.window;                              \
-            span = meta.batch.e##I.active;                                     \
-            stride = 1;                                                        \
-            mine = position_hit                                                \
-                && meta.copy.position == meta.batch.e##I.key_op;               \
-        } else {                                                               \
-            if (meta.batch.e##I.active != 0) {                                 \
-                bool known = position_hit;                                     \
-                bit<32> position = meta.copy.position;                         \
-                if (meta.batch.e##I.epoch != meta.batch.final_epoch) {         \
-                    known = old_position_hit;                                  \
-                    position = meta.copy.old_position;                         \
-                }                                                              \
-                if (known) {                                                   \
-                    bit<32> back;                                              \
-                    COPY_BACK(back, meta.batch.e##I.newest, position,          \
-                              meta.batch.e##I.n_ops)                           \
-                    if (back < meta.batch.e##I.active) {                       \
-                        kept_window = meta.batch.e##I.window - (bit<64>)back;     \
-                        span = meta.batch.e##I.active - back;                  \
-                    }                                                          \
+    UNPACK(meta.batch.e##I, ev)                                                \
+    w.window = 0;                                                              \
+    w.span = 0;                                                                \
+    w.stride = (bit<16>)ev.n_ops;                                              \
+    w.epoch = (bit<16>)ev.epoch;                                               \
+    w.old_window = 0;                                                          \
+    w.old_span = 0;                                                            \
+    w.old_stride = (bit<16>)ev.old_n_ops;                                      \
+    w.reserved = 0;                                                            \
+    if (ev.assigned == 0) {                                                    \
+        mine = false;                                                          \
+    } else if (ev.by_key == 1) {                                               \
+        w.window = ev.window;                                                  \
+        w.span = ev.active;                                                    \
+        w.stride = 1;                                                          \
+        mine = position_hit && meta.copy.position == ev.key_op;                \
+    } else {                                                                   \
+        if (ev.active != 0) {                                                  \
+            known = position_hit;                                              \
+            position = meta.copy.position;                                     \
+            if (ev.epoch != meta.batch.final_epoch) {                          \
+                known = old_position_hit;                                      \
+                position = meta.copy.old_position;                             \
+            }                                                                  \
+            if (known) {                                                       \
+                COPY_BACK(back, ev.newest, position, ev.n_ops)                 \
+                if (back < ev.active) {                                        \
+                    w.window = ev.window - (bit<64>)back;                      \
+                    w.span = ev.active - back;                                 \
                 }                                                              \
             }                                                                  \
-            if (meta.batch.e##I.old_active != 0 && old_position_hit) {         \
-                bit<32> back;                                                  \
-                COPY_BACK(back, meta.batch.e##I.old_newest,                    \
-                          meta.copy.old_position, meta.batch.e##I.old_n_ops)   \
-                if (back < meta.batch.e##I.old_active) {                       \
-                    kept_old_window = meta.batch.e##I.old_window - (bit<64>)back;   \
-                    old_span = meta.batch.e##I.old_active - back;              \
-                }                                                              \
+        }                                                                      \
+        if (ev.old_active != 0 && old_position_hit) {                          \
+            COPY_BACK(back, ev.old_newest, meta.copy.old_position,             \
+                      ev.old_n_ops)                                            \
+            if (back < ev.old_active) {                                        \
+                w.old_window = ev.old_window - (bit<64>)back;                  \
+                w.old_span = ev.old_active - back;                             \
             }                                                                  \
-            mine = span != 0 || old_span != 0;                                 \
         }                                                                      \
-        if (mine) {                                                            \
-            hdr.events_windows[I].setValid();                                  \
-            hdr.events_windows[I].window = kept_window;                          \
-            hdr.events_windows[I].span = span;                                 \
-            hdr.events_windows[I].stride = stride;                             \
-            hdr.events_windows[I].epoch = (bit<16>)meta.batch.e##I.epoch;      \
-            hdr.events_windows[I].old_window = kept_old_window;                     \
-            hdr.events_windows[I].old_span = old_span;                         \
-            hdr.events_windows[I].old_stride = (bit<16>)meta.batch.e##I.old_n_ops; \
-            hdr.events_windows[I].reserved = 0;                                \
-            hdr.events[I].flags = hdr.events[I].flags | FLAG_WINDOWS;          \
-            meta.batch.kept = meta.batch.kept + 1;                             \
-            stream_out.count((bit<32>)meta.stream);                            \
-            operator_out.count((bit<32>)standard_metadata.egress_port);        \
-        } else {                                                               \
-            hdr.events[I].setInvalid();                                        \
-        }                                                                      \
+        mine = w.span != 0 || w.old_span != 0;                                 \
+    }                                                                          \
+    if (mine) {                                                                \
+        hdr.events_windows[I] = w;                                             \
+        hdr.events[I].flags = hdr.events[I].flags | FLAG_WINDOWS;              \
+        meta.batch.kept = meta.batch.kept + 1;                                 \
+        stream_out.count(meta.batch.stream_index);                             \
+        operator_out.count(meta.batch.port_index);                             \
     } else {                                                                   \
         hdr.events[I].setInvalid();                                            \
     }

@@ -65,9 +65,13 @@ control MyEgress(inout headers_t hdr,
 
     apply {
         bool sent = false;
-        if (hdr.event.isValid() || hdr.batch.isValid()) {
+#ifdef BATCHES
+        bool batched = hdr.batch.isValid();
+#else
+        bool batched = false;
+#endif
+        if (hdr.event.isValid() || batched) {
             if (egress_rewrite.apply().hit) {
-                bool batched = hdr.batch.isValid();
                 /* Each position table is applied here once, for a single
                  * event and a batch alike. */
                 bool position_hit = false;
@@ -79,9 +83,19 @@ control MyEgress(inout headers_t hdr,
                     old_position_hit = previous_position.apply().hit;
                 }
 
+#ifdef BATCHES
                 if (batched) {
                     /* Only the events whose windows are this operator's. */
                     meta.batch.kept = 0;
+                    batched_event_t ev;
+                    windows_t w;
+                    w.setValid();
+                    bit<32> back;
+                    bool known;
+                    bit<32> position;
+                    bool mine;
+                    meta.batch.stream_index = (bit<32>)meta.stream;
+                    meta.batch.port_index = (bit<32>)standard_metadata.egress_port;
                     FOR_EACH_SLOT(BATCH_KEEP)
                     if (meta.batch.kept != 0) {
                         sent = true;
@@ -96,7 +110,9 @@ control MyEgress(inout headers_t hdr,
                          * batch's UDP length are not carried on. */
                         truncate((bit<32>)(ETHERNET_HEADER_BYTES + hdr.ipv4.total_len));
                     }
-                } else {
+                } else
+#endif
+                {
                     stream_out.count((bit<32>)meta.stream);
                     operator_out.count((bit<32>)standard_metadata.egress_port);
                     sent = true;

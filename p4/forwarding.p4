@@ -15,10 +15,14 @@
  *      multicast       (stream, bank, w, c) -> multicast group, when c >= 2
  *      handover        (stream, old w, old c, w, c) -> port or group, when
  *                      the event lies in windows of the previous epoch too
+ * A batch takes steps 0-3 once per event, one ingress pass each
+ * (batches.p4); its last pass takes step 4 once, for the windows of all
+ * its events.
  * Every event that reaches no operator is counted in stream_drops under its
  * reason and marked to drop; operator hosts' heartbeats are counted per
- * port in heartbeats, other frames that are not events in non_event.  Only the control plane fills these tables: a new spec or N
- * is a table update, never a recompilation.
+ * port in heartbeats, other frames that are not events (malformed batches
+ * among them) in non_event.  Only the control plane fills these tables: a
+ * new spec or N is a table update, never a recompilation.
  */
 #ifndef SPLITTER_FORWARDING_P4
 #define SPLITTER_FORWARDING_P4
@@ -161,6 +165,7 @@ control MyIngress(inout headers_t hdr,
         /* A batch is well formed when its count is 1 .. MAX_BATCH, its UDP
          * length is exactly the header and that many events, all of them
          * were parsed, and they are of one stream (wire.batch_count). */
+#ifdef BATCHES
         meta.batch.count = 0;
         if (hdr.batch.isValid() && standard_metadata.parser_error == error.NoError
                 && hdr.batch.count >= 1 && hdr.batch.count <= MAX_BATCH
@@ -172,8 +177,12 @@ control MyIngress(inout headers_t hdr,
                 meta.batch.count = (bit<32>)hdr.batch.count;
             }
         }
+        bool batched = meta.batch.count != 0;
+#else
+        bool batched = false;
+#endif
 
-        if (!hdr.event.isValid() && meta.batch.count == 0) {
+        if (!hdr.event.isValid() && !batched) {
             /* An operator host's heartbeat says it is alive: the controller
              * watches this counter per port (testbed.dataplane.liveness). */
             if (hdr.udp.isValid() && hdr.udp.dst_port == HEARTBEAT_UDP_PORT) {
@@ -184,11 +193,12 @@ control MyIngress(inout headers_t hdr,
             mark_to_drop(standard_metadata);
         } else {
             /* The event: the frame's own, or the one this pass of a batch takes. */
-            bool batched = meta.batch.count != 0;
             event_t current = hdr.event;
+#ifdef BATCHES
             if (batched) {
                 FOR_EACH_SLOT(BATCH_SELECT)
             }
+#endif
             meta.stream = current.stream;
             bit<32> stream_idx = (bit<32>)current.stream;
             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
@@ -211,30 +221,10 @@ control MyIngress(inout headers_t hdr,
 
             /* Whether the drops are already counted, one by one. */
             bool counted = false;
+#ifdef BATCHES
             if (batched) {
                 if (meta.verdict.drop_code == DROP_NONE) {
-                    batched_event_t taken;
-                    taken.assigned = 1;
-                    taken.by_key = meta.win.by_key;
-                    taken.newest = meta.verdict.newest_op;
-                    taken.active = meta.verdict.active;
-                    taken.old_newest = meta.verdict.old_newest;
-                    taken.old_active = meta.verdict.old_active;
-                    taken.window = meta.verdict.window;
-                    taken.old_window = meta.verdict.old_window;
-                    taken.epoch = meta.epoch.number;
-                    taken.n_ops = meta.win.n_ops;
-                    taken.old_n_ops = 0;
-                    if (meta.verdict.old_active != 0) {
-                        taken.old_n_ops = meta.prev.n_ops;
-                    }
-                    taken.key_op = 0;
-                    if (meta.win.by_key == 1) {
-                        hash(taken.key_op, HashAlgorithm.crc32, (bit<32>)0,
-                             { current.group_key }, meta.win.n_ops);
-                    }
-                    FOR_EACH_SLOT(BATCH_RECORD)
-                    meta.batch.any_assigned = 1;
+                    BATCH_TAKE(current)
                 } else {
                     stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
                 }
@@ -245,34 +235,14 @@ control MyIngress(inout headers_t hdr,
                     meta.batch.at = meta.batch.at + 1;
                     resubmit_preserving_field_list(BATCH_FIELDS);
                 } else if (meta.batch.any_assigned == 1) {
-                    /* The last event: one destination for the batch, the
-                     * covering ranges, each clamped to N. */
+                    /* The last event: one destination for the whole batch. */
                     epoch.read(meta.batch.final_epoch, stream_idx);
-                    FOR_EACH_SLOT(BATCH_COVER)
-                    meta.epoch.bank = (bit<1>)meta.batch.final_epoch;
-                    meta.verdict.newest_op = 0;
-                    meta.verdict.active = 0;
-                    meta.verdict.old_newest = 0;
-                    meta.verdict.old_active = 0;
-                    if (meta.batch.cover.valid == 1) {
-                        bit<64> windows = meta.batch.cover.hi - meta.batch.cover.lo + 1;
-                        meta.verdict.newest_op = meta.batch.cover.hi_op;
-                        meta.verdict.active = meta.batch.cover.n_ops;
-                        if (windows < (bit<64>)meta.batch.cover.n_ops) {
-                            meta.verdict.active = (bit<32>)windows;
-                        }
-                    }
-                    if (meta.batch.old_cover.valid == 1) {
-                        bit<64> windows = meta.batch.old_cover.hi - meta.batch.old_cover.lo + 1;
-                        meta.verdict.old_newest = meta.batch.old_cover.hi_op;
-                        meta.verdict.old_active = meta.batch.old_cover.n_ops;
-                        if (windows < (bit<64>)meta.batch.old_cover.n_ops) {
-                            meta.verdict.old_active = (bit<32>)windows;
-                        }
-                    }
+                    BATCH_DESTINATION
                     meta.verdict.drop_code = DROP_NONE;
                 }
-            } else if (meta.verdict.drop_code == DROP_NONE) {
+            } else
+#endif
+            if (meta.verdict.drop_code == DROP_NONE) {
                 /* every copy's Windows header needs the counts unclamped */
                 meta.copy.active = meta.verdict.active;
                 meta.copy.old_active = meta.verdict.old_active;
@@ -316,9 +286,13 @@ control MyIngress(inout headers_t hdr,
 
             if (meta.verdict.drop_code != DROP_NONE) {
                 if (!counted) {
+#ifdef BATCHES
                     if (batched) {
+                        meta.batch.unrouted = stream_idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;
                         FOR_EACH_SLOT(BATCH_UNROUTED)
-                    } else {
+                    } else
+#endif
+                    {
                         stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
                     }
                 }

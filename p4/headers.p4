@@ -63,6 +63,7 @@ header windows_t {
     bit<16> reserved;
 }
 
+#ifdef BATCHES
 /* A batch frame (UDP to BATCH_UDP_PORT) starts with this header; `count`
  * events follow, and on a copy each kept event is followed by its Windows
  * header (docs/wire.md, "Batches"). */
@@ -70,6 +71,7 @@ header batch_t {
     bit<16> count;       /* events in the frame, 1 .. MAX_BATCH */
     bit<16> flags;       /* FLAG_WINDOWS on a copy */
 }
+#endif
 
 struct headers_t {
     ethernet_t ethernet;
@@ -77,9 +79,11 @@ struct headers_t {
     udp_t      udp;
     event_t    event;
     windows_t  windows;
+#ifdef BATCHES
     batch_t    batch;
     event_t[MAX_BATCH]   events;          /* a batch's events, in frame order */
     windows_t[MAX_BATCH] events_windows;  /* on a copy: events_windows[i] follows events[i] */
+#endif
 }
 
 /* The window spec and parallelism of the event's stream, as action data of
@@ -138,24 +142,28 @@ struct copy_meta_t {
     bit<32> old_position;
 }
 
+#ifdef BATCHES
 /* What ingress decides for one event of a batch, and egress needs for its
- * Windows header (testbed.dataplane.model.metadata.CopyMeta).  Every field
- * outlives the batch's resubmissions (batches.p4), so each is in the
- * BATCH_FIELDS field list. */
+ * Windows header (testbed.dataplane.model.metadata.CopyMeta). */
 struct batched_event_t {
-    @field_list(BATCH_FIELDS) bit<1>  assigned;    /* 1: the event has windows (counted in stream_in) */
-    @field_list(BATCH_FIELDS) bit<1>  by_key;      /* its stream is split by key */
-    @field_list(BATCH_FIELDS) bit<32> newest;      /* the verdict's newest_op, active, ... */
-    @field_list(BATCH_FIELDS) bit<32> active;
-    @field_list(BATCH_FIELDS) bit<32> old_newest;
-    @field_list(BATCH_FIELDS) bit<32> old_active;
-    @field_list(BATCH_FIELDS) bit<64> window;
-    @field_list(BATCH_FIELDS) bit<64> old_window;
-    @field_list(BATCH_FIELDS) bit<32> epoch;       /* the epoch that served it */
-    @field_list(BATCH_FIELDS) bit<32> n_ops;       /* N of that epoch */
-    @field_list(BATCH_FIELDS) bit<32> old_n_ops;   /* N of the epoch before, when old windows hold the event */
-    @field_list(BATCH_FIELDS) bit<32> key_op;      /* split by key: the key's operator */
+    bit<1>  assigned;    /* 1: the event has windows (counted in stream_in) */
+    bit<1>  by_key;      /* its stream is split by key */
+    bit<32> newest;      /* the verdict's newest_op, active, ... */
+    bit<32> active;
+    bit<32> old_newest;
+    bit<32> old_active;
+    bit<64> window;
+    bit<64> old_window;
+    bit<32> epoch;       /* the epoch that served it */
+    bit<32> n_ops;       /* N of that epoch */
+    bit<32> old_n_ops;   /* N of the epoch before, when old windows hold the event */
+    bit<32> key_op;      /* split by key: the key's operator */
 }
+
+/* The same, packed into one field (batches.p4, PACK and UNPACK): bmv2
+ * zeroes every metadata field of every packet it receives, batched or not,
+ * so sixteen records must cost sixteen fields, not 192. */
+typedef bit<386> event_record_t;
 
 /* Windows lo .. hi (global ids) of one epoch, the newest on operator hi_op:
  * the range that covers a batch's windows (testbed.dataplane.model.batches.WindowRange). */
@@ -174,17 +182,30 @@ struct batch_meta_t {
     @field_list(BATCH_FIELDS) bit<1> any_assigned;  /* some event so far has windows */
     bit<32> final_epoch;   /* the stream's epoch after the batch */
     bit<16> kept;          /* egress: events this copy carries */
+    /* Counter indices the unrolled steps share: as fields, not locals, so
+     * that p4c does not give every use a temporary of its own. */
+    bit<32> stream_index;
+    bit<32> port_index;
+    bit<32> unrouted;
     window_range_t cover;      /* windows of the final epoch */
     window_range_t old_cover;  /* windows of the epoch before it */
-    batched_event_t e0;  batched_event_t e1;  batched_event_t e2;  batched_event_t e3;
-    batched_event_t e4;  batched_event_t e5;  batched_event_t e6;  batched_event_t e7;
-    batched_event_t e8;  batched_event_t e9;  batched_event_t e10; batched_event_t e11;
-    batched_event_t e12; batched_event_t e13; batched_event_t e14; batched_event_t e15;
+    /* Each event's record, kept across the batch's resubmissions. */
+    @field_list(BATCH_FIELDS) event_record_t e0;  @field_list(BATCH_FIELDS) event_record_t e1;
+    @field_list(BATCH_FIELDS) event_record_t e2;  @field_list(BATCH_FIELDS) event_record_t e3;
+    @field_list(BATCH_FIELDS) event_record_t e4;  @field_list(BATCH_FIELDS) event_record_t e5;
+    @field_list(BATCH_FIELDS) event_record_t e6;  @field_list(BATCH_FIELDS) event_record_t e7;
+    @field_list(BATCH_FIELDS) event_record_t e8;  @field_list(BATCH_FIELDS) event_record_t e9;
+    @field_list(BATCH_FIELDS) event_record_t e10; @field_list(BATCH_FIELDS) event_record_t e11;
+    @field_list(BATCH_FIELDS) event_record_t e12; @field_list(BATCH_FIELDS) event_record_t e13;
+    @field_list(BATCH_FIELDS) event_record_t e14; @field_list(BATCH_FIELDS) event_record_t e15;
 }
+#endif
 
 struct metadata_t {
     bit<16>         stream;   /* the event's stream: every table's key */
+#ifdef BATCHES
     batch_meta_t    batch;
+#endif
     window_params_t win;
     prev_params_t   prev;
     epoch_t         epoch;

@@ -38,11 +38,14 @@ parser MyParser(packet_in packet,
         packet.extract(hdr.udp);
         transition select(hdr.udp.dst_port) {
             EVENT_UDP_PORT: parse_event;
+#ifdef BATCHES
             BATCH_UDP_PORT: parse_batch;
+#endif
             default: accept;
         }
     }
 
+#ifdef BATCHES
     /* A batch: its header, then `count` events.  A count out of 1 ..
      * MAX_BATCH stops here, and a frame too short for its events stops with
      * PacketTooShort; ingress then finds the batch malformed (non_event). */
@@ -64,6 +67,7 @@ parser MyParser(packet_in packet,
             default: parse_batched_event;
         }
     }
+#endif
 
     state parse_event {
         packet.extract(hdr.event);
@@ -108,6 +112,7 @@ control MyDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.udp);
         packet.emit(hdr.event);
         packet.emit(hdr.windows);   /* valid on copies only (egress.p4) */
+#ifdef BATCHES
         packet.emit(hdr.batch);
         /* Each kept event of a batch copy, then its Windows header; egress
          * invalidates the events this copy does not carry. */
@@ -127,6 +132,7 @@ control MyDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.events[13]); packet.emit(hdr.events_windows[13]);
         packet.emit(hdr.events[14]); packet.emit(hdr.events_windows[14]);
         packet.emit(hdr.events[15]); packet.emit(hdr.events_windows[15]);
+#endif
     }
 }
 

@@ -100,8 +100,9 @@ class SplitterNetwork:
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
-        self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls,
-                                    run_dir=str(self.rundir.root), **self.switch_params)
+        self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls, run_dir=str(self.rundir.root),
+                                    batches=any(s.batch is not None for s in topo.streams),
+                                    **self.switch_params)
         addresses = plan_addresses(topo)
         prefix = subnet(topo).prefixlen
         ports = topo.switch_ports()

@@ -92,14 +92,25 @@ class RateSweep(ExperimentKind):
 
 
 def points_ok(rows: pd.DataFrame) -> bool:
-    """The sweep's verdict: no faults anywhere, and exact delivery wherever nothing was lost."""
+    """The sweep's verdict: no faults wherever they can be judged, and exact
+    delivery wherever nothing was lost.
+
+    Faults are not judged at a bmv2 point that lost events before the switch.
+    There the check must guess which events bmv2 saw: its counters say how
+    many, not which. The guess goes wrong when bmv2 also drops copies in
+    its egress queues, which it does silently (64 frames per port) once its
+    output falls behind. A count window's events are then numbered off by
+    the copies it lost, and the check sees extra copies where the switch
+    made none. The embedded target's copies are never lost unseen.
+    """
     if not len(rows):
         return False
     # Events lost before the switch are not in "lost" (the accounting's missing copies): a point
     # is lossless only when nothing went missing on either side of the switch.
     lossless = rows[(rows["lost"] == 0) & (rows["missing_after_switch"] == 0)
                     & (rows["lost_before_switch_checked"] == 0)]
-    return bool((rows["faults"] == 0).all()) and bool(
+    judged = rows[(rows["target"] != "bmv2") | (rows["lost_before_switch_checked"] == 0)]
+    return bool((judged["faults"] == 0).all()) and bool(
         (lossless["copies_received"] == lossless["copies_expected"]).all())
 
 

@@ -61,7 +61,7 @@ class SplitterSwitch(Switch):
     target = ""
 
     def __init__(self, name: str, run_dir: str, control_port: Optional[int] = None,
-                 device_id: int = 0, cpu_policy: str = "fifo", **kwargs: Any):
+                 device_id: int = 0, cpu_policy: str = "fifo", batches: bool = False, **kwargs: Any):
         # Mininet derives a datapath id from digits in the name; ours may have none.
         kwargs.setdefault("dpid", "%016x" % (device_id + 1))
         # Mininet's addSwitch passes inNamespace=False; a namespace of its own is the point (see above).
@@ -71,6 +71,9 @@ class SplitterSwitch(Switch):
         self.control_port = control_port or free_loopback_port()
         self.device_id = device_id
         self.cpu_policy = CPU_POLICIES[cpu_policy]
+        #: The topology sends batches: a target that builds them into a
+        #: program of its own (bmv2) runs that one.
+        self.batches = batches
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = self.rundir.switch_log(name)
 

@@ -83,6 +83,20 @@ def switch(rig, program, tmp_path):
         yield proc, api
 
 
+@pytest.fixture(scope="module")
+def batch_program() -> Path:
+    return toolchain.compile_program(program=toolchain.BATCH_PROGRAM)
+
+
+@pytest.fixture
+def batch_switch(rig, batch_program, tmp_path):
+    """The same, running the build that takes batches (p4/splitter_batches.p4)."""
+    from testbed.targets.bmv2.process import Bmv2Process
+    proc = Bmv2Process(rig.switch_ends, tmp_path, json_path=batch_program, namespace=rig.namespace)
+    with running(proc) as api:
+        yield proc, api
+
+
 def topology(streams: list[dict]):
     return build(streams, VETH_PORTS, name="bmv2test")
 
@@ -160,8 +174,11 @@ def assert_same(run: Run, got: dict, want: dict) -> None:
 # ----------------------------------------------------------------------
 # the compiled program
 # ----------------------------------------------------------------------
-def test_program_compiles_with_the_pipeline_schema(program):
+@pytest.mark.parametrize("build", ["plain", "batches"])
+def test_program_compiles_with_the_pipeline_schema(build, request):
+    """Both builds (p4/splitter.p4 and p4/splitter_batches.p4) serve one control API."""
     from testbed.targets.bmv2.program import ProgramInfo, short_name
+    program = request.getfixturevalue("program" if build == "plain" else "batch_program")
     info = ProgramInfo.from_file(program)
     config = json.loads(program.read_text())
     for table, spec in SCHEMA.items():
@@ -184,16 +201,20 @@ def test_program_compiles_with_the_pipeline_schema(program):
         assert info.counter(name).size == size, name
     assert N_PORTS == COUNTERS["operator_out"]
     # The compiled output is reused while it is newer than the sources.
-    assert toolchain.up_to_date()
-    assert toolchain.compile_program() == program
-    assert config["program"].endswith("splitter.p4")
+    source = toolchain.PROGRAM if build == "plain" else toolchain.BATCH_PROGRAM
+    assert toolchain.up_to_date(program=source)
+    assert toolchain.compile_program(program=source) == program
+    assert config["program"].endswith(source.name)
+    # Only the batches build parses batches (its headers are what bmv2 would reset on every frame).
+    assert ("events_windows[0]" in {h["name"] for h in config["headers"]}) == (build == "batches")
 
 
 def test_p4build_cli_prints_outputs():
     res = subprocess.run([sys.executable, "-m", "testbed.targets.bmv2.toolchain"], capture_output=True, text=True,
                          cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    expected = [*toolchain.outputs(), *toolchain.outputs(program=toolchain.FORWARD_PROGRAM)]
+    expected = [*toolchain.outputs(), *toolchain.outputs(program=toolchain.BATCH_PROGRAM),
+                *toolchain.outputs(program=toolchain.FORWARD_PROGRAM)]
     assert res.stdout.split() == [str(p) for p in expected]
 
 
@@ -602,14 +623,14 @@ def batch_copies(out) -> Counter:
 
 @needs_root
 @pytest.mark.parametrize("seed", [5, 6])
-def test_batches_match_the_model_with_changes_inside_them(seed, rig, switch):
+def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switch):
     """Batches of 1 .. 16 events of the four semantics (late events among
     them) and of a stream split by key, with changes armed between batches
     so that boundaries fall inside them: bmv2 and the model emit the same
     copies, byte for byte, and end with the same registers and counters.
     (tests/unit/test_batches.py holds the model's batches to its single
     events, and those to the oracle.)"""
-    _proc, api = switch
+    _proc, api = batch_switch
     rng = random.Random(seed)
     topo = batched_topology(rng)
     plan = SplitterPlan(topo)
@@ -677,10 +698,10 @@ def test_batches_match_the_model_with_changes_inside_them(seed, rig, switch):
 
 
 @needs_root
-def test_batches_reach_the_oracles_operators(rig, switch):
+def test_batches_reach_the_oracles_operators(rig, batch_switch):
     """Without changes, each batched event reaches on bmv2 exactly the
     operators the window oracle gives it, in one frame per operator and batch."""
-    _proc, api = switch
+    _proc, api = batch_switch
     rng = random.Random(8)
     topo = batched_topology(rng)
     plan = SplitterPlan(topo)
@@ -718,10 +739,10 @@ def test_batches_reach_the_oracles_operators(rig, switch):
 
 
 @needs_root
-def test_a_batch_the_switch_cannot_route_counts_each_event(rig, switch):
+def test_a_batch_the_switch_cannot_route_counts_each_event(rig, batch_switch):
     """A batch of a stream without any configuration: every event is dropped
     as an unknown stream, counted once per event on both targets."""
-    _proc, api = switch
+    _proc, api = batch_switch
     topo = batched_topology(random.Random(1))
     plan = SplitterPlan(topo)
     model = SplitterPipeline()

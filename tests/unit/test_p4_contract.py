@@ -46,7 +46,8 @@ def drift(prog) -> list[str]:
     expected = {"N_STREAMS": contract.N_STREAMS, "N_PORTS": contract.N_PORTS, "DROP_SLOTS": contract.DROP_SLOTS,
                 "LATE_STEPS": contract.LATE_STEPS, "EVENT_UDP_PORT": wire.EVENT_UDP_PORT,
                 "HEARTBEAT_UDP_PORT": wire.HEARTBEAT_UDP_PORT, "FLAG_WINDOWS": wire.FLAG_WINDOWS,
-                "WINDOWS_HEADER_BYTES": wire.WINDOWS_LEN,
+                "WINDOWS_HEADER_BYTES": wire.WINDOWS_LEN, "BATCH_UDP_PORT": wire.BATCH_UDP_PORT,
+                "MAX_BATCH": limits.MAX_BATCH, "BATCH_HEADER_BYTES": wire.BATCH_LEN, "EVENT_BYTES": wire.EVENT_LEN,
                 **{f"DROP_{reason.upper()}": code for reason, code in contract.DROP_CODES.items()}}
     out += [f"constant {k}: {c.get(k)} against {v}" for k, v in expected.items() if c.get(k) != v]
     return out
@@ -67,6 +68,7 @@ def test_the_limits_use_the_programs_widths():
     (("size = UNICAST_TABLE_SIZE;", "size = 1024;"), "unicast size"),
     (("action to_group(bit<16> mgid)", "action to_group(bit<16> group)"), "to_group params"),
     (("const bit<32> DROP_TOO_LATE       = 3;", "const bit<32> DROP_TOO_LATE       = 5;"), "DROP_TOO_LATE"),
+    (("#define MAX_BATCH 16", "#define MAX_BATCH 8"), "MAX_BATCH"),
     (("actions = { to_operator; @defaultonly NoAction; }", "actions = { @defaultonly NoAction; }"),
      "unicast actions"),
 ])

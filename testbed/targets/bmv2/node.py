@@ -15,7 +15,8 @@ from testbed.targets.bmv2.process import DEFAULT_LOG_LEVEL, simple_switch_comman
 class Bmv2Switch(SplitterSwitch):
     """Mininet switch node running the splitter on bmv2's ``simple_switch``.
 
-    Extra parameters: ``json_path`` (default: compile ``p4/splitter.p4`` into
+    Extra parameters: ``json_path`` (default: compile ``p4/splitter.p4``,
+    or ``p4/splitter_batches.p4`` for a topology with batches, into
     ``build/``) and ``log_level`` (default ``warn``).  bmv2's log goes to
     ``logs/<name>.bmv2.txt``, the process's own output to
     ``logs/<name>.log``.
@@ -36,7 +37,8 @@ class Bmv2Switch(SplitterSwitch):
         return toolchain.toolchain_missing()
 
     def command(self) -> list[str]:
-        self.json_path = self.json_path or toolchain.compile_program()
+        program = toolchain.BATCH_PROGRAM if self.batches else toolchain.PROGRAM
+        self.json_path = self.json_path or toolchain.compile_program(program=program)
         return simple_switch_command(self.json_path, self.port_map(), self.control_port,
                                      self.rundir, self.name, self.device_id, self.log_level)
 

@@ -36,6 +36,9 @@ from testbed import ROOT
 
 P4_DIR = ROOT / "p4"
 PROGRAM = P4_DIR / "splitter.p4"
+#: The same program built to take batches too (docs/p4.md, "Batches"): a
+#: topology with a batched stream runs on it.
+BATCH_PROGRAM = P4_DIR / "splitter_batches.p4"
 FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
@@ -221,7 +224,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if reason:
         print(f"p4 toolchain: {reason}", file=sys.stderr)
         return 1
-    for program in (PROGRAM, FORWARD_PROGRAM):
+    for program in (PROGRAM, BATCH_PROGRAM, FORWARD_PROGRAM):
         try:
             compile_program(args.out_dir, force=args.force, program=program)
         except P4BuildError as err:
