@@ -470,6 +470,25 @@ def changed(rng: random.Random, s, hosts: list[str]):
     return s.model_copy(update={"window": type(s.window).model_validate(w), "operators": ops})
 
 
+def arm_changes(rng: random.Random, plan: SplitterPlan, controllers, current: dict, chance: float,
+                new_config, skip=()) -> list[int]:
+    """Between two phases: each stream that the model and bmv2 both see
+    settled gets, with probability ``chance``, ``new_config(stream)`` armed on
+    both.  ``current`` follows; returns the streams changed."""
+    armed = []
+    for sid, s in list(current.items()):
+        if sid in skip:
+            continue
+        settled = [ctl.settled(sid) for ctl in controllers]
+        assert settled[0] == settled[1], f"stream {sid}: model and bmv2 disagree on settled"
+        if settled[0] and rng.random() < chance:
+            current[sid] = new_config(s)
+            for ctl in controllers:
+                ctl.change(plan, current[sid], timeout=0)
+            armed.append(sid)
+    return armed
+
+
 @needs_root
 @pytest.mark.parametrize("seed", [3, 4])
 def test_differential_changes_while_events_flow(seed, rig, switch):
@@ -498,14 +517,7 @@ def test_differential_changes_while_events_flow(seed, rig, switch):
     try:
         for phase in range(12):
             if phase:
-                for sid, s in list(current.items()):
-                    settled = [ctl.settled(sid) for ctl in controllers]
-                    assert settled[0] == settled[1], f"stream {sid}: model and bmv2 disagree on settled"
-                    if settled[0] and rng.random() < 0.8:
-                        current[sid] = changed(rng, s, hosts)
-                        for ctl in controllers:
-                            ctl.change(plan, current[sid], timeout=0)
-                        applied[sid] += 1
+                applied.update(arm_changes(rng, plan, controllers, current, 0.8, lambda s: changed(rng, s, hosts)))
             frames = []
             for _ in range(120):
                 sid = rng.choice([1, 2, 3])
@@ -648,16 +660,8 @@ def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switc
     try:
         for phase in range(10):
             if phase:
-                for sid, s in list(current.items()):
-                    if sid == KEYED:
-                        continue
-                    settled = [ctl.settled(sid) for ctl in controllers]
-                    assert settled[0] == settled[1], f"stream {sid}: model and bmv2 disagree on settled"
-                    if settled[0] and rng.random() < 0.7:
-                        current[sid] = random_change(rng, s, BATCH_HOSTS)
-                        for ctl in controllers:
-                            ctl.change(plan, current[sid], timeout=0)
-                        changes += 1
+                changes += len(arm_changes(rng, plan, controllers, current, 0.7,
+                                           lambda s: random_change(rng, s, BATCH_HOSTS), skip=(KEYED,)))
             frames = []
             for _ in range(30):
                 sid = rng.choice(sorted(current))
