@@ -96,8 +96,7 @@ class Bmv2Process(SwitchProcess):
         return toolchain.toolchain_missing()
 
     def command(self) -> list[str]:
-        program = (toolchain.FORWARD_PROGRAM if self.forward
-                   else toolchain.BATCH_PROGRAM if self.batches else toolchain.PROGRAM)
+        program = toolchain.FORWARD_PROGRAM if self.forward else toolchain.splitter_program(self.batches)
         self.json_path = self.json_path or toolchain.compile_program(program=program)
         return simple_switch_command(self.json_path, self.ports, self.control_port, self.rundir,
                                      self.name, self.device_id, self.log_level)

@@ -39,6 +39,11 @@ PROGRAM = P4_DIR / "splitter.p4"
 #: The same program built to take batches too (docs/p4.md, "Batches"): a
 #: topology with a batched stream runs on it.
 BATCH_PROGRAM = P4_DIR / "splitter_batches.p4"
+
+
+def splitter_program(batches: bool) -> Path:
+    """The splitter build a run needs: the one that takes batches only when it must."""
+    return BATCH_PROGRAM if batches else PROGRAM
 FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
