@@ -24,6 +24,7 @@ from pydantic import (
 
 from testbed import ROOT
 from testbed.semantics import limits, strict
+from testbed.semantics.cep.rules import CepRules
 from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERIES, QUERY_KINDS, query
@@ -404,6 +405,8 @@ class Topology(StrictModel):
     schedule: list[ScheduleEntry] = []
     #: Controller policies: failover, elastic N.
     adapt: Optional[Adapt] = None
+    #: Complex event processing beside the splitter: windows and patterns (docs/cep.md).
+    cep: Optional[CepRules] = None
     #: Set by ``parse_topology(plan_only=True)``: no network will carry this plan.
     _plan_only: bool = PrivateAttr(default=False)
 
@@ -458,6 +461,8 @@ class Topology(StrictModel):
             check_schedule(self)
         except ScheduleError as err:
             raise _FieldError(err.field, err.message) from None
+        if self.cep is not None:
+            check_cep(self, _plan_only(info))
         if not _plan_only(info):
             from testbed.semantics.addressing import AddressError, plan_addresses
 
@@ -519,6 +524,30 @@ def describe(err: ValidationError) -> str:
 
 def _plan_only(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("plan_only"))
+
+
+def check_cep(topo: "Topology", plan_only: bool) -> None:
+    """The ``cep:`` rules' references to the rest of the file: streams and sink hosts.
+
+    The rules themselves are checked by ``CepRules``.  Neither target has the
+    CEP stage yet (docs/cep.md, "Status"), so a file with rules is refused
+    unless it is read for its plan only: ``validate`` must not accept what a
+    run cannot carry out.
+    """
+    assert topo.cep is not None
+    streams = {s.id for s in topo.streams}
+    for i, w in enumerate(topo.cep.windows):
+        if w.stream not in streams:
+            raise _FieldError(f"cep.windows[{i}].stream", f"no stream has id {w.stream}")
+    for i, rule in enumerate(topo.cep.complex_events):
+        if rule.stream not in streams:
+            raise _FieldError(f"cep.complex_events[{i}].stream", f"no stream has id {rule.stream}")
+        for j, sink in enumerate(rule.sinks):
+            if sink not in topo.hosts:
+                raise _FieldError(f"cep.complex_events[{i}].sinks[{j}]", f"unknown host {sink!r}")
+    if not plan_only:
+        raise _FieldError("cep", "the rules are valid, but no target runs the CEP stage yet "
+                                 "(docs/cep.md, \"Status\"): the oracle checks them, the switch cannot")
 
 
 def check_schedule(topo: "Topology") -> None:

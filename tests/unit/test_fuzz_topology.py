@@ -14,6 +14,7 @@ import copy
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from testbed import ROOT
 from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.plan import load_planned
-from testbed.semantics.topology import TopologyError
+from testbed.semantics.topology import TopologyError, parse_topology
 from testbed.semantics.workload import stream_events
 
 SCENARIOS = sorted((ROOT / "topologies").glob("*.yaml"))
@@ -31,11 +32,21 @@ REPLAY_BASE = {"name": "rp", "hosts": {"h1": {}, "h2": {"ip": "10.0.0.7"}, "h3":
                "streams": [{"id": 9, "source": "h1", "window": {"kind": "time", "size": 9, "slide": 4},
                             "operators": ["h2", "h3"], "events": 30, "rate": 50,
                             "replay": {"path": "bids.csv", "ts": "time", "value": "price", "key": "bidder"}}]}
-BASES = [yaml.safe_load(p.read_text()) for p in SCENARIOS] + [REPLAY_BASE]
+#: CEP rules (docs/cep.md): until a target runs them, every such file ends in one line too.
+CEP_BASE = {"name": "cep", "hosts": {"h1": {}, "h2": {}, "h3": {}},
+            "streams": [{"id": 5, "source": "h1", "window": {"kind": "count", "size": 4, "slide": 4},
+                         "operators": ["h2"], "events": 20, "rate": 50}],
+            "cep": {"windows": [{"name": "recent", "stream": 5, "field": "value", "size": 8}],
+                    "complex_events": [{"name": "spike", "id": 1, "stream": 5, "strategy": "strict",
+                                        "pattern": "([value > 5] && [key == 1]); [sum(recent) > 9]",
+                                        "returns": "max(recent)", "sinks": ["h3"]}]}}
+BASES = [yaml.safe_load(p.read_text()) for p in SCENARIOS] + [REPLAY_BASE, CEP_BASE]
 #: Strings that mean something somewhere in a topology, so edits hit real paths.
 WORDS = ["h1", "h2", "h3", "s1", "count", "time", "sum", "nexmark_q7", "10.0.0.254", "10.0.0.255", "10.0.0.2",
          "01:00:5e:00:00:01", "02:00:00:00:00:02", "ff:ff:ff:ff:ff:ff", "1ms", "bids.csv", "time", "price",
-         "", " ", "\n", "\x00", "é", "-1", "1e400", ".inf", "nan", "0x10"]
+         "", " ", "\n", "\x00", "é", "-1", "1e400", ".inf", "nan", "0x10",
+         "[value > 1]", "[sum(recent) < -9223372036854775809]", "[a] && [b] || [c]", "min(recent)", "recent",
+         "skip-till-next-match", "[count(recent > 3) >= 2]; ([key == 0] || [seq != 4])", "(["]
 
 scalars = st.one_of(
     st.none(), st.booleans(),
@@ -143,8 +154,15 @@ def test_corrupted_bytes(data):
 
 
 def test_the_bases_load():
-    """The edited documents start from valid ones, so edits probe the limits, not the basics."""
+    """The edited documents start from valid ones, so edits probe the limits, not the basics.
+    (The CEP base's rules are valid; only the stage's absence refuses it, as its last check.)"""
+    cep_only = parse_topology(CEP_BASE, plan_only=True).cep
+    assert cep_only is not None and cep_only.automata()[1].states > 1
+    with pytest.raises(TopologyError, match=r"^<topology>: cep: the rules are valid"):
+        parse_topology(CEP_BASE)
     for base in BASES:
+        if base is CEP_BASE:
+            continue
         check_loader(dump(base))
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "bids.csv").write_text(REPLAY_ROWS)
