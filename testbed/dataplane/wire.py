@@ -16,6 +16,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
 
+from testbed.semantics.cep.rules import MAX_PATTERNS
 from testbed.semantics.limits import MAX_BATCH
 
 # The header fields' widths are declared once, with the limits they set.
@@ -45,6 +46,15 @@ FLAG_WINDOWS = 0x0001
 #: old_stride(16) reserved(16), network order (``windows_t`` in p4/headers.p4).
 WINDOWS_STRUCT = struct.Struct("!QIHHQIHH")
 WINDOWS_LEN = WINDOWS_STRUCT.size  # 32 bytes
+#: UDP destination port of the frames that carry complex events to a sink (docs/wire.md, "Complex events").
+CEP_UDP_PORT = 50003
+#: count(16) flags(16), network order: the header before a frame's complex events.
+CEP_STRUCT = struct.Struct("!HH")
+CEP_LEN = CEP_STRUCT.size  # 4 bytes
+#: pattern(16) reserved(16) match(32) stream(16) reserved(16) seq(32) ts(64)
+#: value(signed 64), network order: one complex event (docs/cep.md, "The complex event").
+COMPLEX_EVENT_STRUCT = struct.Struct("!HHIHHIQq")
+COMPLEX_EVENT_LEN = COMPLEX_EVENT_STRUCT.size  # 32 bytes
 #: Width in bits of each windows header field, in wire order.
 WINDOWS_FIELD_BITS = {"window": 64, "span": 32, "stride": 16, "epoch": 16,
                       "old_window": 64, "old_span": 32, "old_stride": 16, "reserved": 16}
@@ -115,7 +125,40 @@ class Batch(Packet):
     ]
 
 
+class ComplexEvent(Packet):
+    """One match of a pattern: its id and number, the event that completed it,
+    and the pattern's return value (docs/cep.md, "The complex event")."""
+
+    name = "ComplexEvent"
+    fields_desc = [
+        ShortField("pattern", 0),   # the pattern's id, 1 .. 65535
+        ShortField("reserved", 0),
+        IntField("match", 0),       # its number among the pattern's matches, from 1
+        ShortField("stream", 0),    # the completing event's stream, seq and ts
+        ShortField("reserved2", 0),
+        IntField("seq", 0),
+        LongField("ts", 0),
+        SignedLongField("value", 0),  # the return value
+    ]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ComplexEvents(Packet):
+    """What a sink receives for one basic event: every complex event it
+    completed whose pattern names this sink, in ascending pattern id."""
+
+    name = "ComplexEvents"
+    fields_desc = [
+        FieldLenField("count", None, fmt="H", count_of="events"),   # 1 .. MAX_PATTERNS
+        ShortField("flags", 0),
+        PacketListField("events", [], ComplexEvent, count_from=lambda pkt: pkt.count),
+    ]
+
+
 bind_layers(UDP, Event, dport=EVENT_UDP_PORT)
+bind_layers(UDP, ComplexEvents, dport=CEP_UDP_PORT)
 bind_layers(Event, Windows, flags=FLAG_WINDOWS)
 bind_layers(UDP, Batch, dport=BATCH_UDP_PORT)
 
@@ -180,6 +223,35 @@ def batch_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, stream: in
            / Batch(events=[BatchedEvent(stream=stream, seq=seq, ts=ts, key=key, value=value)
                            for seq, ts, key, value in events]))
     return bytes(pkt)
+
+
+def complex_events_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,
+                         events: list[tuple[int, int, int, int, int, int]]) -> bytes:
+    """A frame of ``(pattern, match, stream, seq, ts, value)`` complex events, built
+    with Scapy, from the splitter to a sink (both UDP ports ``CEP_UDP_PORT``)."""
+    pkt = (Ether(src=src_mac, dst=dst_mac)
+           / IP(src=src_ip, dst=dst_ip, ttl=64, id=0, flags="DF")
+           / UDP(sport=CEP_UDP_PORT, dport=CEP_UDP_PORT, chksum=0)
+           / ComplexEvents(events=[ComplexEvent(pattern=p, match=m, stream=st, seq=seq, ts=ts, value=v)
+                                   for p, m, st, seq, ts, v in events]))
+    return bytes(pkt)
+
+
+def parse_complex_events(payload: bytes) -> list[tuple[int, int, int, int, int, int]]:
+    """The ``(pattern, match, stream, seq, ts, value)`` complex events of a UDP
+    payload to ``CEP_UDP_PORT``.  Raises ValueError for a malformed one: a
+    count of 0 or over ``MAX_PATTERNS``, or one its length cannot hold."""
+    if len(payload) < CEP_LEN:
+        raise ValueError(f"{len(payload)} bytes: no complex event header")
+    count, _flags = CEP_STRUCT.unpack_from(payload)
+    if not 1 <= count <= MAX_PATTERNS or len(payload) < CEP_LEN + count * COMPLEX_EVENT_LEN:
+        raise ValueError(f"{count} complex events in {len(payload)} bytes")
+    out = []
+    for i in range(count):
+        pattern, _r, match, stream, _r2, seq, ts, value = COMPLEX_EVENT_STRUCT.unpack_from(
+            payload, CEP_LEN + i * COMPLEX_EVENT_LEN)
+        out.append((pattern, match, stream, seq, ts, value))
+    return out
 
 
 def ipv4_checksum(header: bytes) -> int:

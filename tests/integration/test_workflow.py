@@ -29,7 +29,15 @@ from testbed.analysis.spark import spark_missing
 from testbed.dataplane.contract import SCHEMA
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
-from testbed.dataplane.wire import EVENT_UDP_PORT, Batch, Event, FrameTemplate, Windows
+from testbed.dataplane.wire import (
+    EVENT_UDP_PORT,
+    Batch,
+    ComplexEvents,
+    Event,
+    FrameTemplate,
+    Windows,
+    complex_events_frame,
+)
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
 from testbed.semantics.plan import SplitterPlan
@@ -366,6 +374,35 @@ def test_the_wireshark_dissector_reads_batches_as_scapy_does(tmp_path):
     assert len(read) == len(frames) > 3 * len(batches)
     assert read[0][0] == (16,) and read[0][4][0] == -(2**63) and read[0][2][0] == 2**64 - 1
     assert sum(len(r[1]) for r in read if r[5]) == switch.counter_read("stream_out", 3)[1]   # every event copied
+
+
+COMPLEX_EVENT_FIELDS = ("pattern", "match", "stream", "seq", "ts", "value")
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (apt-get install tshark)")
+def test_the_wireshark_dissector_reads_complex_events_as_scapy_does(tmp_path):
+    """Frames of one to eight complex events, with every field at its edges."""
+    frames = [complex_events_frame("02:00:00:00:00:fe", "02:00:00:00:00:03", SPLITTER_IP, "10.0.0.3", events)
+              for events in ([(1, 1, 291, 5, 50, -7)],
+                             [(2**16 - 1, 2**32 - 1, 2**16 - 1, 2**32 - 1, 2**64 - 1, 2**63 - 1),
+                              (3, 2, 0, 0, 0, -(2**63))],
+                             [(p, p, 7, 9, 11, -p) for p in range(1, 9)])]
+    wrpcap(str(tmp_path / "cep.pcap"), [Ether(f) for f in frames])
+    res = subprocess.run(["tshark", "-X", f"lua_script:{DISSECTOR}", "-r", str(tmp_path / "cep.pcap"),
+                          "-Y", "complexevents", "-T", "fields", "-e", "complexevents.count",
+                          *[arg for f in COMPLEX_EVENT_FIELDS for arg in ("-e", f"complexevent.{f}")]],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    read = [tuple(tuple(int(v, 0) for v in column.split(",")) for column in line.split("\t"))
+            for line in res.stdout.splitlines()]
+    scapy = []
+    for p in rdpcap(str(tmp_path / "cep.pcap")):
+        layer = Ether(bytes(p))[ComplexEvents]
+        scapy.append(((layer.count,), *(tuple(e.getfieldval(f) for e in layer.events)
+                                        for f in COMPLEX_EVENT_FIELDS)))
+    assert read == scapy
+    assert [r[0] for r in read] == [(1,), (2,), (8,)]
+    assert read[1][6] == (2**63 - 1, -(2**63)) and read[1][5][0] == 2**64 - 1
 
 
 # ----------------------------------------------------------------------

@@ -1,11 +1,23 @@
-"""The event wire format: Scapy's build, the fast template, and the model's egress."""
+"""The event wire format: Scapy's build, the fast template, and the model's egress; complex events."""
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from testbed.dataplane.model import SplitterPipeline
-from testbed.dataplane.wire import EVENT_LEN, Event, FrameTemplate, event_frame, parse_event
+from testbed.dataplane.wire import (
+    CEP_UDP_PORT,
+    EVENT_LEN,
+    EVENT_OFFSET,
+    ComplexEvents,
+    Event,
+    FrameTemplate,
+    complex_events_frame,
+    event_frame,
+    parse_complex_events,
+    parse_event,
+)
 
 
 @given(seq=st.integers(0, 2**32 - 1), ts=st.integers(0, 2**64 - 1), key=st.integers(0, 2**63 - 1),
@@ -36,3 +48,26 @@ def test_egress_rewrite_keeps_ip_checksum_valid():
     del out[IP].chksum
     assert Ether(bytes(out))[IP].chksum == chk
     assert out[UDP].chksum == 0
+
+
+# -- complex events (docs/wire.md, "Complex events") -------------------------------
+complex_event = st.tuples(st.integers(1, 2**16 - 1), st.integers(1, 2**32 - 1), st.integers(0, 2**16 - 1),
+                          st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1), st.integers(-2**63, 2**63 - 1))
+
+
+@given(st.lists(complex_event, min_size=1, max_size=8))
+def test_complex_event_frames_read_back_alike_by_scapy_and_the_fast_path(events):
+    frame = complex_events_frame("02:00:00:00:00:fe", "02:00:00:00:00:03", "10.0.0.254", "10.0.0.3", events)
+    assert len(frame) == EVENT_OFFSET + 4 + 32 * len(events)
+    assert parse_complex_events(frame[EVENT_OFFSET:]) == events
+    layer = Ether(frame)[ComplexEvents]
+    assert Ether(frame)[UDP].dport == CEP_UDP_PORT and layer.count == len(events)
+    assert [(e.pattern, e.match, e.stream, e.seq, e.ts, e.value) for e in layer.events] == events
+
+
+def test_a_complex_event_frame_its_length_cannot_hold_is_refused():
+    payload = complex_events_frame("02:00:00:00:00:fe", "02:00:00:00:00:03", "10.0.0.254", "10.0.0.3",
+                                   [(1, 1, 2, 3, 4, 5)] * 2)[EVENT_OFFSET:]
+    for bad in (payload[:-1], payload[:3], b"\x00\x00" + payload[2:], b"\x00\x09" + payload[2:]):
+        with pytest.raises(ValueError):
+            parse_complex_events(bad)

@@ -14,6 +14,11 @@
 -- A batch (UDP port 50002) holds up to 16 events behind a 4-byte header
 -- (count 16 | flags 16); each event is dissected as above.
 --
+-- Complex events (UDP port 50003, docs/wire.md "Complex events") come
+-- behind a 4-byte header (count 16 | flags 16), 32 bytes each:
+--
+--   pattern 16 | reserved 16 | match 32 | stream 16 | reserved 16 | seq 32 | ts 64 | value 64 (signed)
+--
 -- Load it for one command:   tshark -X lua_script:tools/wireshark/testbed_event.lua -r pcaps/w1-eth1.pcap
 -- or install it for good:    cp tools/wireshark/testbed_event.lua ~/.local/lib/wireshark/plugins/
 -- Display filters then work on its fields: event.stream == 291 && event.seq < 10
@@ -146,5 +151,62 @@ function batch.dissector(buffer, pinfo, tree)
     return BATCH_LEN + count * each
 end
 
+-- Complex events for a sink (docs/wire.md, "Complex events").
+local CEP_UDP_PORT = 50003
+local CEP_LEN = 4
+local COMPLEX_EVENT_LEN = 32
+local MAX_PATTERNS = 8
+local cep = Proto("complexevents", "Testbed complex events")
+local ce = Proto("complexevent", "Testbed complex event")
+local c = {
+    count = ProtoField.uint16("complexevents.count", "Complex events", base.DEC, nil, nil,
+                              "complex events that follow, 1 to 8"),
+    flags = ProtoField.uint16("complexevents.flags", "Flags", base.HEX),
+}
+local e = {
+    pattern = ProtoField.uint16("complexevent.pattern", "Pattern", base.DEC, nil, nil, "the pattern's id"),
+    match   = ProtoField.uint32("complexevent.match", "Match", base.DEC, nil, nil,
+                                "its number among the pattern's matches, from 1"),
+    stream  = ProtoField.uint16("complexevent.stream", "Stream", base.DEC, nil, nil, "the completing event's"),
+    seq     = ProtoField.uint32("complexevent.seq", "Sequence number", base.DEC, nil, nil, "the completing event's"),
+    ts      = ProtoField.uint64("complexevent.ts", "Timestamp", base.DEC, nil, nil, "the completing event's"),
+    value   = ProtoField.int64("complexevent.value", "Value", base.DEC, nil, nil, "the pattern's return value"),
+}
+cep.fields = { c.count, c.flags }
+ce.fields = { e.pattern, e.match, e.stream, e.seq, e.ts, e.value }
+local bad_cep = ProtoExpert.new("complexevents.malformed", "Complex event count disagrees with its length",
+                                expert.group.MALFORMED, expert.severity.ERROR)
+cep.experts = { bad_cep }
+
+function cep.dissector(buffer, pinfo, tree)
+    pinfo.cols.protocol = "COMPLEXEVENTS"
+    local subtree = tree:add(cep, buffer(0, math.min(buffer:len(), CEP_LEN)))
+    if buffer:len() < CEP_LEN then
+        subtree:add_proto_expert_info(bad_cep)
+        return 0
+    end
+    local count = buffer(0, 2):uint()
+    subtree:add(c.count, buffer(0, 2))
+    subtree:add(c.flags, buffer(2, 2))
+    pinfo.cols.info = string.format("%d complex events", count)
+    if count < 1 or count > MAX_PATTERNS or buffer:len() < CEP_LEN + count * COMPLEX_EVENT_LEN then
+        subtree:add_proto_expert_info(bad_cep)
+        return CEP_LEN
+    end
+    for i = 0, count - 1 do
+        local h = buffer(CEP_LEN + i * COMPLEX_EVENT_LEN, COMPLEX_EVENT_LEN)
+        local t = tree:add(ce, h)
+        t:add(e.pattern, h(0, 2))
+        t:add(e.match, h(4, 4))
+        t:add(e.stream, h(8, 2))
+        t:add(e.seq, h(12, 4))
+        t:add(e.ts, h(16, 8))
+        t:add(e.value, h(24, 8))
+        t:append_text(string.format(", pattern %d, match %d", h(0, 2):uint(), h(4, 4):uint()))
+    end
+    return CEP_LEN + count * COMPLEX_EVENT_LEN
+end
+
 DissectorTable.get("udp.port"):add(EVENT_UDP_PORT, event)
+DissectorTable.get("udp.port"):add(CEP_UDP_PORT, cep)
 DissectorTable.get("udp.port"):add(BATCH_UDP_PORT, batch)
