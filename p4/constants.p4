@@ -31,6 +31,47 @@ const bit<16> IPV4_HEADER_BYTES = 20;
 const bit<16> UDP_HEADER_BYTES = 8;
 const bit<16> EVENT_BYTES = 32;
 
+#ifdef CEP
+/* ---- the CEP stage (cep.p4, testbed.semantics.cep) ---------------------- */
+const bit<16> CEP_UDP_PORT = 50003;      /* complex event frames to a sink */
+const bit<16> CEP_HEADER_BYTES = 4;
+const bit<16> COMPLEX_EVENT_BYTES = 32;
+const bit<32> CEP_WINDOWS = 4;           /* window operator slots */
+const bit<32> CEP_DEPTH = 32;            /* values a window holds at most */
+const bit<32> CEP_RING_CELLS = 128;      /* CEP_WINDOWS * CEP_DEPTH */
+const bit<32> CEP_PATTERNS = 4;          /* pattern slots */
+const bit<32> CEP_COMPARISONS = 8;       /* comparisons per pattern: the symbol's bits */
+const bit<32> CEP_COMPARISON_CELLS = 32; /* CEP_PATTERNS * CEP_COMPARISONS */
+const int CEP_TRANSITION_TABLE_SIZE = 8192;  /* states (32) x symbols (256) per pattern */
+const bit<32> CEP_SESSION = 250;         /* the mirror session that clones to the sinks' group */
+/* The metadata an I2E clone for the sinks keeps (@field_list). */
+#define CEP_FIELDS 2
+const bit<32> INSTANCE_INGRESS_CLONE = 1;    /* standard_metadata.instance_type of an I2E clone */
+const bit<64> CEP_SIGN = 0x8000000000000000; /* flips a signed value into unsigned order */
+/* Which field a window holds (cep_window_field). */
+const bit<8> CEP_FIELD_VALUE = 1;
+const bit<8> CEP_FIELD_KEY   = 2;
+const bit<8> CEP_FIELD_TS    = 3;
+const bit<8> CEP_FIELD_SEQ   = 4;
+/* What a comparison or a return value reads (cep_compare_operand, cep_return_operand). */
+const bit<8> CEP_OPERAND_VALUE    = 1;
+const bit<8> CEP_OPERAND_KEY      = 2;
+const bit<8> CEP_OPERAND_TS       = 3;
+const bit<8> CEP_OPERAND_SEQ      = 4;
+const bit<8> CEP_OPERAND_SUM      = 5;
+const bit<8> CEP_OPERAND_MIN      = 6;
+const bit<8> CEP_OPERAND_MAX      = 7;
+const bit<8> CEP_OPERAND_COUNT    = 8;
+const bit<8> CEP_OPERAND_COUNT_IF = 9;
+/* Comparison operators (cep_compare_op, cep_window_test). */
+const bit<8> CEP_OP_LT = 1;
+const bit<8> CEP_OP_LE = 2;
+const bit<8> CEP_OP_EQ = 3;
+const bit<8> CEP_OP_NE = 4;
+const bit<8> CEP_OP_GE = 5;
+const bit<8> CEP_OP_GT = 6;
+#endif
+
 /* ---- sizes -------------------------------------------------------------- */
 /* Registers and per-stream counters are indexed by the 16-bit stream id. */
 const bit<32> N_STREAMS = 65536;

@@ -15,6 +15,9 @@ control MyEgress(inout headers_t hdr,
                  inout standard_metadata_t standard_metadata) {
     counter(N_STREAMS, CounterType.packets_and_bytes) stream_out;   /* copies sent, per stream */
     counter(N_PORTS, CounterType.packets_and_bytes) operator_out;   /* copies sent, per egress port */
+#ifdef CEP
+    counter(N_PORTS, CounterType.packets_and_bytes) cep_out;        /* complex events sent, per sink port */
+#endif
 
     /* Destination MAC and IP of the operator host; the UDP checksum covers
      * the destination IP, so it is switched off (0) rather than left stale.
@@ -83,6 +86,12 @@ control MyEgress(inout headers_t hdr,
                     old_position_hit = previous_position.apply().hit;
                 }
 
+#ifdef CEP
+                if (standard_metadata.instance_type == INSTANCE_INGRESS_CLONE) {
+                    /* The clone for the sinks (cep.p4): this sink's complex events. */
+                    CEP_EGRESS
+                } else
+#endif
 #ifdef BATCHES
                 if (batched) {
                     /* Only the events whose windows are this operator's. */

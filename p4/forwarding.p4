@@ -161,6 +161,43 @@ control MyIngress(inout headers_t hdr,
         size = TRANSITION_TABLE_SIZE;
     }
 
+#ifdef CEP
+    /* ---- the CEP stage's transition tables (cep.p4): one per pattern slot,
+     * keyed by the slot's state and the event's symbol ---------------- */
+    action cep_next(bit<8> next_state, bit<1> completes) {
+        meta.cep.next = next_state;
+        meta.cep.emit = completes;
+    }
+
+    table cep_transition_0 {
+        key = { meta.cep.state : exact @name("state"); meta.cep.symbol : exact @name("symbol"); }
+        actions = { cep_next; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = CEP_TRANSITION_TABLE_SIZE;
+    }
+
+    table cep_transition_1 {
+        key = { meta.cep.state : exact @name("state"); meta.cep.symbol : exact @name("symbol"); }
+        actions = { cep_next; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = CEP_TRANSITION_TABLE_SIZE;
+    }
+
+    table cep_transition_2 {
+        key = { meta.cep.state : exact @name("state"); meta.cep.symbol : exact @name("symbol"); }
+        actions = { cep_next; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = CEP_TRANSITION_TABLE_SIZE;
+    }
+
+    table cep_transition_3 {
+        key = { meta.cep.state : exact @name("state"); meta.cep.symbol : exact @name("symbol"); }
+        actions = { cep_next; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = CEP_TRANSITION_TABLE_SIZE;
+    }
+#endif
+
     apply {
         /* A batch is well formed when its count is 1 .. MAX_BATCH, its UDP
          * length is exactly the header and that many events, all of them
@@ -298,6 +335,13 @@ control MyIngress(inout headers_t hdr,
                 }
                 mark_to_drop(standard_metadata);
             }
+#ifdef CEP
+            /* Every event goes through the CEP stage, sent on or dropped
+             * by the splitter (docs/cep.md, "What the stage sees"). */
+            if (!batched) {
+                CEP_INGRESS
+            }
+#endif
         }
     }
 }

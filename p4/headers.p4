@@ -73,6 +73,26 @@ header batch_t {
 }
 #endif
 
+#ifdef CEP
+/* A complex event frame (UDP to CEP_UDP_PORT) starts with this header;
+ * `count` complex events follow (docs/wire.md, "Complex events"). */
+header cep_t {
+    bit<16> count;
+    bit<16> flags;
+}
+
+header complex_event_t {
+    bit<16> pattern;     /* the pattern's id */
+    bit<16> reserved;
+    bit<32> match_no;    /* its number among the pattern's matches, from 1 */
+    bit<16> stream;      /* the completing event's stream, seq and ts */
+    bit<16> reserved2;
+    bit<32> seq;
+    bit<64> ts;
+    bit<64> value;       /* the return value */
+}
+#endif
+
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t     ipv4;
@@ -83,6 +103,10 @@ struct headers_t {
     batch_t    batch;
     event_t[MAX_BATCH]   events;          /* a batch's events, in frame order */
     windows_t[MAX_BATCH] events_windows;  /* on a copy: events_windows[i] follows events[i] */
+#endif
+#ifdef CEP
+    cep_t cep;
+    complex_event_t[4] cep_events;        /* one per pattern slot (CEP_PATTERNS) */
 #endif
 }
 
@@ -201,8 +225,57 @@ struct batch_meta_t {
 }
 #endif
 
+#ifdef CEP
+/* The CEP stage's working fields (cep.p4), shared by its unrolled steps,
+ * and what the clone for the sinks keeps: which pattern slots matched and
+ * each match's id, number and return value. */
+struct cep_meta_t {
+    bit<8>  size;
+    bit<16> stream;
+    bit<8>  wfield;
+    bit<64> raw;
+    bit<64> x;
+    bit<64> old;
+    bit<8>  head;
+    bit<8>  count;
+    bit<64> sum;
+    bit<64> least;
+    bit<64> most;
+    bit<8>  passing;
+    bit<8>  op;
+    bit<64> constant;
+    bit<32> cell;
+    bit<1>  on;
+    bit<8>  operand;
+    bit<8>  window;
+    bit<32> wi;
+    bit<1>  is_signed;
+    bit<8>  symbol;
+    bit<8>  state;
+    bit<8>  next;
+    bit<1>  emit;
+    bit<8>  mine;
+    @field_list(CEP_FIELDS) bit<8>  matched;
+    @field_list(CEP_FIELDS) bit<16> id_0;
+    @field_list(CEP_FIELDS) bit<16> id_1;
+    @field_list(CEP_FIELDS) bit<16> id_2;
+    @field_list(CEP_FIELDS) bit<16> id_3;
+    @field_list(CEP_FIELDS) bit<32> match_0;
+    @field_list(CEP_FIELDS) bit<32> match_1;
+    @field_list(CEP_FIELDS) bit<32> match_2;
+    @field_list(CEP_FIELDS) bit<32> match_3;
+    @field_list(CEP_FIELDS) bit<64> value_0;
+    @field_list(CEP_FIELDS) bit<64> value_1;
+    @field_list(CEP_FIELDS) bit<64> value_2;
+    @field_list(CEP_FIELDS) bit<64> value_3;
+}
+#endif
+
 struct metadata_t {
     bit<16>         stream;   /* the event's stream: every table's key */
+#ifdef CEP
+    cep_meta_t      cep;
+#endif
 #ifdef BATCHES
     batch_meta_t    batch;
 #endif

@@ -112,6 +112,10 @@ control MyDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.udp);
         packet.emit(hdr.event);
         packet.emit(hdr.windows);   /* valid on copies only (egress.p4) */
+#ifdef CEP
+        packet.emit(hdr.cep);       /* valid on complex event frames only (cep.p4) */
+        packet.emit(hdr.cep_events);
+#endif
 #ifdef BATCHES
         packet.emit(hdr.batch);
         /* Each kept event of a batch copy, then its Windows header; egress

@@ -14,6 +14,7 @@
  *   epochs.p4      BoundaryCheck: which bank of configuration serves an event
  *   slides.p4      the slide tracker: the (w, c) decision, per epoch
  *   batches.p4     the per-event steps of a batch, unrolled per event slot
+ *   cep.p4         complex event processing beside the splitter (CEP builds)
  *   forwarding.p4  ingress: window_spec, operator_count, previous_spec,
  *                  next_spec, unicast, multicast, handover
  *   egress.p4      egress_rewrite and the per-copy counters
@@ -28,6 +29,7 @@
 #include "epochs.p4"
 #include "slides.p4"
 #include "batches.p4"
+#include "cep.p4"
 #include "forwarding.p4"
 #include "egress.p4"
 

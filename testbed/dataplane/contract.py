@@ -19,6 +19,9 @@ from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 # Port space, stream ids and table sizes are declared with the limits they set;
 # the contract names them again for its readers.
+from testbed.semantics.cep.automaton import MAX_COMPARISONS
+from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
+from testbed.semantics.cep.rules import MAX_CEP_WINDOWS, MAX_PATTERNS
 from testbed.semantics.limits import DROP_PORT, N_PORTS, N_STREAMS, TABLE_SIZES  # noqa: F401
 from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
@@ -172,6 +175,47 @@ SCHEMA: dict[str, TableSpec] = {
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).
 DEFAULT_ACTION = "NoAction"
 
+# ---------------------------------------------------------------------------
+# The CEP stage (p4/cep.p4, built only into p4/splitter_cep.p4; docs/cep.md)
+# ---------------------------------------------------------------------------
+#: Slots, the ring buffers' depth and comparisons per pattern, as the program declares them.
+CEP_WINDOWS, CEP_DEPTH, CEP_PATTERNS, CEP_COMPARISONS = MAX_CEP_WINDOWS, MAX_CEP_WINDOW, MAX_PATTERNS, MAX_COMPARISONS
+#: A pattern slot's comparison c lives in cell slot * CEP_COMPARISONS + c.
+CEP_COMPARISON_CELLS = CEP_PATTERNS * CEP_COMPARISONS
+#: The mirror session whose clones carry complex events to the sinks' multicast group.
+CEP_SESSION = 250
+#: Encodings of a window's field, a comparison's operand and its operator (``CEP_FIELD_*`` ...).
+CEP_FIELD_CODES = {"value": 1, "key": 2, "ts": 3, "seq": 4}
+CEP_OPERAND_CODES = {"value": 1, "key": 2, "ts": 3, "seq": 4, "sum": 5, "min": 6, "max": 7, "count": 8,
+                     "count_if": 9}
+CEP_OP_CODES = {"<": 1, "<=": 2, "==": 3, "!=": 4, ">=": 5, ">": 6}
+#: Register name -> (bit width, cells): configuration written by the control
+#: plane (testbed.dataplane.cep) and the stage's state.
+CEP_REGISTERS = {
+    "cep_window_stream": (16, CEP_WINDOWS), "cep_window_size": (8, CEP_WINDOWS),
+    "cep_window_field": (8, CEP_WINDOWS), "cep_window_test": (8, CEP_WINDOWS),
+    "cep_window_constant": (64, CEP_WINDOWS), "cep_ring": (64, CEP_WINDOWS * CEP_DEPTH),
+    "cep_head": (8, CEP_WINDOWS), "cep_fill": (8, CEP_WINDOWS), "cep_sum": (64, CEP_WINDOWS),
+    "cep_min": (64, CEP_WINDOWS), "cep_max": (64, CEP_WINDOWS), "cep_passing": (8, CEP_WINDOWS),
+    "cep_pattern_on": (1, CEP_PATTERNS), "cep_pattern_id": (16, CEP_PATTERNS),
+    "cep_pattern_stream": (16, CEP_PATTERNS), "cep_return_operand": (8, CEP_PATTERNS),
+    "cep_return_window": (8, CEP_PATTERNS),
+    "cep_compare_operand": (8, CEP_COMPARISON_CELLS), "cep_compare_window": (8, CEP_COMPARISON_CELLS),
+    "cep_compare_op": (8, CEP_COMPARISON_CELLS), "cep_compare_constant": (64, CEP_COMPARISON_CELLS),
+    "cep_state": (8, CEP_PATTERNS), "cep_matches": (32, CEP_PATTERNS), "cep_sinks": (8, N_PORTS),
+}
+#: The state the stage keeps per window slot and per pattern slot (reset when a slot is reused).
+CEP_WINDOW_STATE = ("cep_head", "cep_fill", "cep_sum", "cep_min", "cep_max", "cep_passing")
+CEP_COUNTERS = {"cep_out": N_PORTS}       # complex events sent, per sink port
+#: One transition table per pattern slot: (state, symbol) -> (next state, whether it completes a match).
+CEP_SCHEMA: dict[str, TableSpec] = {
+    f"cep_transition_{slot}": TableSpec(INGRESS, (Key("state", 8), Key("symbol", 8)), {
+        "cep_next": ActionSpec((Param("next_state", "int", 8), Param("completes", "int", 1)))})
+    for slot in range(CEP_PATTERNS)}
+CEP_TABLE_SIZE = 8192
+#: Every table a target may hold: the splitter's, and the CEP stage's in a CEP build.
+ALL_TABLES = SCHEMA | CEP_SCHEMA
+
 
 
 class SwitchAPI(Protocol):
@@ -198,6 +242,9 @@ class SwitchAPI(Protocol):
         """Remove a group; destroy its nodes before, or they stay behind."""
     def mc_dump(self) -> dict[int, list[dict[str, Any]]]:
         """``mgid -> [{"handle": node handle, "rid", "ports": sorted}]``, groups in id order."""
+    def mirroring_add_mc(self, session: int, mgid: int) -> None:
+        """Clones to mirror session ``session`` go to multicast group ``mgid`` (simple_switch_CLI's name)."""
+    def mirroring_delete(self, session: int) -> None: ...
     def register_read(self, name: str, index: Optional[int] = None) -> Any: ...
     def register_write(self, name: str, index: int, value: int) -> None: ...
     def register_reset(self, name: str) -> None: ...
@@ -222,7 +269,7 @@ def param_bits(table: str, action: str, param: str) -> int:
 
 def param_kinds(table: str, action: str) -> Optional[list[str]]:
     """Kinds (int/mac/ip) of an action's parameters, or ``None`` if not in the schema."""
-    spec = SCHEMA.get(table)
+    spec = ALL_TABLES.get(table)
     if spec is None or action not in spec.actions:
         return None
     return [p.kind for p in spec.actions[action].params]

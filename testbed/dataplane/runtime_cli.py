@@ -25,6 +25,9 @@ from functools import wraps
 from typing import Any, Callable, Optional, TextIO
 
 from testbed.dataplane.contract import (
+    ALL_TABLES,
+    CEP_COUNTERS,
+    CEP_REGISTERS,
     COUNTERS,
     DEFAULT_ACTION,
     REGISTERS,
@@ -38,7 +41,9 @@ from testbed.dataplane.contract import (
 INTRO = "Control utility for runtime P4 table manipulation"
 PROMPT = "RuntimeCmd: "
 RULE, STARS = "=" * 10, "*" * 10
-ARRAYS = {"register": REGISTERS, "counter": COUNTERS}
+#: Every register and counter the embedded switch holds, the CEP stage's among them.
+ARRAYS = {"register": REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()},
+          "counter": COUNTERS | CEP_COUNTERS}
 
 
 class CLIError(Exception):
@@ -101,7 +106,7 @@ class CommandLoop(cmd.Cmd):
     # -- names ----------------------------------------------------------
     @staticmethod
     def table(name: str) -> tuple[str, TableSpec]:
-        for short, spec in SCHEMA.items():
+        for short, spec in ALL_TABLES.items():
             if _suffix_match(name, spec.qualified(short)):
                 return short, spec
         raise CLIError(f"Invalid table name ({name})")

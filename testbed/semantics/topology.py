@@ -536,6 +536,10 @@ def check_cep(topo: "Topology", plan_only: bool) -> None:
     """
     assert topo.cep is not None
     streams = {s.id for s in topo.streams}
+    for i, s in enumerate(topo.streams):
+        if s.batch is not None:
+            raise _FieldError(f"streams[{i}].batch", "a topology with cep: rules takes events one per frame "
+                                                     "(no switch build has both batches and the CEP stage)")
     for i, w in enumerate(topo.cep.windows):
         if w.stream not in streams:
             raise _FieldError(f"cep.windows[{i}].stream", f"no stream has id {w.stream}")

@@ -71,6 +71,10 @@ CASES = {
     "duplicate-id": (dict(GOOD, cep=dict(GOOD["cep"], complex_events=[
         GOOD["cep"]["complex_events"][0], dict(GOOD["cep"]["complex_events"][0], name="other")])),
         "cep.complex_events[1].id", "also complex_events[0]"),
+    "batched-stream": (dict(GOOD, streams=[dict(GOOD["streams"][0], batch={"events": 4, "max_delay": 0.01})]),
+                       "streams[0].batch", "one per frame"),
+    "two-counts-on-one-window": (rule(pattern="[count(recent > 1) >= 2]; [count(recent < 0) == 1]"),
+                                 "cep.complex_events[0].pattern", "already counts recent > 1"),
     "valid-but-not-runnable": (GOOD, "cep", "no target runs the CEP stage yet"),
 }
 

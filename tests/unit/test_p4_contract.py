@@ -16,12 +16,20 @@ pytestmark = pytest.mark.unit
 PROGRAM = read_folder(ROOT / "p4")
 
 
+#: Every table, register and counter of every build (the CEP stage's among them), with sizes.
+TABLES = contract.ALL_TABLES
+SIZES = contract.TABLE_SIZES | {name: contract.CEP_TABLE_SIZE for name in contract.CEP_SCHEMA}
+REGISTER_CELLS = ({name: (bits, contract.N_STREAMS) for name, bits in contract.REGISTERS.items()}
+                  | contract.CEP_REGISTERS)
+COUNTERS = contract.COUNTERS | contract.CEP_COUNTERS
+
+
 def drift(prog) -> list[str]:
     """Every difference between a program's declarations and the contract."""
     out = []
-    if set(prog.tables) != set(contract.SCHEMA):
-        out.append(f"tables: {sorted(set(prog.tables) ^ set(contract.SCHEMA))}")
-    for name, spec in contract.SCHEMA.items():
+    if set(prog.tables) != set(TABLES):
+        out.append(f"tables: {sorted(set(prog.tables) ^ set(TABLES))}")
+    for name, spec in TABLES.items():
         table = prog.tables.get(name)
         if table is None:
             continue
@@ -29,32 +37,39 @@ def drift(prog) -> list[str]:
             out.append(f"{name} keys: {table.keys} against {[k.name for k in spec.keys]}")
         if table.actions != set(spec.actions):
             out.append(f"{name} actions: {sorted(table.actions)} against {sorted(spec.actions)}")
-        if table.size != contract.TABLE_SIZES[name]:
-            out.append(f"{name} size: {table.size} against {contract.TABLE_SIZES[name]}")
+        if table.size != SIZES[name]:
+            out.append(f"{name} size: {table.size} against {SIZES[name]}")
         for action, aspec in spec.actions.items():
             declared = [(p.name, p.width) for p in aspec.params]
             if prog.actions.get(action) != declared:
                 out.append(f"{action} params: {prog.actions.get(action)} against {declared}")
-    registers = {name: bits for name, (bits, _cells) in prog.registers.items()}
-    if registers != contract.REGISTERS:
-        out.append(f"registers: {sorted(set(registers.items()) ^ set(contract.REGISTERS.items()))}")
-    if any(cells != contract.N_STREAMS for _bits, cells in prog.registers.values()):
-        out.append("a register is not sized by stream")
-    if prog.counters != contract.COUNTERS:
-        out.append(f"counters: {sorted(set(prog.counters.items()) ^ set(contract.COUNTERS.items()))}")
+    if prog.registers != REGISTER_CELLS:
+        out.append(f"registers: {sorted(set(prog.registers.items()) ^ set(REGISTER_CELLS.items()))}")
+    if prog.counters != COUNTERS:
+        out.append(f"counters: {sorted(set(prog.counters.items()) ^ set(COUNTERS.items()))}")
     c = prog.constants
     expected = {"N_STREAMS": contract.N_STREAMS, "N_PORTS": contract.N_PORTS, "DROP_SLOTS": contract.DROP_SLOTS,
                 "LATE_STEPS": contract.LATE_STEPS, "EVENT_UDP_PORT": wire.EVENT_UDP_PORT,
                 "HEARTBEAT_UDP_PORT": wire.HEARTBEAT_UDP_PORT, "FLAG_WINDOWS": wire.FLAG_WINDOWS,
                 "WINDOWS_HEADER_BYTES": wire.WINDOWS_LEN, "BATCH_UDP_PORT": wire.BATCH_UDP_PORT,
                 "MAX_BATCH": limits.MAX_BATCH, "BATCH_HEADER_BYTES": wire.BATCH_LEN, "EVENT_BYTES": wire.EVENT_LEN,
-                **{f"DROP_{reason.upper()}": code for reason, code in contract.DROP_CODES.items()}}
+                **{f"DROP_{reason.upper()}": code for reason, code in contract.DROP_CODES.items()},
+                "CEP_UDP_PORT": wire.CEP_UDP_PORT, "CEP_HEADER_BYTES": wire.CEP_LEN,
+                "COMPLEX_EVENT_BYTES": wire.COMPLEX_EVENT_LEN, "CEP_WINDOWS": contract.CEP_WINDOWS,
+                "CEP_DEPTH": contract.CEP_DEPTH, "CEP_RING_CELLS": contract.CEP_WINDOWS * contract.CEP_DEPTH,
+                "CEP_PATTERNS": contract.CEP_PATTERNS, "CEP_COMPARISONS": contract.CEP_COMPARISONS,
+                "CEP_COMPARISON_CELLS": contract.CEP_PATTERNS * contract.CEP_COMPARISONS,
+                "CEP_TRANSITION_TABLE_SIZE": contract.CEP_TABLE_SIZE, "CEP_SESSION": contract.CEP_SESSION,
+                **{f"CEP_FIELD_{k.upper()}": v for k, v in contract.CEP_FIELD_CODES.items()},
+                **{f"CEP_OPERAND_{k.upper()}": v for k, v in contract.CEP_OPERAND_CODES.items()},
+                **{f"CEP_OP_{name}": contract.CEP_OP_CODES[op] for op, name in
+                   (("<", "LT"), ("<=", "LE"), ("==", "EQ"), ("!=", "NE"), (">=", "GE"), (">", "GT"))}}
     out += [f"constant {k}: {c.get(k)} against {v}" for k, v in expected.items() if c.get(k) != v]
     return out
 
 
 def test_the_p4_source_and_the_contract_agree():
-    assert len(PROGRAM.tables) == len(contract.SCHEMA) > 5 and PROGRAM.registers and PROGRAM.counters
+    assert len(PROGRAM.tables) == len(TABLES) > 5 and PROGRAM.registers and PROGRAM.counters
     assert drift(PROGRAM) == []
 
 
@@ -69,6 +84,10 @@ def test_the_limits_use_the_programs_widths():
     (("action to_group(bit<16> mgid)", "action to_group(bit<16> group)"), "to_group params"),
     (("const bit<32> DROP_TOO_LATE       = 3;", "const bit<32> DROP_TOO_LATE       = 5;"), "DROP_TOO_LATE"),
     (("#define MAX_BATCH 16", "#define MAX_BATCH 8"), "MAX_BATCH"),
+    (("register<bit<8>>(CEP_PATTERNS)          cep_state;", "register<bit<16>>(CEP_PATTERNS)          cep_state;"),
+     "registers"),
+    (("register<bit<64>>(CEP_RING_CELLS) cep_ring;", "register<bit<64>>(CEP_WINDOWS) cep_ring;"), "registers"),
+    (("const bit<8> CEP_OP_GE = 5;", "const bit<8> CEP_OP_GE = 7;"), "CEP_OP_GE"),
     (("actions = { to_operator; @defaultonly NoAction; }", "actions = { @defaultonly NoAction; }"),
      "unicast actions"),
 ])
@@ -80,16 +99,26 @@ def test_a_drifted_program_is_caught(edit, found):
     assert any(found in line for line in drift(drifted)), drift(drifted)
 
 
-def test_the_compiled_program_agrees_where_p4c_exists(tmp_path):
+@pytest.mark.parametrize("build", ["plain", "cep"])
+def test_the_compiled_program_agrees_where_p4c_exists(tmp_path, build):
+    """The plain build holds the splitter's tables and registers and nothing
+    else; the CEP build holds the CEP stage's as well."""
     from testbed.targets.bmv2 import toolchain
 
     reason = toolchain.compiler_missing()
     if reason:
         pytest.skip(f"p4c is not here: {reason}")
-    compiled = json.loads(toolchain.compile_program(out_dir=tmp_path).read_text())
+    program = toolchain.CEP_PROGRAM if build == "cep" else toolchain.PROGRAM
+    compiled = json.loads(toolchain.compile_program(out_dir=tmp_path, program=program).read_text())
     tables = {t["name"].rsplit(".", 1)[-1] for p in compiled["pipelines"] for t in p["tables"]}
-    assert set(contract.SCHEMA) <= tables
-    registers = {r["name"].rsplit(".", 1)[-1]: r["bitwidth"] for r in compiled["register_arrays"]}
-    assert registers == contract.REGISTERS
+    registers = {r["name"].rsplit(".", 1)[-1]: (r["bitwidth"], r["size"]) for r in compiled["register_arrays"]}
     counters = {c["name"].rsplit(".", 1)[-1]: c["size"] for c in compiled["counter_arrays"]}
-    assert counters == contract.COUNTERS
+    splitter = {name: (bits, contract.N_STREAMS) for name, bits in contract.REGISTERS.items()}
+    if build == "cep":
+        assert set(contract.ALL_TABLES) <= tables
+        assert registers == splitter | contract.CEP_REGISTERS
+        assert counters == contract.COUNTERS | contract.CEP_COUNTERS
+    else:
+        assert set(contract.SCHEMA) <= tables and not set(contract.CEP_SCHEMA) & tables
+        assert registers == splitter
+        assert counters == contract.COUNTERS

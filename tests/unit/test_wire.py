@@ -55,7 +55,7 @@ complex_event = st.tuples(st.integers(1, 2**16 - 1), st.integers(1, 2**32 - 1), 
                           st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1), st.integers(-2**63, 2**63 - 1))
 
 
-@given(st.lists(complex_event, min_size=1, max_size=8))
+@given(st.lists(complex_event, min_size=1, max_size=4))
 def test_complex_event_frames_read_back_alike_by_scapy_and_the_fast_path(events):
     frame = complex_events_frame("02:00:00:00:00:fe", "02:00:00:00:00:03", "10.0.0.254", "10.0.0.3", events)
     assert len(frame) == EVENT_OFFSET + 4 + 32 * len(events)
@@ -68,6 +68,6 @@ def test_complex_event_frames_read_back_alike_by_scapy_and_the_fast_path(events)
 def test_a_complex_event_frame_its_length_cannot_hold_is_refused():
     payload = complex_events_frame("02:00:00:00:00:fe", "02:00:00:00:00:03", "10.0.0.254", "10.0.0.3",
                                    [(1, 1, 2, 3, 4, 5)] * 2)[EVENT_OFFSET:]
-    for bad in (payload[:-1], payload[:3], b"\x00\x00" + payload[2:], b"\x00\x09" + payload[2:]):
+    for bad in (payload[:-1], payload[:3], b"\x00\x00" + payload[2:], b"\x00\x05" + payload[2:]):
         with pytest.raises(ValueError):
             parse_complex_events(bad)

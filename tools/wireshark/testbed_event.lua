@@ -155,12 +155,12 @@ end
 local CEP_UDP_PORT = 50003
 local CEP_LEN = 4
 local COMPLEX_EVENT_LEN = 32
-local MAX_PATTERNS = 8
+local MAX_PATTERNS = 4
 local cep = Proto("complexevents", "Testbed complex events")
 local ce = Proto("complexevent", "Testbed complex event")
 local c = {
     count = ProtoField.uint16("complexevents.count", "Complex events", base.DEC, nil, nil,
-                              "complex events that follow, 1 to 8"),
+                              "complex events that follow, 1 to 4"),
     flags = ProtoField.uint16("complexevents.flags", "Flags", base.HEX),
 }
 local e = {

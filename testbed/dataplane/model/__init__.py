@@ -12,12 +12,14 @@ It implements the contract of ``testbed.dataplane.contract`` and mirrors
 - ``forwarding``: ingress, the destination tables and replication (p4/forwarding.p4);
 - ``egress``: each copy's Windows header and addresses (p4/egress.p4);
 - ``batches``: several events in one frame, per-event ingress, one
-  replication, per-replica egress (not yet in p4/: issue 23).
+  replication, per-replica egress (p4/batches.p4);
+- ``cep``: complex event processing beside the splitter (p4/cep.p4).
 
 It takes no shortcut through ``testbed.semantics.windows``: the tests hold
 it to that oracle, and the differential tests hold bmv2 to it.
 """
 from testbed.dataplane.model.batches import Batches
+from testbed.dataplane.model.cep import CepStage
 from testbed.dataplane.model.division import shift_subtract_divmod, step_back
 from testbed.dataplane.model.egress import Egress, copy_back
 from testbed.dataplane.model.epochs import EpochSwitch, old_windows_after
@@ -27,12 +29,12 @@ from testbed.dataplane.model.slides import SlideTracker
 from testbed.dataplane.model.state import ControlState
 
 
-class SplitterPipeline(Batches, Forwarding, SlideTracker, EpochSwitch, Egress, ControlState):
+class SplitterPipeline(Batches, CepStage, Forwarding, SlideTracker, EpochSwitch, Egress, ControlState):
     """One splitter switch: its state and control API, and its pipeline's stages."""
 
 
 __all__ = [
-    "Batches", "ControlState", "CopyMeta", "Decision", "Egress", "EpochSwitch", "Forwarding", "PreviousParams",
-    "SlideOutcome", "SlideTracker", "SplitterPipeline", "WindowParams", "copy_back", "old_windows_after",
-    "shift_subtract_divmod", "step_back",
+    "Batches", "CepStage", "ControlState", "CopyMeta", "Decision", "Egress", "EpochSwitch", "Forwarding",
+    "PreviousParams", "SlideOutcome", "SlideTracker", "SplitterPipeline", "WindowParams", "copy_back",
+    "old_windows_after", "shift_subtract_divmod", "step_back",
 ]

@@ -114,9 +114,12 @@ class Forwarding:
             else:
                 self._count("non_event", 0, len(frame))
             return []
-        stream, _f, _seq, ts, key, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
+        event = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
+        stream, _f, _seq, ts, key, _v = event
         decision = self.ingress(stream, ts, len(frame), key)
-        out = []
+        # The CEP stage sees every event, whatever the splitter does with it;
+        # its frames to the sinks are an I2E clone's, enqueued first (p4/cep.p4).
+        out = self.cep(frame, event) if self.cep_on else []
         for port in self.replicate(decision):
             rewritten = self.egress(port, frame, self._windows_header(stream, port, decision.copy))
             if rewritten is not None:

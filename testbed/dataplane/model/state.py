@@ -11,25 +11,50 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from testbed.dataplane.contract import COUNTERS, N_STREAMS, REGISTERS, SCHEMA, TableSpec, to_bytes, to_int
+from testbed.dataplane.contract import (
+    ALL_TABLES,
+    CEP_COUNTERS,
+    CEP_REGISTERS,
+    COUNTERS,
+    N_STREAMS,
+    REGISTERS,
+    TableSpec,
+    to_bytes,
+    to_int,
+)
+
+#: Register name -> bit width, for the splitter's (one cell per stream) and the CEP stage's.
+WIDTHS = REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()}
+#: The registers that switch a CEP window or pattern slot on or off.
+_CEP_SWITCHES = ("cep_window_size", "cep_pattern_on")
+#: Counter name -> cells.
+SIZES = COUNTERS | CEP_COUNTERS
 
 
 class ControlState:
-    """Registers, tables, PRE and counters of one splitter switch, behind the control API."""
+    """Registers, tables, PRE, mirror sessions and counters of one splitter switch,
+    behind the control API.  The model holds the CEP stage's state too: it is
+    one target with every feature, where bmv2 runs the build a topology needs."""
 
     def __init__(self) -> None:
         self.registers: dict[str, list[int]] = {}
         self.counters: dict[str, list[list[int]]] = {}
-        self.tables: dict[str, dict[tuple[int, ...], tuple[str, tuple[int, ...]]]] = {t: {} for t in SCHEMA}
+        self.tables: dict[str, dict[tuple[int, ...], tuple[str, tuple[int, ...]]]] = {t: {} for t in ALL_TABLES}
         # Entry handles per table, from 0, as bmv2 numbers them (table_dump shows them).
-        self._handles: dict[str, dict[int, tuple[int, ...]]] = {t: {} for t in SCHEMA}
-        self._next_handle = {t: 0 for t in SCHEMA}
+        self._handles: dict[str, dict[int, tuple[int, ...]]] = {t: {} for t in ALL_TABLES}
+        self._next_handle = {t: 0 for t in ALL_TABLES}
         self.mc_groups: dict[int, list[int]] = {}          # mgid -> node handles
         self.mc_nodes: dict[int, tuple[int, list[int]]] = {}  # handle -> (rid, ports)
         self._next_node = 0     # node handles are never reused while the switch runs
+        self.mirror_sessions: dict[int, int] = {}           # session -> mgid
+        #: Whether any CEP window or pattern slot is in use: the stage does
+        #: nothing otherwise, and the model then skips it (it costs Python time).
+        self.cep_on = False
         for name in REGISTERS:
             self.registers[name] = [0] * N_STREAMS
-        for name, size in COUNTERS.items():
+        for name, (_bits, cells) in CEP_REGISTERS.items():
+            self.registers[name] = [0] * cells
+        for name, size in SIZES.items():
             self.counters[name] = [[0, 0] for _ in range(size)] if size < 4096 else _SparseCounter()
 
     def table_add(self, table: str, action: str, match_keys: Sequence[Any],
@@ -107,18 +132,33 @@ class ControlState:
         return {g: [{"handle": h, "rid": self.mc_nodes[h][0], "ports": sorted(self.mc_nodes[h][1])} for h in hs]
                 for g, hs in sorted(self.mc_groups.items())}
 
+    def mirroring_add_mc(self, session: int, mgid: int) -> None:
+        self.mirror_sessions[int(session)] = int(mgid)
+
+    def mirroring_delete(self, session: int) -> None:
+        if int(session) not in self.mirror_sessions:
+            raise KeyError(f"no mirror session {session}")
+        del self.mirror_sessions[int(session)]
+
     def register_read(self, name: str, index: Optional[int] = None):
         reg = self._register(name)
         return list(reg) if index is None else reg[int(index)]
 
     def register_write(self, name: str, index: int, value: int) -> None:
-        width = REGISTERS[name]
+        width = WIDTHS[name]
         self._register(name)[int(index)] = int(value) & ((1 << width) - 1)
+        if name in _CEP_SWITCHES:
+            self._cep_in_use()
 
     def register_reset(self, name: str) -> None:
         reg = self._register(name)
         for i in range(len(reg)):
             reg[i] = 0
+        if name in _CEP_SWITCHES:
+            self._cep_in_use()
+
+    def _cep_in_use(self) -> None:
+        self.cep_on = any(self.registers["cep_window_size"]) or any(self.registers["cep_pattern_on"])
 
     def counter_read(self, name: str, index: int) -> tuple[int, int]:
         """``(bytes, packets)`` as bmv2 reports them."""
@@ -126,12 +166,12 @@ class ControlState:
         return c[0], c[1]
 
     def counter_reset(self, name: str) -> None:
-        size = COUNTERS[name]
+        size = SIZES[name]
         self.counters[name] = [[0, 0] for _ in range(size)] if size < 4096 else _SparseCounter()
 
     def _table(self, name: str) -> TableSpec:
         try:
-            return SCHEMA[name]
+            return ALL_TABLES[name]
         except KeyError:
             raise KeyError(f"no table named {name}") from None
 

@@ -37,9 +37,9 @@ from testbed.semantics.cep.oracle import PatternSpec
 from testbed.semantics.strict import FieldError, StrictModel
 
 #: Window operators the switch holds at once (register ring buffers).
-MAX_CEP_WINDOWS = 8
+MAX_CEP_WINDOWS = 4
 #: Complex events installed at once (state registers and transition-table shares).
-MAX_PATTERNS = 8
+MAX_PATTERNS = 4
 #: Complex event ids are 16 bits in the complex event header; 0 means none.
 MAX_PATTERN_ID = (1 << 16) - 1
 RuleName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,31}$")]
@@ -113,6 +113,7 @@ class CepRules(StrictModel):
             windows[w.name] = w
         ids: dict[int, int] = {}
         names: dict[str, int] = {}
+        tests: dict[str, tuple[tuple[str, int], str]] = {}     # window -> its count-if test, and where
         for i, rule in enumerate(self.complex_events):
             at = f"complex_events[{i}]"
             if rule.id in ids:
@@ -129,6 +130,15 @@ class CepRules(StrictModel):
                     if windows[name].stream != rule.stream:
                         raise FieldError(where, f"{operand}: window {name!r} is over stream "
                                                 f"{windows[name].stream}, the pattern over stream {rule.stream}")
+            for operand in [c.operand for c in pattern_comparisons(rule.parsed)] + [rule.returned]:
+                if isinstance(operand, CountIf):
+                    test = (operand.op, operand.constant)
+                    counted = tests.setdefault(operand.window, (test, at))
+                    if counted[0] != test:
+                        raise FieldError(f"{at}.{'returns' if operand is rule.returned else 'pattern'}",
+                                         f"{operand}: window {operand.window!r} already counts "
+                                         f"{operand.window} {counted[0][0]} {counted[0][1]} ({counted[1]}); "
+                                         f"a window keeps one running count, so declare a second window")
             for c in pattern_comparisons(rule.parsed):
                 self._in_range(f"{at}.pattern", c.operand, c.constant, str(c), windows)
                 if isinstance(c.operand, CountIf):

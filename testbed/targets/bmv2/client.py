@@ -33,9 +33,12 @@ def _thrift_modules():
     from bm_runtime.simple_pre_lag import ttypes as pre_types
     from bm_runtime.standard import Standard
     from bm_runtime.standard import ttypes as std_types
+    from sswitch_runtime import SimpleSwitch
+    from sswitch_runtime import ttypes as sswitch_types
     from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
     from thrift.transport import TSocket, TTransport
     return {"Standard": Standard, "SimplePreLAG": SimplePreLAG, "std": std_types, "pre": pre_types,
+            "SimpleSwitch": SimpleSwitch, "sswitch": sswitch_types,
             "TSocket": TSocket, "TTransport": TTransport, "TBinaryProtocol": TBinaryProtocol,
             "TMultiplexedProtocol": TMultiplexedProtocol}
 
@@ -70,6 +73,8 @@ class Bmv2API:
         mux = m["TMultiplexedProtocol"].TMultiplexedProtocol
         self.client = m["Standard"].Client(mux(proto, "standard"))
         self.mc = m["SimplePreLAG"].Client(mux(proto, "simple_pre_lag"))
+        self.sswitch = m["SimpleSwitch"].Client(mux(proto, "simple_switch"))
+        self._sswitch_types = m["sswitch"]
         try:
             if netns_path is None:
                 self._transport.open()
@@ -103,6 +108,8 @@ class Bmv2API:
             code = std.RegisterOperationErrorCode._VALUES_TO_NAMES.get(err.code, err.code)
         except self._pre_types.InvalidMcOperation as err:
             code = self._pre_types.McOperationErrorCode._VALUES_TO_NAMES.get(err.code, err.code)
+        except self._sswitch_types.InvalidMirroringOperation as err:
+            code = self._sswitch_types.MirroringOperationErrorCode._VALUES_TO_NAMES.get(err.code, err.code)
         raise Bmv2Error(f"{what}: {code}")
 
     # -- tables -------------------------------------------------------------
@@ -181,6 +188,14 @@ class Bmv2API:
         for g in dump["mgrps"]:
             out[g["id"]] = [{"handle": h, "rid": l1[h][0], "ports": l2[l1[h][1]]} for h in g["l1_handles"]]
         return dict(sorted(out.items()))
+
+    # -- mirroring (simple_switch's own service) --------------------------------
+    def mirroring_add_mc(self, session: int, mgid: int) -> None:
+        config = self._sswitch_types.MirroringSessionConfig(mgid=int(mgid))
+        self._call(f"mirroring_add_mc {session} {mgid}", self.sswitch.mirroring_session_add, int(session), config)
+
+    def mirroring_delete(self, session: int) -> None:
+        self._call(f"mirroring_delete {session}", self.sswitch.mirroring_session_delete, int(session))
 
     # -- registers ----------------------------------------------------------
     def register_read(self, name: str, index: Optional[int] = None):

@@ -39,11 +39,16 @@ PROGRAM = P4_DIR / "splitter.p4"
 #: The same program built to take batches too (docs/p4.md, "Batches"): a
 #: topology with a batched stream runs on it.
 BATCH_PROGRAM = P4_DIR / "splitter_batches.p4"
+#: The same program with the CEP stage (docs/cep.md; docs/p4.md, "The CEP stage").
+CEP_PROGRAM = P4_DIR / "splitter_cep.p4"
 
 
-def splitter_program(batches: bool) -> Path:
-    """The splitter build a run needs: the one that takes batches only when it must."""
-    return BATCH_PROGRAM if batches else PROGRAM
+def splitter_program(batches: bool, cep: bool = False) -> Path:
+    """The splitter build a run needs: batches or the CEP stage only when it must.
+    No build has both (the CEP stage takes events one frame at a time)."""
+    if batches and cep:
+        raise ValueError("no splitter build takes batches and runs the CEP stage at once")
+    return CEP_PROGRAM if cep else BATCH_PROGRAM if batches else PROGRAM
 FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
@@ -229,7 +234,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if reason:
         print(f"p4 toolchain: {reason}", file=sys.stderr)
         return 1
-    for program in (PROGRAM, BATCH_PROGRAM, FORWARD_PROGRAM):
+    for program in (PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM):
         try:
             compile_program(args.out_dir, force=args.force, program=program)
         except P4BuildError as err:
