@@ -146,7 +146,7 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
     from testbed.experiments.repeat import repeat_experiment
     from testbed.experiments.stress import SCENARIOS, stress, stress_ng_missing
     from testbed.runs.orchestrator import PreflightError
-    from testbed.runs.signals import RunInterrupted
+    from testbed.runs.signals import Interrupts, RunInterrupted
 
     missing = stress_ng_missing()
     if missing:
@@ -163,9 +163,15 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
                                      fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
 
     folder = out or ROOT / "results" / "stress" / time.strftime("%Y%m%d-%H%M%S")
-    with _run_errors():
-        report = stress(folder, suite_runs, repeat, names if repeat else [], shlex.split(pytest_args), load,
-                        repeat_scenario, progress)
+    # SIGTERM, like Ctrl-C, unwinds through the load and the suite, which stop what they started.
+    interrupts = Interrupts()
+    interrupts.install()
+    try:
+        with _run_errors():
+            report = stress(folder, suite_runs, repeat, names if repeat else [], shlex.split(pytest_args), load,
+                            repeat_scenario, progress)
+    finally:
+        interrupts.restore()
     click.echo(report.markdown())
     click.echo(f"stability: {folder / 'stability.md'}")
     sys.exit(0 if report.ok else 1)

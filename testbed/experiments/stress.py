@@ -82,12 +82,46 @@ def parse_pytest(output: str) -> tuple[dict[str, int], list[str]]:
 
 
 def run_suite(args: list[str], log: Path) -> SuiteRun:
+    """One run of the suite, in a process group of its own: if this one is
+    interrupted, the suite and whatever its tests started are stopped too."""
     started = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-ra", "-q", "-p", "no:cacheprovider", *args],
-                              cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-ra", "-q", "-p", "no:cacheprovider", *args],
+                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait()
+        except BaseException:
+            stop_group(proc)
+            raise
     counts, failed = parse_pytest(log.read_text(errors="replace"))
     return SuiteRun(counts, failed, time.monotonic() - started, proc.returncode)
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """SIGTERM to ``proc``'s process group (a run among its tests cleans up on it), then SIGKILL."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        # the leader is gone; give the rest of its group the same grace
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _group_alive(proc.pid):
+            time.sleep(0.1)
+        if not _group_alive(proc.pid):
+            return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 @dataclass
