@@ -283,6 +283,12 @@ def is_event_frame(frame: bytes) -> bool:
     return _udp_to(frame, EVENT_UDP_PORT, EVENT_OFFSET + EVENT_STRUCT.size)
 
 
+def is_complex_events_frame(frame: bytes) -> bool:
+    """Whether an Ethernet frame is one the CEP stage sends a sink: UDP to
+    ``CEP_UDP_PORT`` with room for the header and one complex event."""
+    return _udp_to(frame, CEP_UDP_PORT, EVENT_OFFSET + CEP_LEN + COMPLEX_EVENT_LEN)
+
+
 def batch_count(frame: bytes) -> int:
     """The number of events of a batch frame as the P4 parser takes it, or 0
     if it is not a well-formed batch: an unfragmented IPv4 datagram without

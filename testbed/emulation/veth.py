@@ -26,7 +26,14 @@ import time
 from contextlib import nullcontext
 from typing import Optional
 
-from testbed.dataplane.wire import EVENT_OFFSET, EVENT_STRUCT, is_event_frame
+from testbed.dataplane.wire import (
+    CEP_LEN,
+    COMPLEX_EVENT_STRUCT,
+    EVENT_OFFSET,
+    EVENT_STRUCT,
+    is_complex_events_frame,
+    is_event_frame,
+)
 from testbed.emulation import netns, procs
 
 PREFIX_VAR, DEFAULT_PREFIX = "TESTBED_VETH_PREFIX", "tbv"
@@ -115,7 +122,7 @@ class Taps:
     inside ``netns_path`` when given): direction ``in`` keeps the frames
     arriving on it, ``out`` the frames sent from it.  ``rows`` collects what
     ``row`` makes of each frame: ``(port, frame)`` here.  Only event frames
-    count, unless ``events_only`` is false.
+    count (and the CEP stage's complex event frames), unless ``events_only`` is false.
     """
 
     #: Ask the kernel for each frame's receive time (``SO_TIMESTAMPNS``).
@@ -154,7 +161,7 @@ class Taps:
                     except BlockingIOError:
                         break
                     if (addr[2] == PACKET_OUTGOING) != (direction == "out") or \
-                            (self.events_only and not is_event_frame(frame)):
+                            (self.events_only and not (is_event_frame(frame) or is_complex_events_frame(frame))):
                         continue
                     row = self.row(direction, port, frame, ancdata)
                     if row is not None:
@@ -192,5 +199,9 @@ class StampedTaps(Taps):
         if stamp is None:
             return None
         sec, nsec = TIMESPEC.unpack(stamp[:TIMESPEC.size])
-        stream, _f, seq, _ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
+        if is_complex_events_frame(frame):
+            # A complex event frame stands for the event that completed its matches.
+            _p, _r, _m, stream, _r2, seq, _ts, _v = COMPLEX_EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET + CEP_LEN)
+        else:
+            stream, _f, seq, _ts, _k, _v = EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)
         return direction, port, stream, seq, sec * 1_000_000_000 + nsec

@@ -15,6 +15,8 @@ kind is a module and one line in ``KINDS``:
   the Spark operators live, up to where they stop keeping up (issue 21);
 - ``batching``: lossless capacity, frames, bytes and latency per event
   against the number of events per frame (issue 23);
+- ``cep``: the CEP stage's latency and throughput against the window size
+  (P4CEP Fig. 4; issue 22);
 - ``variants``: one topology with a patch per run (real-world data against
   lateness; window splitting against key splitting under skew; issue 24);
 - ``adaptation``: a topology whose streams change, fail or scale while they
@@ -40,6 +42,7 @@ KINDS = {
     "e2elatency": "testbed.experiments.e2elatency:ResultLatency",
     "cpupolicy": "testbed.experiments.cpupolicy:CpuPolicyCapacity",
     "batching": "testbed.experiments.batching:BatchCapacity",
+    "cep": "testbed.experiments.cep:CepWindowCost",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "variants": "testbed.experiments.variants:Variants",
     "bench": "testbed.experiments.bench.kind:Bench",

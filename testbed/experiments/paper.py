@@ -125,3 +125,21 @@ S4_ONE_EVENT_PER_PACKET = {
     "fig8_packet_bytes_one_event": 512,
     "finding": "not measured by any seed paper: our curves have no paper counterpart",
 }
+
+P4CEP = "P4CEP: Towards In-Network Complex Event Processing (Kohler et al., NetCompute 2018)"
+
+#: P4CEP Fig. 4 and §4: latency and relative throughput of one pattern of two
+#: basic events (one simple predicate each) against the window size n.  The
+#: figure's curves are not in the text; these are the values the text gives.
+#: P4CEP's relative throughput B_p is against line rate (14.88 Mpps at 10GbE),
+#: not against plain forwarding on the same target as ours is.
+P4CEP_FIG_4 = {
+    "source": f"{P4CEP}, §4 and Fig. 4",
+    "pattern": "two basic events, one simple predicate each; basic events at 500 pps for latency",
+    "bmv2": {"baseline_latency_us": 475, "baseline_pps": 12_000, "latency_us_at_n0": 512,
+             "latency_us_over_n15": "over 10,000 (text: exceeding 10 ms for n > 15)",
+             "relative_throughput_at_n0_percent_of_line_rate": 0.05},
+    "nfp_c": {"baseline_latency_us": 6.8, "latency_us_n0_to_n20": [9.8, 29.5],
+              "relative_throughput_percent_n0_to_n20": [56, 16], "latency_us_at_n1000": 969},
+    "nfp": {"note": "pure P4; rejected for n > 10 (code size)"},
+}

@@ -334,6 +334,8 @@ class ExperimentDir:
     control_times = At("raw", "control.parquet")              # control: one row per install
     latency_samples = At("raw", "latency.parquet")            # latency: one row per copy out
     rate_points = At("raw", "rates.parquet")                  # rates: one row per run
+    cep_latency = At("raw", "cep_latency.parquet")            # cep: one row per complex event or copy out
+    cep_rates = At("raw", "cep_rates.parquet")                # cep: one row per blast
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", resolved(self.root))

@@ -96,6 +96,27 @@ def test_latency_forwarding_delivers_every_frame_and_splitter_follows_the_oracle
     assert_record_and_redraw(expdir, record)
 
 
+@needs_root
+@pytest.mark.parametrize("target", TARGETS)
+def test_p4cep_complex_events_follow_the_oracle_at_both_rates(tmp_path, target):
+    """P4CEP Fig. 4, quick: every point's complex events are the oracle's over the
+    events the switch took, at 500 events/s and in a blast; latency is measured
+    from the completing event in to its complex event out, on one clock."""
+    ok, expdir, record = quick("p4cep", tmp_path, target)
+    checks = record["ours"]["checks"]
+    sizes = record["params"]["sizes"]
+    assert {(c["n"], c["at"]) for c in checks} == {(n, at) for n in sizes for at in ("latency_rate", "blast")}
+    assert all(c["missing"] == c["extra"] == c["twice"] == 0 and c["complex_events"] > 0 for c in checks)
+    slow = [c for c in checks if c["at"] == "latency_rate"]
+    assert all(c["events_taken"] == record["params"]["latency_events"] for c in slow)
+    assert ok
+    latency = pd.read_parquet(expdir.cep_latency)
+    assert (latency["latency_us"] > 0).all()
+    summary = {r["n"]: r for r in record["ours"]["summary"]}
+    assert set(summary) == {-1, *sizes} and all("relative_throughput" in summary[n] for n in sizes)
+    assert_record_and_redraw(expdir, record)
+
+
 @pytest.mark.mininet
 @pytest.mark.skipif(mininet_missing() is not None, reason=f"emulation: {mininet_missing()}")
 def test_rates_output_is_input_times_the_oracles_copies(tmp_path):

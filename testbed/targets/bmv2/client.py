@@ -197,6 +197,11 @@ class Bmv2API:
     def mirroring_delete(self, session: int) -> None:
         self._call(f"mirroring_delete {session}", self.sswitch.mirroring_session_delete, int(session))
 
+    def set_queue_depth(self, packets: int) -> None:
+        """Every egress queue's depth (simple_switch_CLI's ``set_queue_depth``; 64 by default).
+        simple_switch drops a packet whose queue is full and counts it nowhere."""
+        self.sswitch.set_all_egress_queue_depths(int(packets))
+
     # -- registers ----------------------------------------------------------
     def register_read(self, name: str, index: Optional[int] = None):
         """One cell, or the whole array when ``index`` is None.

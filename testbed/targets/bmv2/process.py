@@ -80,8 +80,8 @@ class Bmv2Process(SwitchProcess):
                  thrift_port: Optional[int] = None, device_id: int = 0,
                  log_level: str = DEFAULT_LOG_LEVEL, json_path: Optional[Path] = None,
                  namespace: Optional[netns.NamedNamespace] = None,
-                 forward: Optional[dict[int, int]] = None, batches: bool = False):
-        super().__init__(ports, run_dir, name, thrift_port, namespace, forward)
+                 forward: Optional[dict[int, int]] = None, batches: bool = False, cep: bool = False):
+        super().__init__(ports, run_dir, name, thrift_port, namespace, forward, cep)
         self.device_id = device_id
         self.batches = batches
         self.log_level = log_level
@@ -96,7 +96,7 @@ class Bmv2Process(SwitchProcess):
         return toolchain.toolchain_missing()
 
     def command(self) -> list[str]:
-        program = toolchain.FORWARD_PROGRAM if self.forward else toolchain.splitter_program(self.batches)
+        program = toolchain.FORWARD_PROGRAM if self.forward else toolchain.splitter_program(self.batches, self.cep)
         self.json_path = self.json_path or toolchain.compile_program(program=program)
         return simple_switch_command(self.json_path, self.ports, self.control_port, self.rundir,
                                      self.name, self.device_id, self.log_level)

@@ -1,0 +1,309 @@
+"""P4CEP Fig. 4 on both targets: what the CEP stage costs against the window size n.
+
+P4CEP times one pattern of two basic events, one simple predicate each,
+for window sizes n = 0 .. 20 (Fig. 4): latency at 500 events/s, and
+throughput.  Here the switch runs on veth pairs outside Mininet, as for S4
+Table V (``latency``), and is timed by kernel timestamps on its own
+interfaces (``stamps``):
+
+- port 1 takes the events; port 2 gets every event's copy (a count window
+  of 1 event, N = 1), so the copies count the events the switch took;
+  port 3 is the sink that gets the complex events.
+- The pattern is ``[value >= 90]; [max(w) >= 0]`` over a window ``w`` of
+  the last n values (``[value >= 90]; [value >= 0]`` for n = 0): every event
+  after one of value 90 or more completes a match, so about one event in
+  ten yields a complex event, and ``max`` makes the window rescan whenever
+  its greatest value leaves (docs/p4.md, "The CEP stage").
+- **Latency**: from the completing event arriving on port 1 to its complex
+  event leaving on port 3, at ``latency_rate``; plain forwarding (the
+  target's baseline program) is timed on the same frames.
+- **Throughput**: a blast of frames faster than the switch takes them; the
+  rate at which copies leave port 2 while the switch is backlogged, for the
+  CEP build with the pattern installed and for plain forwarding.  Ours is
+  relative to plain forwarding on the same target; P4CEP's B_p is relative
+  to line rate, so the two are set side by side, not compared.
+- **Check**: the complex events that left must be exactly the oracle's
+  (``testbed.semantics.cep``) over the events the switch took, at either rate.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, field_validator
+
+from testbed.analysis.plots import plt, save_figure
+from testbed.dataplane.cep import CepControl
+from testbed.dataplane.control import Controller
+from testbed.dataplane.wire import FrameTemplate
+from testbed.emulation.source import SPLITTER_MAC
+from testbed.emulation.veth import StampedTaps, VethRig, send_frames
+from testbed.experiments import paper
+from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
+from testbed.experiments.stamps import QUIET_S, STAMP_COLUMNS
+from testbed.rundir import ExperimentDir
+from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
+from testbed.semantics.cep.oracle import BasicEvent, CepOracle
+from testbed.semantics.cep.rules import CepRules
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import EventCount, Rate, Repeats
+from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
+
+FIG_4 = "p4cep_fig4"
+STREAM, SOURCE, COPIES, SINK = 7, 1, 2, 3
+FORWARD = "forward"
+#: Blasts that leave fewer copies than this measure no rate.
+MIN_BLAST_COPIES = 200
+#: bmv2's egress queue depth for these measurements, in packets (its default is 64).
+QUEUE_DEPTH = 100_000
+
+
+class CepParams(KindParams):
+    sizes: list[int] = Field(default=[0, 1, 2, 4, 8, 16, 32], min_length=1, description="window sizes n")
+    latency_events: EventCount = Field(default=2000, description="events per latency point")
+    latency_rate: Rate = Field(default=500, description="events per second (P4CEP: 500 pps)")
+    blast_events: EventCount = Field(default=30000, description="events per throughput point")
+    blast_rate: Rate = Field(default=100000, description="the blast's send rate: above what the switch takes")
+    rounds: Repeats = 1
+    seed: int = Field(default=4, ge=0)
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, sizes: list[int]) -> list[int]:
+        bad = [n for n in sizes if not 0 <= n <= MAX_CEP_WINDOW]
+        if bad:
+            raise ValueError(f"window size {bad[0]} is outside 0 .. {MAX_CEP_WINDOW}")
+        return sizes
+
+
+def cep_topology(n: int, events: int) -> Topology:
+    """One stream from h1 to h2, each event its own window (a copy per event),
+    and the pattern on it with a window of ``n`` values and sink h3."""
+    window = [{"name": "w", "stream": STREAM, "field": "value", "size": n}] if n else []
+    second = "[max(w) >= 0]" if n else "[value >= 0]"
+    return parse_topology({
+        "name": "p4cep", "hosts": {"h1": {}, "h2": {}, "h3": {}},
+        "streams": [{"id": STREAM, "source": "h1", "operators": ["h2"], "events": events, "rate": 1,
+                     "window": {"kind": "count", "size": 1, "slide": 1}}],
+        "cep": {"windows": window, "complex_events": [
+            {"name": "fig4", "id": 1, "stream": STREAM, "pattern": f"[value >= 90]; {second}",
+             "returns": "value", "sinks": ["h3"]}]}}, plan_only=True)
+
+
+def event_frames(topo: Topology, count: int, seed: int) -> tuple[list[bytes], list[BasicEvent]]:
+    """``count`` events with values drawn from 0 .. 99, as frames and as the oracle reads them."""
+    rng = random.Random(seed)
+    plan = SplitterPlan(topo)
+    ip, mac = plan.addresses["h1"]
+    template = FrameTemplate(mac, SPLITTER_MAC, ip, SPLITTER_IP, STREAM)
+    events = [BasicEvent(STREAM, seq, seq, 0, rng.randrange(100)) for seq in range(count)]
+    return [template.frame(e.seq, e.ts, e.key, e.value) for e in events], events
+
+
+def completing(rules: CepRules, events: list[BasicEvent]) -> set[int]:
+    """The seqs of the events that complete a match, by the oracle."""
+    oracle = CepOracle(rules.window_specs(), rules.pattern_specs())
+    return {e.seq for e in events if oracle.step(e)}
+
+
+def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, frames: list[bytes],
+                   rate: float, topo: Optional[Topology]) -> tuple[pd.DataFrame, int]:
+    """``frames`` sent at ``rate`` through ``target`` on ``rig``: the CEP build with
+    ``topo``'s stream and pattern installed, or plain forwarding from port 1 to 2
+    when ``topo`` is None.  Returns the taps' rows (``stamps.STAMP_COLUMNS``) and
+    the frames the taps' sockets dropped.  bmv2's egress queues are made deep
+    (``QUEUE_DEPTH``), as is any real switch's buffer: a blast then loses events
+    only on their way in, before the stage, never a copy or a complex event after it."""
+    forward = None if topo is not None else {SOURCE: COPIES}
+    with live_switch(target, expdir, name, rig, forward=forward, cep=topo is not None) as (_proc, api):
+        if target == "bmv2":
+            api.set_queue_depth(QUEUE_DEPTH)
+        out = {COPIES: rig.switch_ends[COPIES]}
+        if topo is not None:
+            plan = SplitterPlan(topo)
+            Controller(api).install(plan)
+            ip, mac = plan.addresses["h3"]
+            api.table_add("egress_rewrite", "rewrite_dst", [SINK], [mac, ip])
+            CepControl(api, {"h3": SINK}).install(topo.cep)
+            out[SINK] = rig.switch_ends[SINK]
+        taps = StampedTaps({SOURCE: rig.switch_ends[SOURCE]}, out, rig.namespace.path)
+        try:
+            send_frames(rig.host_ends[SOURCE], frames, rate)
+            rows = pd.DataFrame(taps.drain(QUIET_S), columns=STAMP_COLUMNS)
+            return rows, taps.kernel_drops
+        finally:
+            taps.close()
+
+
+def backlogged_rate(out_ns: pd.Series) -> float:
+    """Frames per second over the middle 80 % of ``out_ns`` (the switch backlogged, not starting or ending)."""
+    t = np.sort(out_ns.to_numpy())
+    if len(t) < MIN_BLAST_COPIES:
+        return float("nan")
+    lo, hi = int(len(t) * 0.1), int(len(t) * 0.9)
+    return (hi - lo) / ((t[hi] - t[lo]) / 1e9)
+
+
+def sender_bound(rate: float, rows: pd.DataFrame, send_rate: float) -> bool:
+    """Whether a blast measured the sender rather than the switch: the frames
+    arrived slower than asked, or the switch kept up with them.  Such a rate
+    is a lower bound of the switch's."""
+    ins = np.sort(rows.loc[rows["direction"] == "in", "ns"].to_numpy())
+    arrived = (len(ins) - 1) / ((ins[-1] - ins[0]) / 1e9) if len(ins) > 1 and ins[-1] > ins[0] else 0.0
+    return bool(arrived < 0.9 * send_rate or rate >= 0.9 * arrived)
+
+
+def cep_check(rows: pd.DataFrame, rules: CepRules, events: list[BasicEvent]) -> dict[str, int]:
+    """Complex events that left against the oracle's, over the events the switch took (those with a copy)."""
+    taken = set(rows.loc[(rows["direction"] == "out") & (rows["port"] == COPIES), "seq"])
+    want = completing(rules, [e for e in events if e.seq in taken])
+    got = rows.loc[(rows["direction"] == "out") & (rows["port"] == SINK), "seq"]
+    return {"events_taken": len(taken), "complex_events": int(len(got)), "missing": len(want - set(got)),
+            "extra": len(set(got) - want), "twice": int(got.duplicated().sum())}
+
+
+class CepWindowCost(ExperimentKind):
+    """P4CEP Fig. 4: the CEP stage's latency and relative throughput against n, on every target."""
+
+    Params = CepParams
+    paper = {"p4cep_fig4": paper.P4CEP_FIG_4}
+
+    def measure(self) -> dict[str, Any]:
+        p = self.params
+        latency, rates, checks = [], [], []
+        with interruptible(f"{self.spec.name}-{self.expdir.root.name}"), VethRig(3) as rig:
+            for target in self.targets():
+                for r in range(p.rounds):
+                    base = cep_topology(0, p.latency_events)
+                    slow, slow_events = event_frames(base, p.latency_events, p.seed + r)
+                    fast, fast_events = event_frames(base, p.blast_events, p.seed + 1000 + r)
+                    self.log(f"{target}: round {r + 1}/{p.rounds}: plain forwarding")
+                    fwd, _drops = through_switch(target, self.expdir, rig, f"{target}-forward-{r}", slow,
+                                                 p.latency_rate, None)
+                    latency.append(latencies(fwd, COPIES).assign(target=target, n=-1, mode=FORWARD, round=r))
+                    blast, drops = through_switch(target, self.expdir, rig, f"{target}-forward-blast-{r}", fast,
+                                                  p.blast_rate, None)
+                    forward_rate = backlogged_rate(blast.loc[blast["direction"] == "out", "ns"])
+                    rates.append({"target": target, "n": -1, "mode": FORWARD, "round": r,
+                                  "events_per_s": forward_rate, "copies": int((blast["direction"] == "out").sum()),
+                                  "send_bound": sender_bound(forward_rate, blast, p.blast_rate), "tap_drops": drops})
+                    for n in p.sizes:
+                        self.log(f"{target}: round {r + 1}/{p.rounds}: n = {n}")
+                        topo = cep_topology(n, p.latency_events)
+                        rows, drops = through_switch(target, self.expdir, rig, f"{target}-cep{n}-{r}", slow,
+                                                     p.latency_rate, topo)
+                        latency.append(latencies(rows, SINK).assign(target=target, n=n, mode="cep", round=r))
+                        checks.append({"target": target, "n": n, "round": r, "at": "latency_rate",
+                                       "tap_drops": drops, **cep_check(rows, topo.cep, slow_events)})
+                        rows, drops = through_switch(target, self.expdir, rig, f"{target}-cep{n}-blast-{r}", fast,
+                                                     p.blast_rate, topo)
+                        copies = rows.loc[(rows["direction"] == "out") & (rows["port"] == COPIES), "ns"]
+                        rate = backlogged_rate(copies)
+                        rates.append({"target": target, "n": n, "mode": "cep", "round": r, "events_per_s": rate,
+                                      "copies": len(copies), "relative": rate / forward_rate,
+                                      "send_bound": sender_bound(rate, rows, p.blast_rate), "tap_drops": drops})
+                        checks.append({"target": target, "n": n, "round": r, "at": "blast",
+                                       "tap_drops": drops, **cep_check(rows, topo.cep, fast_events)})
+        table = pd.concat(latency, ignore_index=True)
+        table.to_parquet(self.expdir.cep_latency, index=False)
+        pd.DataFrame(rates).to_parquet(self.expdir.cep_rates, index=False)
+        summary = summarize(table, pd.DataFrame(rates))
+        return {"summary": summary, "checks": checks, "targets": targets_met(summary),
+                "pattern": "[value >= 90]; [max(w) >= 0]  (n = 0: [value >= 90]; [value >= 0])"}
+
+    def ok(self, ours: dict[str, Any]) -> bool:
+        """Every point's complex events are exactly the oracle's, none lost by the taps."""
+        return bool(ours["checks"]) and all(c["missing"] == 0 and c["extra"] == 0 and c["twice"] == 0
+                                            and c["complex_events"] > 0 and c["tap_drops"] == 0
+                                            for c in ours["checks"])
+
+    @classmethod
+    def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
+        return [draw_fig4(pd.read_parquet(expdir.cep_latency), pd.read_parquet(expdir.cep_rates),
+                          record["paper"]["p4cep_fig4"], expdir.figure(FIG_4))]
+
+
+def latencies(rows: pd.DataFrame, port: int) -> pd.DataFrame:
+    """Per frame out on ``port``: the time from its event's arrival on port 1, in microseconds."""
+    ins = rows[rows["direction"] == "in"].drop_duplicates("seq").set_index("seq")["ns"]
+    outs = rows[(rows["direction"] == "out") & (rows["port"] == port)]
+    return pd.DataFrame({"seq": outs["seq"].to_numpy(),
+                         "latency_us": (outs["ns"].to_numpy() - ins.reindex(outs["seq"]).to_numpy()) / 1000})
+
+
+def summarize(latency: pd.DataFrame, rates: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per target and n (n = -1: plain forwarding): latency median, p99 and mean in µs, samples,
+    and the backlogged rate (median over rounds) with its ratio to plain forwarding."""
+    out = []
+    for (target, n), part in latency.dropna(subset=["latency_us"]).groupby(["target", "n"]):
+        us = part["latency_us"].to_numpy()
+        rate = rates[(rates["target"] == target) & (rates["n"] == n)]["events_per_s"]
+        out.append({"target": target, "n": int(n), "samples": len(us), "p50_us": float(np.median(us)),
+                    "p99_us": float(np.percentile(us, 99)), "mean_us": float(us.mean()),
+                    "events_per_s": float(rate.median()) if len(rate) else None})
+    forward = {row["target"]: row for row in out if row["n"] == -1}
+    for row in out:
+        ref = forward.get(row["target"])
+        if ref and row["n"] >= 0 and row["events_per_s"] and ref["events_per_s"]:
+            row["relative_throughput"] = row["events_per_s"] / ref["events_per_s"]
+            row["latency_over_forward"] = row["p50_us"] / ref["p50_us"]
+    return [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in out]
+
+
+def targets_met(summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 22's targets on bmv2: latency at the largest n at most 1.5x that at n = 0,
+    and throughput at the largest n at least 80 % of plain forwarding."""
+    out: dict[str, Any] = {}
+    for target in sorted({row["target"] for row in summary}):
+        mine = {row["n"]: row for row in summary if row["target"] == target and row["n"] >= 0}
+        if 0 not in mine or len(mine) < 2:
+            continue
+        top = mine[max(mine)]
+        growth = top["p50_us"] / mine[0]["p50_us"]
+        out[target] = {"largest_n": max(mine), "latency_growth": round(growth, 3),
+                       "latency_within_1_5x": growth <= 1.5,
+                       "relative_throughput_at_largest_n": top.get("relative_throughput"),
+                       "throughput_at_least_80_percent": (top.get("relative_throughput") or 0) >= 0.8}
+    return out
+
+
+def draw_fig4(latency: pd.DataFrame, rates: pd.DataFrame, p4cep: dict[str, Any], out: Path) -> Path:
+    """Left: latency (median, p99 bar) against n per target, plain forwarding dashed, and
+    P4CEP's bmv2 numbers.  Right: throughput relative to plain forwarding on the same target,
+    with P4CEP's NFP-C (relative to line rate) for orientation."""
+    rows = pd.DataFrame(summarize(latency, rates))
+    fig, (lat, thr) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for i, target in enumerate(sorted(rows["target"].unique()) if len(rows) else []):
+        part = rows[(rows["target"] == target) & (rows["n"] >= 0)].sort_values("n")
+        lat.errorbar(part["n"], part["p50_us"], yerr=[np.zeros(len(part)), part["p99_us"] - part["p50_us"]],
+                     marker="o", color=f"C{i}", capsize=2, label=f"ours, {target}: median (bar to p99)")
+        fwd = rows[(rows["target"] == target) & (rows["n"] == -1)]
+        if len(fwd):
+            lat.axhline(float(fwd["p50_us"].iloc[0]), ls="--", lw=1, color=f"C{i}",
+                        label=f"{target}: plain forwarding, median")
+        if "relative_throughput" in part:
+            thr.plot(part["n"], 100 * part["relative_throughput"], marker="o", color=f"C{i}",
+                     label=f"ours, {target}: of plain forwarding, same target")
+    bmv2 = p4cep["bmv2"]
+    lat.scatter([0], [bmv2["latency_us_at_n0"]], marker="s", color="black", zorder=3,
+                label=f"P4CEP bmv2 (paper): {bmv2['latency_us_at_n0']} us at n = 0")
+    lat.axhline(bmv2["baseline_latency_us"], ls=":", color="black", lw=1,
+                label=f"P4CEP bmv2 baseline (paper): {bmv2['baseline_latency_us']} us")
+    lat.scatter([16], [10_000], marker="^", color="black", label="P4CEP bmv2 (paper): over 10 ms for n > 15")
+    lat.set(yscale="log", xlabel="window size n (values)", ylabel="latency (us)",
+            title="event in to complex event out")
+    lat.grid(alpha=0.3, which="both")
+    lat.legend(fontsize=7)
+    nfp = p4cep["nfp_c"]["relative_throughput_percent_n0_to_n20"]
+    thr.plot([0, 20], nfp, ls=":", color="black", label="P4CEP NFP-C (paper): of line rate, n = 0 and 20")
+    thr.axhline(80, color="grey", lw=0.8, ls="--", label="issue 22's target on bmv2: 80 %")
+    thr.set(xlabel="window size n (values)", ylabel="throughput (%)", ylim=(0, 110),
+            title="throughput (ours: of plain forwarding)")
+    thr.grid(alpha=0.3)
+    thr.legend(fontsize=7)
+    fig.suptitle("P4CEP Fig. 4-like: one pattern of two basic events against the window size, both targets",
+                 fontsize=10)
+    return save_figure(fig, out)
