@@ -28,6 +28,7 @@ interfaces (``stamps``):
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -110,11 +111,12 @@ def completing(rules: CepRules, events: list[BasicEvent]) -> set[int]:
 
 
 def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, frames: list[bytes],
-                   rate: float, topo: Optional[Topology]) -> tuple[pd.DataFrame, int]:
+                   rate: float, topo: Optional[Topology]) -> tuple[pd.DataFrame, int, Optional[float]]:
     """``frames`` sent at ``rate`` through ``target`` on ``rig``: the CEP build with
     ``topo``'s stream and pattern installed, or plain forwarding from port 1 to 2
-    when ``topo`` is None.  Returns the taps' rows (``stamps.STAMP_COLUMNS``) and
-    the frames the taps' sockets dropped.  bmv2's egress queues are made deep
+    when ``topo`` is None.  Returns the taps' rows (``stamps.STAMP_COLUMNS``),
+    the frames the taps' sockets dropped, and how long installing the pattern
+    took (window and pattern slots, table entries, sinks: ``CepControl.install``).  bmv2's egress queues are made deep
     (``QUEUE_DEPTH``), as is any real switch's buffer: a blast then loses events
     only on their way in, before the stage, never a copy or a complex event after it."""
     forward = None if topo is not None else {SOURCE: COPIES}
@@ -122,18 +124,21 @@ def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, 
         if target == "bmv2":
             api.set_queue_depth(QUEUE_DEPTH)
         out = {COPIES: rig.switch_ends[COPIES]}
+        install_s = None
         if topo is not None:
             plan = SplitterPlan(topo)
             Controller(api).install(plan)
             ip, mac = plan.addresses["h3"]
             api.table_add("egress_rewrite", "rewrite_dst", [SINK], [mac, ip])
+            started = time.perf_counter()
             CepControl(api, {"h3": SINK}).install(topo.cep)
+            install_s = time.perf_counter() - started
             out[SINK] = rig.switch_ends[SINK]
         taps = StampedTaps({SOURCE: rig.switch_ends[SOURCE]}, out, rig.namespace.path)
         try:
             send_frames(rig.host_ends[SOURCE], frames, rate)
             rows = pd.DataFrame(taps.drain(QUIET_S), columns=STAMP_COLUMNS)
-            return rows, taps.kernel_drops
+            return rows, taps.kernel_drops, install_s
         finally:
             taps.close()
 
@@ -181,10 +186,10 @@ class CepWindowCost(ExperimentKind):
                     slow, slow_events = event_frames(base, p.latency_events, p.seed + r)
                     fast, fast_events = event_frames(base, p.blast_events, p.seed + 1000 + r)
                     self.log(f"{target}: round {r + 1}/{p.rounds}: plain forwarding")
-                    fwd, _drops = through_switch(target, self.expdir, rig, f"{target}-forward-{r}", slow,
+                    fwd, _drops, _ = through_switch(target, self.expdir, rig, f"{target}-forward-{r}", slow,
                                                  p.latency_rate, None)
                     latency.append(latencies(fwd, COPIES).assign(target=target, n=-1, mode=FORWARD, round=r))
-                    blast, drops = through_switch(target, self.expdir, rig, f"{target}-forward-blast-{r}", fast,
+                    blast, drops, _ = through_switch(target, self.expdir, rig, f"{target}-forward-blast-{r}", fast,
                                                   p.blast_rate, None)
                     forward_rate = backlogged_rate(blast.loc[blast["direction"] == "out", "ns"])
                     rates.append({"target": target, "n": -1, "mode": FORWARD, "round": r,
@@ -193,13 +198,14 @@ class CepWindowCost(ExperimentKind):
                     for n in p.sizes:
                         self.log(f"{target}: round {r + 1}/{p.rounds}: n = {n}")
                         topo = cep_topology(n, p.latency_events)
-                        rows, drops = through_switch(target, self.expdir, rig, f"{target}-cep{n}-{r}", slow,
-                                                     p.latency_rate, topo)
+                        rows, drops, install_s = through_switch(target, self.expdir, rig, f"{target}-cep{n}-{r}",
+                                                                slow, p.latency_rate, topo)
                         latency.append(latencies(rows, SINK).assign(target=target, n=n, mode="cep", round=r))
                         checks.append({"target": target, "n": n, "round": r, "at": "latency_rate",
-                                       "tap_drops": drops, **cep_check(rows, topo.cep, slow_events)})
-                        rows, drops = through_switch(target, self.expdir, rig, f"{target}-cep{n}-blast-{r}", fast,
-                                                     p.blast_rate, topo)
+                                       "tap_drops": drops, "install_ms": round(1000 * install_s, 3),
+                                       **cep_check(rows, topo.cep, slow_events)})
+                        rows, drops, _ = through_switch(target, self.expdir, rig, f"{target}-cep{n}-blast-{r}",
+                                                        fast, p.blast_rate, topo)
                         copies = rows.loc[(rows["direction"] == "out") & (rows["port"] == COPIES), "ns"]
                         rate = backlogged_rate(copies)
                         rates.append({"target": target, "n": n, "mode": "cep", "round": r, "events_per_s": rate,
