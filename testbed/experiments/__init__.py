@@ -17,6 +17,8 @@ kind is a module and one line in ``KINDS``:
   against the number of events per frame (issue 23);
 - ``cep``: the CEP stage's latency and throughput against the window size
   (P4CEP Fig. 4; issue 22);
+- ``cepadapt``: CEP patterns installed, replaced and removed mid-stream,
+  against the oracle (issue 22);
 - ``variants``: one topology with a patch per run (real-world data against
   lateness; window splitting against key splitting under skew; issue 24);
 - ``adaptation``: a topology whose streams change, fail or scale while they
@@ -43,6 +45,7 @@ KINDS = {
     "cpupolicy": "testbed.experiments.cpupolicy:CpuPolicyCapacity",
     "batching": "testbed.experiments.batching:BatchCapacity",
     "cep": "testbed.experiments.cep:CepWindowCost",
+    "cepadapt": "testbed.experiments.cepadapt:CepAdaptation",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "variants": "testbed.experiments.variants:Variants",
     "bench": "testbed.experiments.bench.kind:Bench",

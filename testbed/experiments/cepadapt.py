@@ -1,0 +1,284 @@
+"""Patterns installed, replaced and removed while events flow, held to the CEP oracle (issue 22).
+
+The switch runs on veth pairs, as for ``cep`` (P4CEP Fig. 4): port 1 takes
+one stream's events, port 2 gets a copy of each, port 3 is the sink.  The
+stream goes in parts; between two parts the control plane applies one
+change of the schedule (``CepControl.add_pattern``, ``remove_pattern``):
+install a pattern, replace one (remove it, install its new definition
+under the same id) or remove one.  Each change is placed in stream terms,
+after the k-th event, and the sender waits until the switch has passed
+every event before it on, so the change's boundary is exactly event k: the
+oracle applies the same change at the same event.  Every complex event the
+sink gets must be the oracle's under the rule set in force, in order; the
+record keeps each change's boundary and how long it took to install.
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import Field, ValidationInfo, field_validator
+
+from testbed.analysis.plots import plt, save_figure
+from testbed.dataplane.cep import CepControl
+from testbed.dataplane.control import Controller
+from testbed.dataplane.wire import (
+    EVENT_OFFSET,
+    EVENT_STRUCT,
+    FrameTemplate,
+    is_complex_events_frame,
+    is_event_frame,
+    parse_complex_events,
+)
+from testbed.emulation.source import SPLITTER_MAC
+from testbed.emulation.veth import Taps, VethRig, send_frames
+from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
+from testbed.experiments.cep import QUEUE_DEPTH
+from testbed.rundir import ExperimentDir
+from testbed.semantics.cep.oracle import BasicEvent, CepOracle
+from testbed.semantics.cep.rules import CepRules, ComplexEventRule
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import EventCount, Rate, StrictModel
+from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
+
+FIGURE = "cepadapt"
+STREAM, SOURCE, COPIES, SINK = 7, 1, 2, 3
+#: Issue 22's target for installing a pattern, on either target.
+INSTALL_TARGET_MS = 50.0
+#: How long the sender waits, at most, for the switch to pass a part's events on.
+SETTLE_S = 10.0
+
+
+class Change(StrictModel):
+    """One change of the rule set, after the ``after``-th event of the stream."""
+
+    after: int = Field(ge=0)
+    action: Literal["install", "replace", "remove"]
+    pattern: dict[str, Any] = Field(default_factory=dict, description="the rule (install, replace)")
+    id: int = Field(default=0, ge=0, description="the pattern to remove")
+
+
+class CepAdaptParams(KindParams):
+    """The stream, the rules in force at its start, and the changes in stream terms."""
+
+    events: EventCount = 3000
+    rate: Rate = 1000
+    seed: int = Field(default=5, ge=0)
+    windows: list[dict[str, Any]] = [{"name": "w", "stream": STREAM, "field": "value", "size": 8}]
+    patterns: list[dict[str, Any]] = [
+        {"name": "high", "id": 1, "stream": STREAM, "pattern": "[value >= 90]; [sum(w) > 400]", "returns": "sum(w)",
+         "sinks": ["h3"]}]
+    changes: list[Change] = [
+        Change(after=600, action="install", pattern={
+            "name": "dip", "id": 2, "stream": STREAM, "strategy": "strict", "sinks": ["h3"],
+            "pattern": "([value < 10] || [min(w) >= 40]); [value < 20]", "returns": "min(w)"}),
+        Change(after=1200, action="replace", pattern={
+            "name": "high", "id": 1, "stream": STREAM, "pattern": "[value >= 80] && [max(w) >= 95]",
+            "returns": "max(w)", "sinks": ["h3"]}),
+        Change(after=1800, action="remove", id=2),
+        Change(after=2400, action="install", pattern={
+            "name": "pair", "id": 3, "stream": STREAM, "pattern": "[value == 50]; [value == 51]", "returns": "seq",
+            "sinks": ["h3"]}),
+    ]
+
+    @field_validator("changes")
+    @classmethod
+    def _in_stream_order(cls, changes: list[Change], info: ValidationInfo) -> list[Change]:
+        points = [c.after for c in changes]
+        if len(set(points)) != len(points):
+            raise ValueError("two changes after the same event: give each its own point")
+        events = info.data.get("events")
+        if events is not None and any(a >= events for a in points):
+            raise ValueError(f"a change after event {max(points)} of {events}: the stream ends first")
+        return changes
+
+
+def adapt_topology(p: CepAdaptParams) -> Topology:
+    """The stream, its copy port, and every rule the schedule ever installs (validated as one set)."""
+    later = [c.pattern for c in p.changes if c.action == "install"]
+    return parse_topology({
+        "name": "cepadapt", "hosts": {"h1": {}, "h2": {}, "h3": {}},
+        "streams": [{"id": STREAM, "source": "h1", "operators": ["h2"], "events": p.events, "rate": p.rate,
+                     "window": {"kind": "count", "size": 1, "slide": 1}}],
+        "cep": {"windows": p.windows, "complex_events": p.patterns + later}}, plan_only=True)
+
+
+def rule(data: dict[str, Any]) -> ComplexEventRule:
+    return ComplexEventRule.model_validate(data)
+
+
+class CepAdaptation(ExperimentKind):
+    """A schedule of pattern changes mid-stream, on every target, against the oracle."""
+
+    Params = CepAdaptParams
+    paper: dict[str, Any] = {}
+
+    def measure(self) -> dict[str, Any]:
+        p = self.params
+        topo = adapt_topology(p)
+        plan = SplitterPlan(topo)
+        ip, mac = plan.addresses["h1"]
+        template = FrameTemplate(mac, SPLITTER_MAC, ip, SPLITTER_IP, STREAM)
+        rng = random.Random(p.seed)
+        events = [BasicEvent(STREAM, seq, seq, 0, rng.randrange(100)) for seq in range(p.events)]
+        rows, changes, checks = [], [], []
+        with interruptible(f"{self.spec.name}-{self.expdir.root.name}"), VethRig(3) as rig:
+            for target in self.targets():
+                self.log(f"{target}: {len(p.changes)} changes over {p.events} events")
+                got, timed, taken, tap_drops = self.through(target, rig, topo, plan, template, events)
+                want = oracle_events(topo.cep, p, [e for e in events if e.seq in taken])
+                rows.append(pd.DataFrame(got + want).assign(target=target))
+                changes += [{"target": target, **c} for c in timed]
+                got_events = [tuple(r[k] for k in ("pattern", "match", "seq", "value")) for r in got]
+                want_events = [tuple(r[k] for k in ("pattern", "match", "seq", "value")) for r in want]
+                checks.append({"target": target, "complex_events": len(got_events), "expected": len(want_events),
+                               "same": got_events == want_events, "events_taken": len(taken),
+                               "lost_before_switch": len(events) - len(taken), "tap_drops": tap_drops,
+                               "first_difference": first_difference(got_events, want_events)})
+        table = pd.concat(rows, ignore_index=True)
+        table.to_parquet(self.expdir.cep_changes_events, index=False)
+        pd.DataFrame(changes).to_parquet(self.expdir.cep_changes, index=False)
+        installs = [c["install_ms"] for c in changes if c["action"] != "remove"]
+        return {"checks": checks, "changes": changes,
+                "install_ms_max": max(installs) if installs else None,
+                "install_within_50_ms": bool(installs) and max(installs) < INSTALL_TARGET_MS}
+
+    def ok(self, ours: dict[str, Any]) -> bool:
+        """Every target's complex events are the oracle's over the events it took, in
+        order, and there are some; the taps missed nothing, so "taken" is exact."""
+        return bool(ours["checks"]) and all(c["same"] and c["complex_events"] > 0 and c["tap_drops"] == 0
+                                            for c in ours["checks"])
+
+    @classmethod
+    def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
+        return [draw(pd.read_parquet(expdir.cep_changes_events), pd.read_parquet(expdir.cep_changes),
+                     expdir.figure(FIGURE))]
+
+    def through(self, target: str, rig: VethRig, topo: Topology, plan: SplitterPlan, template: FrameTemplate,
+                events: list[BasicEvent]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[int], int]:
+        """The stream through ``target`` in parts, one change between each two: the
+        complex events the sink got, each change as applied, the seqs of the events
+        the switch took (each has its copy on port 2), and the frames the taps dropped."""
+        p = self.params
+        with live_switch(target, self.expdir, f"{target}-cepadapt", rig, cep=True) as (_proc, api):
+            if target == "bmv2":
+                api.set_queue_depth(QUEUE_DEPTH)       # lose events only on their way in (cep.through_switch)
+            Controller(api).install(plan)
+            sink_ip, sink_mac = plan.addresses["h3"]
+            api.table_add("egress_rewrite", "rewrite_dst", [SINK], [sink_mac, sink_ip])
+            initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
+            control = CepControl(api, {"h3": SINK})
+            control.install(initial)
+            taps = Taps({("out", COPIES): rig.switch_ends[COPIES], ("out", SINK): rig.switch_ends[SINK]},
+                        rig.namespace.path)
+            try:
+                got, applied, sent = [], [], 0
+                for change in [*sorted(p.changes, key=lambda c: c.after), None]:
+                    until = change.after if change is not None else len(events)
+                    part = [template.frame(e.seq, e.ts, e.key, e.value) for e in events[sent:until]]
+                    send_frames(rig.host_ends[SOURCE], part, p.rate)
+                    sent = until
+                    settle(taps, sent)
+                    if change is not None:
+                        applied.append(apply(control, change, sent))
+                taps.drain(0.3)
+                taken = set()
+                for port, frame in taps.rows:
+                    if port == COPIES and is_event_frame(frame):
+                        taken.add(EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET)[2])
+                    elif port == SINK and is_complex_events_frame(frame):
+                        for pattern, match, _stream, seq, _ts, value in parse_complex_events(frame[EVENT_OFFSET:]):
+                            got.append({"source": "switch", "pattern": pattern, "match": match, "seq": seq,
+                                        "value": value})
+                return got, applied, taken, taps.kernel_drops
+            finally:
+                taps.close()
+
+
+def settle(taps: Taps, events: int, quiet_s: float = 0.5) -> None:
+    """Wait until the switch has passed ``events`` events on (their copies seen on
+    port 2), or nothing more has come for ``quiet_s``: events lost on the way in
+    never come, and the check runs the oracle over the ones that did."""
+    deadline = time.monotonic() + SETTLE_S
+    seen, last_change = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        taps.drain(0.05)
+        copies = sum(1 for port, frame in taps.rows if port == COPIES and is_event_frame(frame))
+        if copies >= events:
+            return
+        if copies != seen:
+            seen, last_change = copies, time.monotonic()
+        elif time.monotonic() - last_change >= quiet_s:
+            return
+
+
+def apply(control: CepControl, change: Change, boundary: int) -> dict[str, Any]:
+    """One change, timed; its boundary is the first event after it."""
+    started = time.perf_counter()
+    if change.action in ("replace", "remove"):
+        control.remove_pattern(change.pattern.get("id", change.id) if change.action == "replace" else change.id)
+    if change.action in ("install", "replace"):
+        control.add_pattern(rule(change.pattern))
+    took = time.perf_counter() - started
+    return {"action": change.action, "pattern": change.pattern.get("id", change.id), "boundary": boundary,
+            "install_ms": round(1000 * took, 3)}
+
+
+def oracle_events(rules: CepRules, p: CepAdaptParams, events: list[BasicEvent]) -> list[dict[str, Any]]:
+    """The oracle's complex events over ``events`` (those the switch took), each change
+    applied before the first of them at or past its point, in slot order as the switch sends."""
+    initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
+    oracle = CepOracle(rules.window_specs(), initial.pattern_specs())
+    slots: list = [r.id for r in initial.complex_events]     # the switch reports a frame's events by slot
+    pending = sorted(p.changes, key=lambda c: c.after)
+    out = []
+    for e in events:
+        while pending and pending[0].after <= e.seq:
+            change = pending.pop(0)
+            if change.action in ("replace", "remove"):
+                gone = change.pattern.get("id", change.id) if change.action == "replace" else change.id
+                oracle.remove(gone)
+                slots[slots.index(gone)] = None
+            if change.action in ("install", "replace"):
+                new = rule(change.pattern)
+                oracle.install(new.spec())
+                if None in slots:
+                    slots[slots.index(None)] = new.id        # the lowest free slot, as CepControl takes it
+                else:
+                    slots.append(new.id)
+        for c in sorted(oracle.step(e), key=lambda c: slots.index(c.pattern)):
+            out.append({"source": "oracle", "pattern": c.pattern, "match": c.match, "seq": c.seq,
+                        "value": c.value - (1 << 64) if c.value >= 1 << 63 else c.value})
+    return out
+
+
+def first_difference(got: list[tuple], want: list[tuple]) -> Any:
+    for i, (a, b) in enumerate(zip(got, want)):
+        if a != b:
+            return {"index": i, "switch": list(a), "oracle": list(b)}
+    return None if len(got) == len(want) else {"index": min(len(got), len(want))}
+
+
+def draw(events: pd.DataFrame, changes: pd.DataFrame, out: Path) -> Path:
+    """Per target: each complex event at its completing event (switch dots, oracle rings),
+    the changes' boundaries as lines labelled with their install time."""
+    targets = sorted(events["target"].unique())
+    fig, axes = plt.subplots(len(targets), 1, figsize=(12, 2.6 * len(targets)), squeeze=False)
+    for ax, target in zip(axes[:, 0], targets):
+        mine = events[events["target"] == target]
+        sw, orc = mine[mine["source"] == "switch"], mine[mine["source"] == "oracle"]
+        ax.scatter(orc["seq"], orc["pattern"], s=40, facecolors="none", edgecolors="C1", label="oracle")
+        ax.scatter(sw["seq"], sw["pattern"], s=8, color="C0", label="switch")
+        for c in changes[changes["target"] == target].itertuples():
+            ax.axvline(c.boundary, color="grey", lw=0.8, ls="--")
+            ax.annotate(f" {c.action} {c.pattern}, {c.install_ms:.1f} ms", xy=(c.boundary, 0.98), fontsize=7,
+                        xycoords=("data", "axes fraction"), va="top")
+        ax.set(ylabel="pattern id", title=f"{target}: complex events against the event that completed them")
+        ax.set_yticks(sorted(mine["pattern"].unique()))
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("event (seq)")
+    fig.suptitle("cepadapt: patterns installed, replaced and removed mid-stream; boundaries dashed", fontsize=10)
+    return save_figure(fig, out)
