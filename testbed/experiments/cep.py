@@ -55,7 +55,9 @@ from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
 
 FIG_4 = "p4cep_fig4"
 STREAM, SOURCE, COPIES, SINK = 7, 1, 2, 3
-FORWARD = "forward"
+FORWARD, SPLITTER = "forward", "splitter"
+#: ``n`` of the two baselines in the raw tables: plain forwarding, and the splitter alone (no CEP).
+FORWARD_N, SPLITTER_N = -1, -2
 #: Blasts that leave fewer copies than this measure no rate.
 MIN_BLAST_COPIES = 200
 #: bmv2's egress queue depth for these measurements, in packets (its default is 64).
@@ -111,16 +113,19 @@ def completing(rules: CepRules, events: list[BasicEvent]) -> set[int]:
 
 
 def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, frames: list[bytes],
-                   rate: float, topo: Optional[Topology]) -> tuple[pd.DataFrame, int, Optional[float]]:
+                   rate: float, topo: Optional[Topology],
+                   with_cep: bool = True) -> tuple[pd.DataFrame, int, Optional[float]]:
     """``frames`` sent at ``rate`` through ``target`` on ``rig``: the CEP build with
     ``topo``'s stream and pattern installed, or plain forwarding from port 1 to 2
-    when ``topo`` is None.  Returns the taps' rows (``stamps.STAMP_COLUMNS``),
+    when ``topo`` is None, or the plain build with the splitter alone when
+    ``with_cep`` is false.  Returns the taps' rows (``stamps.STAMP_COLUMNS``),
     the frames the taps' sockets dropped, and how long installing the pattern
     took (window and pattern slots, table entries, sinks: ``CepControl.install``).  bmv2's egress queues are made deep
     (``QUEUE_DEPTH``), as is any real switch's buffer: a blast then loses events
     only on their way in, before the stage, never a copy or a complex event after it."""
     forward = None if topo is not None else {SOURCE: COPIES}
-    with live_switch(target, expdir, name, rig, forward=forward, cep=topo is not None) as (_proc, api):
+    cep = topo is not None and with_cep
+    with live_switch(target, expdir, name, rig, forward=forward, cep=cep) as (_proc, api):
         if target == "bmv2":
             api.set_queue_depth(QUEUE_DEPTH)
         out = {COPIES: rig.switch_ends[COPIES]}
@@ -130,10 +135,11 @@ def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, 
             Controller(api).install(plan)
             ip, mac = plan.addresses["h3"]
             api.table_add("egress_rewrite", "rewrite_dst", [SINK], [mac, ip])
-            started = time.perf_counter()
-            CepControl(api, {"h3": SINK}).install(topo.cep)
-            install_s = time.perf_counter() - started
-            out[SINK] = rig.switch_ends[SINK]
+            if cep:
+                started = time.perf_counter()
+                CepControl(api, {"h3": SINK}).install(topo.cep)
+                install_s = time.perf_counter() - started
+                out[SINK] = rig.switch_ends[SINK]
         taps = StampedTaps({SOURCE: rig.switch_ends[SOURCE]}, out, rig.namespace.path)
         try:
             send_frames(rig.host_ends[SOURCE], frames, rate)
@@ -185,16 +191,21 @@ class CepWindowCost(ExperimentKind):
                     base = cep_topology(0, p.latency_events)
                     slow, slow_events = event_frames(base, p.latency_events, p.seed + r)
                     fast, fast_events = event_frames(base, p.blast_events, p.seed + 1000 + r)
-                    self.log(f"{target}: round {r + 1}/{p.rounds}: plain forwarding")
-                    fwd, _drops, _ = through_switch(target, self.expdir, rig, f"{target}-forward-{r}", slow,
-                                                 p.latency_rate, None)
-                    latency.append(latencies(fwd, COPIES).assign(target=target, n=-1, mode=FORWARD, round=r))
-                    blast, drops, _ = through_switch(target, self.expdir, rig, f"{target}-forward-blast-{r}", fast,
-                                                  p.blast_rate, None)
-                    forward_rate = backlogged_rate(blast.loc[blast["direction"] == "out", "ns"])
-                    rates.append({"target": target, "n": -1, "mode": FORWARD, "round": r,
-                                  "events_per_s": forward_rate, "copies": int((blast["direction"] == "out").sum()),
-                                  "send_bound": sender_bound(forward_rate, blast, p.blast_rate), "tap_drops": drops})
+                    self.log(f"{target}: round {r + 1}/{p.rounds}: plain forwarding, the splitter alone")
+                    rate_of = {}
+                    for mode, n_code, topo in ((FORWARD, FORWARD_N, None), (SPLITTER, SPLITTER_N, base)):
+                        rows, _drops, _ = through_switch(target, self.expdir, rig, f"{target}-{mode}-{r}", slow,
+                                                         p.latency_rate, topo, with_cep=False)
+                        latency.append(latencies(rows, COPIES).assign(target=target, n=n_code, mode=mode, round=r))
+                        blast, drops, _ = through_switch(target, self.expdir, rig, f"{target}-{mode}-blast-{r}",
+                                                         fast, p.blast_rate, topo, with_cep=False)
+                        copies = blast.loc[(blast["direction"] == "out") & (blast["port"] == COPIES), "ns"]
+                        rate_of[mode] = backlogged_rate(copies)
+                        rates.append({"target": target, "n": n_code, "mode": mode, "round": r,
+                                      "events_per_s": rate_of[mode], "copies": len(copies),
+                                      "send_bound": sender_bound(rate_of[mode], blast, p.blast_rate),
+                                      "tap_drops": drops})
+                    forward_rate = rate_of[FORWARD]
                     for n in p.sizes:
                         self.log(f"{target}: round {r + 1}/{p.rounds}: n = {n}")
                         topo = cep_topology(n, p.latency_events)
@@ -241,8 +252,9 @@ def latencies(rows: pd.DataFrame, port: int) -> pd.DataFrame:
 
 
 def summarize(latency: pd.DataFrame, rates: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per target and n (n = -1: plain forwarding): latency median, p99 and mean in µs, samples,
-    and the backlogged rate (median over rounds) with its ratio to plain forwarding."""
+    """Per target and n (n = -1: plain forwarding, -2: the splitter alone): latency median,
+    p99 and mean in µs, samples, and the backlogged rate (median over rounds) with its
+    ratio to plain forwarding and to the splitter alone."""
     out = []
     for (target, n), part in latency.dropna(subset=["latency_us"]).groupby(["target", "n"]):
         us = part["latency_us"].to_numpy()
@@ -250,12 +262,15 @@ def summarize(latency: pd.DataFrame, rates: pd.DataFrame) -> list[dict[str, Any]
         out.append({"target": target, "n": int(n), "samples": len(us), "p50_us": float(np.median(us)),
                     "p99_us": float(np.percentile(us, 99)), "mean_us": float(us.mean()),
                     "events_per_s": float(rate.median()) if len(rate) else None})
-    forward = {row["target"]: row for row in out if row["n"] == -1}
+    forward = {row["target"]: row for row in out if row["n"] == FORWARD_N}
+    splitter = {row["target"]: row for row in out if row["n"] == SPLITTER_N}
     for row in out:
-        ref = forward.get(row["target"])
-        if ref and row["n"] >= 0 and row["events_per_s"] and ref["events_per_s"]:
+        ref, alone = forward.get(row["target"]), splitter.get(row["target"])
+        if ref and row["n"] != FORWARD_N and row["events_per_s"] and ref["events_per_s"]:
             row["relative_throughput"] = row["events_per_s"] / ref["events_per_s"]
             row["latency_over_forward"] = row["p50_us"] / ref["p50_us"]
+        if alone and row["n"] >= 0 and row["events_per_s"] and alone["events_per_s"]:
+            row["of_splitter_alone"] = row["events_per_s"] / alone["events_per_s"]
     return [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in out]
 
 
@@ -286,13 +301,17 @@ def draw_fig4(latency: pd.DataFrame, rates: pd.DataFrame, p4cep: dict[str, Any],
         part = rows[(rows["target"] == target) & (rows["n"] >= 0)].sort_values("n")
         lat.errorbar(part["n"], part["p50_us"], yerr=[np.zeros(len(part)), part["p99_us"] - part["p50_us"]],
                      marker="o", color=f"C{i}", capsize=2, label=f"ours, {target}: median (bar to p99)")
-        fwd = rows[(rows["target"] == target) & (rows["n"] == -1)]
+        fwd = rows[(rows["target"] == target) & (rows["n"] == FORWARD_N)]
         if len(fwd):
             lat.axhline(float(fwd["p50_us"].iloc[0]), ls="--", lw=1, color=f"C{i}",
                         label=f"{target}: plain forwarding, median")
+        alone = rows[(rows["target"] == target) & (rows["n"] == SPLITTER_N)]
         if "relative_throughput" in part:
             thr.plot(part["n"], 100 * part["relative_throughput"], marker="o", color=f"C{i}",
-                     label=f"ours, {target}: of plain forwarding, same target")
+                     label=f"ours, {target}: splitter + CEP, of plain forwarding")
+            if len(alone) and "relative_throughput" in alone:
+                thr.axhline(100 * float(alone["relative_throughput"].iloc[0]), ls="-.", lw=1, color=f"C{i}",
+                            label=f"{target}: the splitter alone, of plain forwarding")
     bmv2 = p4cep["bmv2"]
     lat.scatter([0], [bmv2["latency_us_at_n0"]], marker="s", color="black", zorder=3,
                 label=f"P4CEP bmv2 (paper): {bmv2['latency_us_at_n0']} us at n = 0")

@@ -113,7 +113,8 @@ def test_p4cep_complex_events_follow_the_oracle_at_both_rates(tmp_path, target):
     latency = pd.read_parquet(expdir.cep_latency)
     assert (latency["latency_us"] > 0).all()
     summary = {r["n"]: r for r in record["ours"]["summary"]}
-    assert set(summary) == {-1, *sizes} and all("relative_throughput" in summary[n] for n in sizes)
+    assert set(summary) == {-2, -1, *sizes} and all("relative_throughput" in summary[n] for n in [-2, *sizes])
+    assert all("of_splitter_alone" in summary[n] for n in sizes)
     assert_record_and_redraw(expdir, record)
 
 
