@@ -50,20 +50,26 @@ register<bit<1>>(CEP_PATTERNS)          cep_pattern_on;
 register<bit<16>>(CEP_PATTERNS)         cep_pattern_id;
 register<bit<16>>(CEP_PATTERNS)         cep_pattern_stream;
 register<bit<8>>(CEP_PATTERNS)          cep_return_operand;   /* CEP_OPERAND_* */
-register<bit<8>>(CEP_PATTERNS)          cep_return_window;
+register<bit<32>>(CEP_PATTERNS)         cep_return_window;    /* 32 bits: read straight into a register index */
 register<bit<8>>(CEP_COMPARISON_CELLS)  cep_compare_operand;  /* comparison c of slot p at p * CEP_COMPARISONS + c; 0: unused */
-register<bit<8>>(CEP_COMPARISON_CELLS)  cep_compare_window;
+register<bit<32>>(CEP_COMPARISON_CELLS) cep_compare_window;   /* 32 bits, as cep_return_window */
 register<bit<8>>(CEP_COMPARISON_CELLS)  cep_compare_op;
 register<bit<64>>(CEP_COMPARISON_CELLS) cep_compare_constant; /* order-encoded */
 register<bit<8>>(CEP_PATTERNS)          cep_state;
 register<bit<32>>(CEP_PATTERNS)         cep_matches;
 register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p if slot p's pattern sends there */
 
-/* RESULT (bool) = X op C, unsigned, for op CEP_OP_*. */
+/* RESULT (bool) = X op C, unsigned, for op CEP_OP_*.  Written as a chain of
+ * ifs: p4c gives every operand of && and || a temporary field of its own,
+ * and bmv2 zeroes every field of every packet (docs/p4.md, "Three builds"). */
 #define CEP_COMPARE(RESULT, X, OP, C)                                          \
-    RESULT = (OP == CEP_OP_LT && X < C) || (OP == CEP_OP_LE && X <= C)         \
-          || (OP == CEP_OP_EQ && X == C) || (OP == CEP_OP_NE && X != C)        \
-          || (OP == CEP_OP_GE && X >= C) || (OP == CEP_OP_GT && X > C);
+    RESULT = false;                                                            \
+    if (OP == CEP_OP_LT) { RESULT = X < C; }                                   \
+    else if (OP == CEP_OP_LE) { RESULT = X <= C; }                             \
+    else if (OP == CEP_OP_EQ) { RESULT = X == C; }                             \
+    else if (OP == CEP_OP_NE) { RESULT = X != C; }                             \
+    else if (OP == CEP_OP_GE) { RESULT = X >= C; }                             \
+    else if (OP == CEP_OP_GT) { RESULT = X > C; }
 
 /* meta.cep.x = the operand meta.cep.operand (of window slot meta.cep.wi),
  * order-encoded; meta.cep.is_signed says whether it was a signed value. */
@@ -123,7 +129,8 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
 #define CEP_WINDOW(W)                                                          \
     cep_window_size.read(meta.cep.size, W);                                    \
     cep_window_stream.read(meta.cep.stream, W);                                \
-    if (meta.cep.size != 0 && meta.cep.stream == hdr.event.stream) {           \
+    if (meta.cep.size == 0) { meta.cep.stream = ~hdr.event.stream; }           \
+    if (meta.cep.stream == hdr.event.stream) {                                 \
         cep_window_field.read(meta.cep.wfield, W);                             \
         if (meta.cep.wfield == CEP_FIELD_VALUE) {                              \
             meta.cep.raw = hdr.event.value;                                    \
@@ -173,11 +180,15 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
                 if (passes) { meta.cep.passing = meta.cep.passing - 1; }       \
             }                                                                  \
         }                                                                      \
+        bool rescan = false;                                                   \
+        if (full) {                                                            \
+            if (meta.cep.old == meta.cep.least) { rescan = true; }             \
+            if (meta.cep.old == meta.cep.most) { rescan = true; }              \
+        }                                                                      \
         if (meta.cep.count == 0) {                                             \
             meta.cep.least = meta.cep.x;                                       \
             meta.cep.most = meta.cep.x;                                        \
-        } else if (full && (meta.cep.old == meta.cep.least                     \
-                            || meta.cep.old == meta.cep.most)) {               \
+        } else if (rescan) {                                                   \
             /* an extreme left: find the new ones among the values held */    \
             meta.cep.least = meta.cep.x;                                       \
             meta.cep.most = meta.cep.x;                                        \
@@ -200,10 +211,9 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
     meta.cep.cell = P * CEP_COMPARISONS + C;                                   \
     cep_compare_operand.read(meta.cep.operand, meta.cep.cell);                 \
     if (meta.cep.operand != 0) {                                               \
-        cep_compare_window.read(meta.cep.window, meta.cep.cell);               \
+        cep_compare_window.read(meta.cep.wi, meta.cep.cell);                   \
         cep_compare_op.read(meta.cep.op, meta.cep.cell);                       \
         cep_compare_constant.read(meta.cep.constant, meta.cep.cell);           \
-        meta.cep.wi = (bit<32>)meta.cep.window;                                \
         CEP_OPERAND                                                            \
         bool holds;                                                            \
         CEP_COMPARE(holds, meta.cep.x, meta.cep.op, meta.cep.constant)         \
@@ -219,7 +229,8 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
 #define CEP_PATTERN(P)                                                         \
     cep_pattern_on.read(meta.cep.on, P);                                       \
     cep_pattern_stream.read(meta.cep.stream, P);                               \
-    if (meta.cep.on == 1 && meta.cep.stream == hdr.event.stream) {             \
+    if (meta.cep.on == 0) { meta.cep.stream = ~hdr.event.stream; }             \
+    if (meta.cep.stream == hdr.event.stream) {                                 \
         meta.cep.symbol = 0;                                                   \
         CEP_COMPARISONS_OF(P)                                                  \
         cep_state.read(meta.cep.state, P);                                     \
@@ -233,8 +244,7 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
             cep_matches.write(P, meta.cep.match_##P);                          \
             cep_pattern_id.read(meta.cep.id_##P, P);                           \
             cep_return_operand.read(meta.cep.operand, P);                      \
-            cep_return_window.read(meta.cep.window, P);                        \
-            meta.cep.wi = (bit<32>)meta.cep.window;                            \
+            cep_return_window.read(meta.cep.wi, P);                            \
             CEP_OPERAND                                                        \
             if (meta.cep.is_signed == 1) {                                        \
                 meta.cep.x = meta.cep.x ^ CEP_SIGN;                            \

@@ -247,8 +247,7 @@ struct cep_meta_t {
     bit<32> cell;
     bit<1>  on;
     bit<8>  operand;
-    bit<8>  window;
-    bit<32> wi;
+    bit<32> wi;          /* the window slot an operand reads */
     bit<1>  is_signed;
     bit<8>  symbol;
     bit<8>  state;

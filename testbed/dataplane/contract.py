@@ -199,8 +199,8 @@ CEP_REGISTERS = {
     "cep_min": (64, CEP_WINDOWS), "cep_max": (64, CEP_WINDOWS), "cep_passing": (8, CEP_WINDOWS),
     "cep_pattern_on": (1, CEP_PATTERNS), "cep_pattern_id": (16, CEP_PATTERNS),
     "cep_pattern_stream": (16, CEP_PATTERNS), "cep_return_operand": (8, CEP_PATTERNS),
-    "cep_return_window": (8, CEP_PATTERNS),
-    "cep_compare_operand": (8, CEP_COMPARISON_CELLS), "cep_compare_window": (8, CEP_COMPARISON_CELLS),
+    "cep_return_window": (32, CEP_PATTERNS),
+    "cep_compare_operand": (8, CEP_COMPARISON_CELLS), "cep_compare_window": (32, CEP_COMPARISON_CELLS),
     "cep_compare_op": (8, CEP_COMPARISON_CELLS), "cep_compare_constant": (64, CEP_COMPARISON_CELLS),
     "cep_state": (8, CEP_PATTERNS), "cep_matches": (32, CEP_PATTERNS), "cep_sinks": (8, N_PORTS),
 }
