@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from testbed.analysis.cepcheck import SinkCheck, cep_summary_lines, check_complex_events, rules_of
 from testbed.analysis.check import (
     StreamCheck,
     WindowCheck,
@@ -188,11 +189,13 @@ class Verdicts:
     where_lost: list[str] = field(default_factory=list)
     #: How far the Spark operators fell behind (runs whose Spark application finished).
     spark_lag: Optional[SparkLag] = None
+    #: Per sink of the CEP stage, its complex events against the oracle (topologies with cep:).
+    complex_events: dict[str, SinkCheck] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return (all(r.ok for r in self.frames.values()) and all(w.ok for w in self.windows.values())
-                and self.windows_not_computed is None)
+                and self.windows_not_computed is None and all(c.ok for c in self.complex_events.values()))
 
 
 def frame_check(record: RunRecord, rundir: RunDir) -> dict[int, StreamCheck]:
@@ -218,6 +221,10 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     elif with_windows:
         verdicts.windows_not_computed = f"the Spark application failed: {failure.splitlines()[0]}"
     verdicts.not_applied = not_applied(record)
+    rules = rules_of(record)
+    if rules is not None:
+        received = pd.read_parquet(rundir.complex_events) if rundir.complex_events.exists() else None
+        verdicts.complex_events = check_complex_events(rules, sources, verdicts.frames, received)
     accounting = account(record, rundir, sources, deliveries, verdicts.frames)
     verdicts.where_lost = where_lost_lines(accounting)
     if with_windows and failure is None and (record.spark or {}).get("live"):
@@ -227,7 +234,8 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
         accounting=accounting,
         check={str(k): v.as_json() for k, v in verdicts.frames.items()},
         window_check={str(k): v.as_json() for k, v in verdicts.windows.items()},
-        windows_not_computed=verdicts.windows_not_computed, spark_lag=verdicts.spark_lag))
+        windows_not_computed=verdicts.windows_not_computed, spark_lag=verdicts.spark_lag,
+        complex_events={sink: c.as_json() for sink, c in verdicts.complex_events.items()} if rules else None))
     return verdicts
 
 
@@ -258,7 +266,8 @@ def not_applied(record: RunRecord) -> list[str]:
 def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
     """The lines a person reads: per stream, the checks; why windows were not
     checked; and each process that ended during the run."""
-    lines = summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
+    lines = (summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
+             + cep_summary_lines(verdicts.complex_events))
     if verdicts.windows_not_computed:
         lines.append(f"windows: not computed ({verdicts.windows_not_computed})")
     lag = verdicts.spark_lag

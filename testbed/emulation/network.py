@@ -102,6 +102,7 @@ class SplitterNetwork:
         self.net = net
         self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls, run_dir=str(self.rundir.root),
                                     batches=any(s.batch is not None for s in topo.streams),
+                                    cep=topo.cep is not None,
                                     **self.switch_params)
         addresses = plan_addresses(topo)
         prefix = subnet(topo).prefixlen

@@ -29,10 +29,12 @@ from testbed.dataplane.liveness import HEARTBEAT_INTERVAL_S
 from testbed.dataplane.wire import (
     BATCH_STRUCT,
     BATCH_UDP_PORT,
+    CEP_UDP_PORT,
     EVENT_STRUCT,
     EVENT_UDP_PORT,
     FLAG_WINDOWS,
     WINDOWS_STRUCT,
+    parse_complex_events,
 )
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
@@ -82,8 +84,14 @@ class Receiver:
         if spark:
             rundir.spark_inbox(host).mkdir(parents=True, exist_ok=True)
         self.stopping = False
-        # One socket for frames of one event, one for batches (docs/wire.md).
-        self.sockets = [self._bind(EVENT_UDP_PORT), self._bind(BATCH_UDP_PORT)]
+        # One socket for frames of one event, one for batches, one for the
+        # complex events of a sink (docs/wire.md).
+        self.sockets = [self._bind(EVENT_UDP_PORT), self._bind(BATCH_UDP_PORT), self._bind(CEP_UDP_PORT)]
+        self.complex_rows: list[tuple] = []
+        self.complex_parts = len(list(rundir.root.glob(rundir.HOST_FILES["complex_events"].format(
+            host=host, part="*"))))
+        self.malformed = 0        # frames to the CEP port that hold no complex event
+        self._complex_written = 0
         self.baseline_drops = udp_kernel_drops()
 
     @staticmethod
@@ -104,7 +112,7 @@ class Receiver:
     def status(self, final: bool = False) -> dict:
         drops = udp_kernel_drops()
         return {"host": self.host, "pid": os.getpid(), "received": self.received, "parts": self.parts,
-                "final": final,
+                "final": final, "complex_events": self.complex_received, "malformed_complex_frames": self.malformed,
                 "kernel_drops": {k: drops.get(k, 0) - self.baseline_drops.get(k, 0) for k in drops}}
 
     def run(self) -> None:
@@ -143,6 +151,7 @@ class Receiver:
         dot are skipped: no reader ever sees half a file.  A receiver that
         got nothing still writes one empty part at the end, which says so.
         """
+        self._flush_complex()
         if not len(self.cols["seq"]) and (self.parts or not final):
             return
         table = self._table()
@@ -155,9 +164,42 @@ class Receiver:
         self.parts += 1
         self.cols = {name: array("q") for name in COLUMNS}
 
+    @property
+    def complex_received(self) -> int:
+        """Complex events recorded so far, flushed or not."""
+        return self._complex_written + len(self.complex_rows)
+
+    def _flush_complex(self) -> None:
+        """Complex events received since the last flush, as the next part of their own."""
+        if not self.complex_rows:
+            return
+        columns = ("pattern", "match", "stream", "seq", "ts", "value", "recv_ns", "at")
+        table = pa.table({c: pa.array([r[i] for r in self.complex_rows], type=pa.int64())
+                          for i, c in enumerate(columns)})
+        table = table.append_column("sink", pa.array([self.host] * table.num_rows, type=pa.string()))
+        path = self.rundir.receiver_complex_events(self.host, self.complex_parts)
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(table, tmp)
+        tmp.replace(path)
+        self.complex_parts += 1
+        self._complex_written += len(self.complex_rows)
+        self.complex_rows = []
+
+    def _record_complex(self, buf: bytearray, n: int, now: int) -> None:
+        """The complex events of one frame to this sink, each with its place in the frame."""
+        try:
+            found = parse_complex_events(bytes(buf[:n]))
+        except ValueError:
+            self.malformed += 1
+            return
+        for at, (pattern, match, stream, seq, ts, value) in enumerate(found):
+            self.complex_rows.append((pattern, match, stream, seq, ts - (1 << 64) if ts >= 1 << 63 else ts,
+                                      value, now, at))
+
     def _drain(self, sock: socket.socket, buf: bytearray, most: int) -> None:
         """Record up to ``most`` datagrams queued on ``sock``."""
         batched = sock is self.sockets[1]
+        complex_events = sock is self.sockets[2]
         for _ in range(most):
             try:
                 n, ancdata, _flags, _addr = sock.recvmsg_into([buf], 64)
@@ -169,7 +211,9 @@ class Receiver:
                     sec, nsec = TIMESPEC.unpack_from(data)
                     now = sec * 1_000_000_000 + nsec
             now = now if now is not None else time.time_ns()
-            if batched:
+            if complex_events:
+                self._record_complex(buf, n, now)
+            elif batched:
                 self._record_batch(buf, n, now)
             elif n >= EVENT_STRUCT.size:
                 self._record(buf, 0, n, now)

@@ -231,6 +231,17 @@ class CepWindowCost(ExperimentKind):
         return {"summary": summary, "checks": checks, "targets": targets_met(summary),
                 "pattern": "[value >= 90]; [max(w) >= 0]  (n = 0: [value >= 90]; [value >= 0])"}
 
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        """Per window size: the splitter's plan and the pattern's transition table."""
+        out = {}
+        for n in params.sizes:
+            topo = cep_topology(n, params.latency_events)
+            machine = topo.cep.automata()[1]
+            out[f"n={n}"] = {**SplitterPlan(topo).cost(), "cep_windows": len(topo.cep.windows),
+                             "cep_transition_entries": machine.states << len(machine.comparisons)}
+        return out
+
     def ok(self, ours: dict[str, Any]) -> bool:
         """Every point's complex events are exactly the oracle's, none lost by the taps."""
         return bool(ours["checks"]) and all(c["missing"] == 0 and c["extra"] == 0 and c["twice"] == 0

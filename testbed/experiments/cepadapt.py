@@ -35,6 +35,7 @@ from testbed.dataplane.wire import (
 )
 from testbed.emulation.source import SPLITTER_MAC
 from testbed.emulation.veth import Taps, VethRig, send_frames
+from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.cep import QUEUE_DEPTH
 from testbed.rundir import ExperimentDir
@@ -114,7 +115,7 @@ class CepAdaptation(ExperimentKind):
     """A schedule of pattern changes mid-stream, on every target, against the oracle."""
 
     Params = CepAdaptParams
-    paper: dict[str, Any] = {}
+    paper = {"p4cep_rule_changes": paper.P4CEP_RULE_CHANGES}
 
     def measure(self) -> dict[str, Any]:
         p = self.params
@@ -145,6 +146,14 @@ class CepAdaptation(ExperimentKind):
         return {"checks": checks, "changes": changes,
                 "install_ms_max": max(installs) if installs else None,
                 "install_within_50_ms": bool(installs) and max(installs) < INSTALL_TARGET_MS}
+
+    @classmethod
+    def installs(cls, params: KindParams) -> dict[str, Any]:
+        """The splitter's plan, and each pattern's transition table, of every rule the schedule installs."""
+        topo = adapt_topology(params)
+        return {"cepadapt": {**SplitterPlan(topo).cost(), **{
+            f"cep_transition_entries_pattern_{pid}": machine.states << len(machine.comparisons)
+            for pid, machine in topo.cep.automata().items()}}}
 
     def ok(self, ours: dict[str, Any]) -> bool:
         """Every target's complex events are the oracle's over the events it took, in

@@ -143,3 +143,13 @@ P4CEP_FIG_4 = {
               "relative_throughput_percent_n0_to_n20": [56, 16], "latency_us_at_n1000": 969},
     "nfp": {"note": "pure P4; rejected for n > 10 (code size)"},
 }
+
+#: P4CEP §3.2: how a rule set reaches the switch.  No time is given: a new
+#: rule set is new P4 code, so the comparison is recompile-and-restart
+#: against entries changed while events flow.
+P4CEP_RULE_CHANGES = {
+    "source": f"{P4CEP}, §3.2 and Fig. 2",
+    "how": "the P4CEP compiler generates P4 code per rule set, merged into the program; "
+           "runtime configuration files hold table entries",
+    "a_new_pattern": "new P4 code: recompile, redeploy the program (state lost)",
+}

@@ -58,6 +58,8 @@ TABLE_COLUMNS = {
     "deliveries": ("stream", "seq", "ts", "key", "value", "recv_ns", "operator"),
     "windows": ("stream", "window", "operator", "key", "result", "n_events"),
     "windows_reference": ("stream", "window", "operator", "key", "result", "n_events"),
+    # what the CEP stage's sinks recorded (docs/cep.md): one row per complex event
+    "complex_events": ("pattern", "match", "stream", "seq", "ts", "value", "recv_ns", "at", "sink"),
 }
 #: Fields of spark/analysis.json that ``plot`` reads.
 ANALYSIS_FIELDS = {"load": list, "completeness": list, "latency_us": list, "spark_master": str}
@@ -102,6 +104,7 @@ class RunDir:
     windows = At("windows.parquet")
     windows_reference = At("windows_reference.parquet")
     link_drops = At("link_drops.parquet")          # events link relays dropped (user-space impairment)
+    complex_events = At("complex_events.parquet")  # the CEP stage's sinks (topologies with cep:)
     # logs, per-host files after the run, captures
     logs = At("logs")
     spark_log = At("logs", "spark.log")
@@ -228,7 +231,8 @@ class RunDir:
     # dies loses at most its last fraction of a second.
     HOST_FILES = {"sources": "{host}.sources.parquet", "source_status": "{host}.source.status.json",
                   "deliveries": "{host}.deliveries.{part}.parquet", "status": "{host}.status.json",
-                  "relay_status": "{host}.relay.status.json", "link_drops": "{host}.link_drops.parquet"}
+                  "relay_status": "{host}.relay.status.json", "link_drops": "{host}.link_drops.parquet",
+                  "complex_events": "{host}.complex_events.{part}.parquet"}
 
     def host_file(self, kind: str, host: str, part: int = 0) -> Path:
         return self.root / self.HOST_FILES[kind].format(host=host, part=f"{part:06d}")
@@ -242,6 +246,10 @@ class RunDir:
     def receiver_events(self, host: str, part: int = 0) -> Path:
         """Part ``part`` of what the receiver on ``host`` recorded."""
         return self.host_file("deliveries", host, part)
+
+    def receiver_complex_events(self, host: str, part: int = 0) -> Path:
+        """Part ``part`` of the complex events the receiver on sink host ``host`` recorded."""
+        return self.host_file("complex_events", host, part)
 
     def receiver_status(self, host: str) -> Path:
         return self.host_file("status", host)

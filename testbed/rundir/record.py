@@ -55,6 +55,8 @@ class Install(Model):
     groups: int = Field(description="multicast groups created")
     entries: int = Field(description="table entries added")
     operations: int = Field(description="control calls made")
+    cep_rules_s: Optional[float] = Field(
+        default=None, description="seconds to install the CEP stage's windows and patterns (topologies with cep:)")
 
 
 class StreamCounters(Model):
@@ -221,6 +223,8 @@ class RunVerdicts(Model):
         default_factory=list, description="schedule entries that never took effect, and why (not a failed check)")
     spark_lag: Optional[SparkLag] = Field(
         default=None, description="how far the Spark operators fell behind (runs with Spark; not a check)")
+    complex_events: Optional[dict[str, dict[str, Any]]] = Field(
+        default=None, description="per sink: the CEP stage's complex events against the oracle (runs with cep: rules)")
     ok: bool = Field(description="every check passed")
 
 

@@ -34,6 +34,7 @@ import yaml
 from rich.console import Console
 
 from testbed import ROOT
+from testbed.dataplane.cep import CepControl
 from testbed.dataplane.control import Controller
 from testbed.emulation import procs
 from testbed.emulation.network import netem_missing
@@ -115,6 +116,16 @@ def expected_copies(topo: Topology, sends: dict[int, dict]) -> int:
         total += sum(len(oracle.step(seq, ts, key).operators)
                      for seq, ts, key in zip(sent["seq"].tolist(), sent["ts"].tolist(), sent["key"].tolist()))
     return total
+
+
+def install_cep(api, topo: Topology, plan: SplitterPlan) -> dict[str, float]:
+    """The CEP stage's windows and patterns, after the splitter's plan (docs/cep.md),
+    and how long they took; nothing for a topology without ``cep:`` rules."""
+    if topo.cep is None:
+        return {}
+    started = time.monotonic()
+    CepControl(api, {h: plan.ports[h] for h in topo.sink_hosts()}).install(topo.cep)
+    return {"cep_rules_s": time.monotonic() - started}
 
 
 class Run:
@@ -218,11 +229,11 @@ class Run:
     def program_switch(self) -> None:
         self.api = self.network.switch.control_api()
         self.controller = Controller(self.api)
-        self.record.install = self.controller.install(self.plan)
+        self.record.install = {**self.controller.install(self.plan), **install_cep(self.api, self.topo, self.plan)}
         self.record.plan_cost = self.plan.cost()
 
     def start_operators(self) -> None:
-        for name in self.topo.operator_hosts():
+        for name in self.topo.receiver_hosts():           # the CEP stage's sinks run one too
             self.hosts.start_receiver(name, self.spark is not None)
         if self.spark is not None:
             with self.console.status("waiting for the Spark application"):

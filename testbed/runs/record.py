@@ -67,15 +67,16 @@ def base_record(topo: Topology, plan: SplitterPlan, run_id: str, target: str, to
 
 
 def collect(rundir: RunDir) -> None:
-    """Merge per-host files into sources.parquet and deliveries.parquet;
-    the per-host files and status files move to raw/."""
+    """Merge per-host files into sources.parquet and deliveries.parquet (and,
+    where sinks recorded any, complex_events.parquet); the per-host files and
+    status files move to raw/."""
     rundir.raw.mkdir(parents=True, exist_ok=True)
     for kind, merged in (("sources", rundir.sources), ("deliveries", rundir.deliveries),
-                         ("link_drops", rundir.link_drops)):
+                         ("link_drops", rundir.link_drops), ("complex_events", rundir.complex_events)):
         parts = rundir.host_files(kind)
         if parts:
             pq.write_table(pa.concat_tables([pq.read_table(p) for p in parts]), merged)
-        elif kind != "link_drops":
+        elif kind not in ("link_drops", "complex_events"):
             # Every receiver killed before its first flush (all operators failed, say): the
             # run still has a deliveries table, an empty one, so its events are accounted.
             pq.write_table(_empty_table(TABLE_COLUMNS[kind]), merged)
@@ -88,4 +89,4 @@ def collect(rundir: RunDir) -> None:
 
 def _empty_table(columns: tuple[str, ...]) -> pa.Table:
     """No rows, with the column types the sources and receivers write."""
-    return pa.table({c: pa.array([], pa.string() if c == "operator" else pa.int64()) for c in columns})
+    return pa.table({c: pa.array([], pa.string() if c in ("operator", "sink") else pa.int64()) for c in columns})

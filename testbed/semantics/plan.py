@@ -162,7 +162,7 @@ class SplitterPlan:
         self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
         self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (self.ports[h],),
                                   (self.addresses[h][1], self.addresses[h][0]))
-                       for h in topology.operator_hosts()]
+                       for h in topology.receiver_hosts()]
         if checked:
             self._check_capacity()
 

@@ -462,7 +462,7 @@ class Topology(StrictModel):
         except ScheduleError as err:
             raise _FieldError(err.field, err.message) from None
         if self.cep is not None:
-            check_cep(self, _plan_only(info))
+            check_cep(self)
         if not _plan_only(info):
             from testbed.semantics.addressing import AddressError, plan_addresses
 
@@ -507,6 +507,14 @@ class Topology(StrictModel):
                 seen.setdefault(op, None)
         return list(seen)
 
+    def sink_hosts(self) -> list[str]:
+        """Every host that receives complex events (``cep:`` rules' sinks)."""
+        return list(dict.fromkeys(h for rule in (self.cep.complex_events if self.cep else ()) for h in rule.sinks))
+
+    def receiver_hosts(self) -> list[str]:
+        """Every host that runs a receiver: operators, then sinks that are none."""
+        return list(dict.fromkeys([*self.operator_hosts(), *self.sink_hosts()]))
+
     def source_hosts(self) -> list[str]:
         return list(dict.fromkeys(s.source for s in self.streams))
 
@@ -526,16 +534,17 @@ def _plan_only(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("plan_only"))
 
 
-def check_cep(topo: "Topology", plan_only: bool) -> None:
+def check_cep(topo: "Topology") -> None:
     """The ``cep:`` rules' references to the rest of the file: streams and sink hosts.
 
-    The rules themselves are checked by ``CepRules``.  Neither target has the
-    CEP stage yet (docs/cep.md, "Status"), so a file with rules is refused
-    unless it is read for its plan only: ``validate`` must not accept what a
-    run cannot carry out.
+    The rules themselves are checked by ``CepRules``.  Both targets run the
+    CEP stage in a build of their own, which takes events one per frame, so
+    a batched stream is refused beside rules.  A sink must be no stream's
+    source: sources run no receiver.
     """
     assert topo.cep is not None
     streams = {s.id for s in topo.streams}
+    sources = {s.source for s in topo.streams}
     for i, s in enumerate(topo.streams):
         if s.batch is not None:
             raise _FieldError(f"streams[{i}].batch", "a topology with cep: rules takes events one per frame "
@@ -549,9 +558,9 @@ def check_cep(topo: "Topology", plan_only: bool) -> None:
         for j, sink in enumerate(rule.sinks):
             if sink not in topo.hosts:
                 raise _FieldError(f"cep.complex_events[{i}].sinks[{j}]", f"unknown host {sink!r}")
-    if not plan_only:
-        raise _FieldError("cep", "the rules are valid, but no target runs the CEP stage yet "
-                                 "(docs/cep.md, \"Status\"): the oracle checks them, the switch cannot")
+            if sink in sources:
+                raise _FieldError(f"cep.complex_events[{i}].sinks[{j}]",
+                                  f"{sink!r} is a stream's source; a sink records, a source sends")
 
 
 def check_schedule(topo: "Topology") -> None:

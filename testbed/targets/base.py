@@ -61,7 +61,8 @@ class SplitterSwitch(Switch):
     target = ""
 
     def __init__(self, name: str, run_dir: str, control_port: Optional[int] = None,
-                 device_id: int = 0, cpu_policy: str = "fifo", batches: bool = False, **kwargs: Any):
+                 device_id: int = 0, cpu_policy: str = "fifo", batches: bool = False, cep: bool = False,
+                 **kwargs: Any):
         # Mininet derives a datapath id from digits in the name; ours may have none.
         kwargs.setdefault("dpid", "%016x" % (device_id + 1))
         # Mininet's addSwitch passes inNamespace=False; a namespace of its own is the point (see above).
@@ -74,6 +75,8 @@ class SplitterSwitch(Switch):
         #: The topology sends batches: a target that builds them into a
         #: program of its own (bmv2) runs that one.
         self.batches = batches
+        #: The topology has CEP rules: bmv2 runs its build with the CEP stage.
+        self.cep = cep
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = self.rundir.switch_log(name)
 

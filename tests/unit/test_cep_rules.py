@@ -1,9 +1,6 @@
 """A topology's ``cep:`` rules (docs/cep.md, "Rules in a topology"): what validation accepts and refuses.
 
-Every refusal is one line naming the file and the field, through the real
-command.  Until a target runs the CEP stage, even valid rules are refused
-by ``validate`` (and so by ``run``), while a plan-only read hands them to
-the oracle.
+Every refusal is one line naming the file and the field, through the real command.
 """
 import copy
 import re
@@ -75,7 +72,7 @@ CASES = {
                        "streams[0].batch", "one per frame"),
     "two-counts-on-one-window": (rule(pattern="[count(recent > 1) >= 2]; [count(recent < 0) == 1]"),
                                  "cep.complex_events[0].pattern", "already counts recent > 1"),
-    "valid-but-not-runnable": (GOOD, "cep", "no target runs the CEP stage yet"),
+    "sink-is-a-source": (rule(sinks=["h1"]), "cep.complex_events[0].sinks[0]", "a stream's source"),
 }
 
 
@@ -89,6 +86,15 @@ def test_a_bad_rule_is_one_line_naming_the_file_and_field(tmp_path, case):
     line = result.stderr.rstrip("\n")
     assert "\n" not in line and line.startswith(f"error: {path}: {field}: "), line
     assert words in line, line
+
+
+def test_valid_rules_are_accepted_and_their_sinks_run_receivers(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    topo = parse_topology(GOOD)
+    assert topo.sink_hosts() == ["h3"] and topo.receiver_hosts() == ["h2", "h3"]
 
 
 def test_valid_rules_reach_the_oracle_through_a_plan_only_read():

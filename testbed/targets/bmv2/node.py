@@ -37,7 +37,8 @@ class Bmv2Switch(SplitterSwitch):
         return toolchain.toolchain_missing()
 
     def command(self) -> list[str]:
-        self.json_path = self.json_path or toolchain.compile_program(program=toolchain.splitter_program(self.batches))
+        self.json_path = self.json_path or toolchain.compile_program(
+            program=toolchain.splitter_program(self.batches, self.cep))
         return simple_switch_command(self.json_path, self.port_map(), self.control_port,
                                      self.rundir, self.name, self.device_id, self.log_level)
 

@@ -1,0 +1,101 @@
+"""The CEP stage's complex events at each sink, against the oracle (docs/cep.md).
+
+The oracle (``testbed.semantics.cep``) runs over the events the switch
+saw, in the order their sources sent them: every event sent but those the
+frame check found never reached the switch.  Patterns and windows are of
+one stream each, so the order across streams does not matter.  Each sink
+must have received exactly the complex events of the patterns that name
+it, in order: one frame per completing event, its complex events in the
+order the patterns were installed (the switch's slots).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pandas as pd
+
+from testbed.analysis.check import StreamCheck
+from testbed.rundir import RunRecord
+from testbed.semantics.cep.oracle import BasicEvent, CepOracle
+from testbed.semantics.cep.rules import CepRules
+
+#: A complex event as compared: pattern, match, stream, seq, value.
+Key = tuple[int, int, int, int, int]
+
+
+@dataclass
+class SinkCheck:
+    expected: int = 0
+    received: int = 0
+    missing: int = 0
+    extra: int = 0
+    out_of_order: bool = False
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.out_of_order)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"expected": self.expected, "received": self.received, "missing": self.missing,
+                "extra": self.extra, "out_of_order": self.out_of_order, "ok": self.ok,
+                "examples": self.examples[:10]}
+
+
+def rules_of(record: RunRecord) -> Optional[CepRules]:
+    cep = (record.topology or {}).get("cep")
+    return CepRules.model_validate(cep) if cep else None
+
+
+def signed(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def expected_complex_events(rules: CepRules, sources: pd.DataFrame,
+                            frames: dict[int, StreamCheck]) -> dict[str, list[Key]]:
+    """Per sink, the oracle's complex events over the events the switch saw."""
+    never = {(sid, seq) for sid, r in frames.items() for seq in [*r.unseen, *r.lost_on_link_seqs]}
+    oracle = CepOracle(rules.window_specs(), rules.pattern_specs())
+    order = [r.id for r in rules.complex_events]
+    sinks = {r.id: r.sinks for r in rules.complex_events}
+    out: dict[str, list[Key]] = {h: [] for r in rules.complex_events for h in r.sinks}
+    sent = sources.sort_values("send_ns", kind="stable")
+    for stream, seq, ts, key, value in zip(sent["stream"].tolist(), sent["seq"].tolist(), sent["ts"].tolist(),
+                                           sent["key"].tolist(), sent["value"].tolist()):
+        if (stream, seq) in never:
+            continue
+        found = oracle.step(BasicEvent(stream, seq, ts, key & ((1 << 64) - 1), value))
+        for c in sorted(found, key=lambda c: order.index(c.pattern)):
+            for sink in sinks[c.pattern]:
+                out[sink].append((c.pattern, c.match, c.stream, c.seq, signed(c.value)))
+    return out
+
+
+def check_complex_events(rules: CepRules, sources: pd.DataFrame, frames: dict[int, StreamCheck],
+                         received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:
+    """Per sink: the complex events it recorded against the oracle's."""
+    want = expected_complex_events(rules, sources, frames)
+    results = {}
+    for sink, expected in want.items():
+        got: list[Key] = []
+        if received is not None and len(received):
+            mine = received[received["sink"] == sink].sort_values(["recv_ns", "at"], kind="stable")
+            got = list(zip(mine["pattern"].tolist(), mine["match"].tolist(), mine["stream"].tolist(),
+                           mine["seq"].tolist(), mine["value"].tolist()))
+        missing, extra = Counter(expected) - Counter(got), Counter(got) - Counter(expected)
+        res = SinkCheck(expected=len(expected), received=len(got), missing=sum(missing.values()),
+                        extra=sum(extra.values()))
+        res.out_of_order = not missing and not extra and got != expected
+        res.examples += [f"missing: pattern {p} match {m} (stream {s} seq {q})" for p, m, s, q, _v in sorted(missing)]
+        res.examples += [f"extra: pattern {p} match {m} (stream {s} seq {q})" for p, m, s, q, _v in sorted(extra)]
+        results[sink] = res
+    return results
+
+
+def cep_summary_lines(results: dict[str, SinkCheck]) -> list[str]:
+    return [f"complex events at {sink}: {'OK' if r.ok else 'FAILED'} received={r.received} expected={r.expected}"
+            + (f" missing={r.missing} extra={r.extra}" if r.missing or r.extra else "")
+            + (" out-of-order" if r.out_of_order else "")
+            for sink, r in sorted(results.items())]
