@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from support import topologies
-from support.records import written
-from support.runs import new_tag, nothing_left, run_cli
+from support.runs import finished_run, run_cli
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
 from testbed.targets.bmv2.toolchain import toolchain_missing
@@ -57,13 +56,8 @@ def batched_changing_topology(tmp_path, switch: str):
 @pytest.mark.parametrize("target", ["model", pytest.param("bmv2", marks=pytest.mark.skipif(
     toolchain_missing() is not None, reason=f"bmv2 toolchain: {toolchain_missing()}"))])
 def test_batched_streams_pass_their_check_with_changes_inside_batches(tmp_path, target):
-    path = batched_changing_topology(tmp_path, "b" + target[0])
     out = tmp_path / "run"
-    tag = new_tag()
-    res = run_cli("run", str(path), "--out", str(out), "--no-spark", "--target", target, tag=tag)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    nothing_left(tag)
-    record = written(RunDir(out))
+    record = finished_run(batched_changing_topology(tmp_path, "b" + target[0]), out, target)
     assert record["ok"] is True
     sources = pd.read_parquet(RunDir(out).sources)
     for sid, (_window, _k, _point, _change, boundary) in STREAMS.items():

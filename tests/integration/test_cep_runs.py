@@ -6,8 +6,7 @@ import pandas as pd
 import pytest
 
 from support import topologies
-from support.records import written
-from support.runs import new_tag, nothing_left, run_cli
+from support.runs import finished_run, run_cli
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
 from testbed.targets.bmv2.toolchain import toolchain_missing
@@ -38,13 +37,8 @@ def cep_topology(tmp_path, switch: str):
 @pytest.mark.parametrize("target", ["model", pytest.param("bmv2", marks=pytest.mark.skipif(
     toolchain_missing() is not None, reason=f"bmv2 toolchain: {toolchain_missing()}"))])
 def test_a_run_with_cep_rules_records_the_oracles_complex_events_at_each_sink(tmp_path, target):
-    path = cep_topology(tmp_path, "c" + target[0])
     out = tmp_path / "run"
-    tag = new_tag()
-    res = run_cli("run", str(path), "--out", str(out), "--no-spark", "--target", target, tag=tag)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    nothing_left(tag)
-    record = written(RunDir(out))
+    record = finished_run(cep_topology(tmp_path, "c" + target[0]), out, target)
     assert record["ok"] is True
     assert all(record["check"][s]["ok"] for s in ("5", "6"))          # the splitter's copies, beside the stage
     sinks = record["complex_events"]

@@ -38,6 +38,19 @@ def run_cli(*args: str, tag: Optional[str] = None, **kw) -> subprocess.Completed
                           text=True, env=env, **kw)
 
 
+def finished_run(path: Path, out: Path, target: str, *options: str) -> dict:
+    """``testbed run`` of ``path`` on ``target`` without Spark, into ``out``: it must
+    succeed and leave nothing behind; its facts and verdicts, merged (``records.written``)."""
+    from support.records import written
+    from testbed.rundir import RunDir
+
+    tag = new_tag()
+    res = run_cli("run", str(path), "--out", str(out), "--no-spark", "--target", target, *options, tag=tag)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    nothing_left(tag)
+    return written(RunDir(out))
+
+
 def start_run(*args: str, tag: str, interrupt: Optional[tuple[str, str]] = None) -> subprocess.Popen:
     """``testbed run ARGS`` in the background; with ``interrupt=(phase, signal)`` it
     sends itself that signal when it enters the phase (``support.interrupt_at``)."""
