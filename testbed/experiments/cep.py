@@ -131,10 +131,7 @@ def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, 
         out = {COPIES: rig.switch_ends[COPIES]}
         install_s = None
         if topo is not None:
-            plan = SplitterPlan(topo)
-            Controller(api).install(plan)
-            ip, mac = plan.addresses["h3"]
-            api.table_add("egress_rewrite", "rewrite_dst", [SINK], [mac, ip])
+            Controller(api).install(SplitterPlan(topo))     # the plan addresses the sink too
             if cep:
                 started = time.perf_counter()
                 CepControl(api, {"h3": SINK}).install(topo.cep)

@@ -175,9 +175,7 @@ class CepAdaptation(ExperimentKind):
         with live_switch(target, self.expdir, f"{target}-cepadapt", rig, cep=True) as (_proc, api):
             if target == "bmv2":
                 api.set_queue_depth(QUEUE_DEPTH)       # lose events only on their way in (cep.through_switch)
-            Controller(api).install(plan)
-            sink_ip, sink_mac = plan.addresses["h3"]
-            api.table_add("egress_rewrite", "rewrite_dst", [SINK], [sink_mac, sink_ip])
+            Controller(api).install(plan)                  # the plan addresses the sink too
             initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
             control = CepControl(api, {"h3": SINK})
             control.install(initial)

@@ -97,11 +97,16 @@ def run_suite(args: list[str], log: Path) -> SuiteRun:
     return SuiteRun(counts, failed, time.monotonic() - started, proc.returncode)
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGTERM to ``proc``'s process group (a run among its tests cleans up on it), then SIGKILL."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+def stop_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """Stop the suite: SIGINT to pytest first, which then tears its fixtures
+    down (the switches and namespaces its tests started, in sessions of their
+    own); then SIGTERM to its process group, then SIGKILL."""
+    steps = ((lambda sig: os.kill(proc.pid, sig), signal.SIGINT, grace_s),
+             (lambda sig: os.killpg(proc.pid, sig), signal.SIGTERM, 10.0),
+             (lambda sig: os.killpg(proc.pid, sig), signal.SIGKILL, 5.0))
+    for send, sig, wait_s in steps:
         try:
-            os.killpg(proc.pid, sig)
+            send(sig)
         except ProcessLookupError:
             return
         try:
