@@ -18,6 +18,7 @@ import pandas as pd
 
 from testbed.analysis.check import StreamCheck
 from testbed.rundir import RunRecord
+from testbed.semantics.cep.lastn import in_type
 from testbed.semantics.cep.oracle import BasicEvent, CepOracle
 from testbed.semantics.cep.rules import CepRules
 
@@ -49,10 +50,6 @@ def rules_of(record: RunRecord) -> Optional[CepRules]:
     return CepRules.model_validate(cep) if cep else None
 
 
-def signed(x: int) -> int:
-    return x - (1 << 64) if x >= 1 << 63 else x
-
-
 def expected_complex_events(rules: CepRules, sources: pd.DataFrame,
                             frames: dict[int, StreamCheck]) -> dict[str, list[Key]]:
     """Per sink, the oracle's complex events over the events the switch saw."""
@@ -69,7 +66,7 @@ def expected_complex_events(rules: CepRules, sources: pd.DataFrame,
         found = oracle.step(BasicEvent(stream, seq, ts, key & ((1 << 64) - 1), value))
         for c in sorted(found, key=lambda c: order.index(c.pattern)):
             for sink in sinks[c.pattern]:
-                out[sink].append((c.pattern, c.match, c.stream, c.seq, signed(c.value)))
+                out[sink].append((c.pattern, c.match, c.stream, c.seq, in_type(c.value, "value")))
     return out
 
 

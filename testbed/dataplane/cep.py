@@ -24,17 +24,17 @@ from testbed.dataplane.contract import (
     CEP_OPERAND_CODES,
     CEP_PATTERNS,
     CEP_SESSION,
+    CEP_SIGN,
     CEP_WINDOW_STATE,
     CEP_WINDOWS,
     SwitchAPI,
 )
-from testbed.semantics.cep.automaton import Automaton, compile_pattern
-from testbed.semantics.cep.language import Aggregate, CountIf, FieldRef, Operand, pattern_comparisons
+from testbed.semantics.cep.automaton import compile_pattern
+from testbed.semantics.cep.language import Aggregate, CountIf, FieldRef, Operand
 from testbed.semantics.cep.rules import CepRules, CepWindow, ComplexEventRule
 
 #: The multicast group the sinks' clones are replicated to; the plan numbers its groups from 1 up.
 CEP_MGID = 0xFFFF
-SIGN = 1 << 63
 
 
 class CepControlError(ValueError):
@@ -44,15 +44,14 @@ class CepControlError(ValueError):
 def encode(x: int, signed: bool) -> int:
     """``x`` as the stage compares it: two's complement with the sign bit flipped when signed."""
     x &= (1 << 64) - 1
-    return x ^ SIGN if signed else x
+    return x ^ CEP_SIGN if signed else x
 
 
 @dataclass
 class Installed:
-    """A pattern in a slot: its rule, its table, and the entry handles to remove it by."""
+    """A pattern in a slot: its rule, and its table entries' handles to remove it by."""
 
     rule: ComplexEventRule
-    automaton: Automaton
     handles: list[int] = field(default_factory=list)
 
 
@@ -65,12 +64,11 @@ class CepControl:
         self.windows: dict[str, tuple[int, CepWindow, Optional[CountIf]]] = {}   # name -> (slot, window, test)
         self.slots: dict[int, Installed] = {}                   # pattern slot -> what it holds
         self.group_ports: set[int] = set()
-        self._nodes: list[int] = []
 
     # -- a whole rule set ------------------------------------------------------
     def install(self, rules: CepRules) -> None:
         """Windows, every pattern, the sinks' group and the mirror session."""
-        tests = window_tests(rules)
+        tests = rules.window_tests()
         for slot, window in enumerate(rules.windows):
             self.add_window(slot, window, tests[window.name])
         self.api.mc_mgrp_create(CEP_MGID)
@@ -120,7 +118,7 @@ class CepControl:
         w.register_write("cep_return_window", slot, window)
         w.register_write("cep_pattern_id", slot, rule.id)
         w.register_write("cep_pattern_stream", slot, rule.stream)
-        installed = Installed(rule, automaton)
+        installed = Installed(rule)
         table = f"cep_transition_{slot}"
         for state, row in enumerate(automaton.transitions):
             for symbol, (next_state, completes) in enumerate(row):
@@ -171,24 +169,9 @@ class CepControl:
         if on and new:
             node = self.api.mc_node_create(0, new)
             self.api.mc_node_associate(CEP_MGID, node)
-            self._nodes.append(node)
             self.group_ports |= set(new)
         for port in ports:
             mask = int(self.api.register_read("cep_sinks", port))
             mask = mask | 1 << slot if on else mask & ~(1 << slot)
             self.api.register_write("cep_sinks", port, mask)
 
-
-def window_tests(rules: CepRules) -> dict[str, Optional[CountIf]]:
-    """Per window, the one comparison its rules count (``count(w op c)``), or None
-    (``CepRules`` refuses two different ones on one window)."""
-    tests: dict[str, Optional[CountIf]] = {w.name: None for w in rules.windows}
-    for rule in rules.complex_events:
-        for operand in rule_operands(rule):
-            if isinstance(operand, CountIf):
-                tests[operand.window] = operand
-    return tests
-
-
-def rule_operands(rule: ComplexEventRule) -> list[Operand]:
-    return [c.operand for c in pattern_comparisons(rule.parsed)] + [rule.returned]

@@ -213,8 +213,13 @@ CEP_SCHEMA: dict[str, TableSpec] = {
         "cep_next": ActionSpec((Param("next_state", "int", 8), Param("completes", "int", 1)))})
     for slot in range(CEP_PATTERNS)}
 CEP_TABLE_SIZE = 8192
-#: Every table a target may hold: the splitter's, and the CEP stage's in a CEP build.
+#: A signed value with this bit flipped orders as an unsigned one (``CEP_SIGN`` in p4/constants.p4).
+CEP_SIGN = 1 << 63
+#: Every table, register (name -> bit width) and counter (name -> cells) a target may hold:
+#: the splitter's, and the CEP stage's in a CEP build.
 ALL_TABLES = SCHEMA | CEP_SCHEMA
+ALL_REGISTER_WIDTHS = REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()}
+ALL_COUNTERS = COUNTERS | CEP_COUNTERS
 
 
 
@@ -244,7 +249,6 @@ class SwitchAPI(Protocol):
         """``mgid -> [{"handle": node handle, "rid", "ports": sorted}]``, groups in id order."""
     def mirroring_add_mc(self, session: int, mgid: int) -> None:
         """Clones to mirror session ``session`` go to multicast group ``mgid`` (simple_switch_CLI's name)."""
-    def mirroring_delete(self, session: int) -> None: ...
     def register_read(self, name: str, index: Optional[int] = None) -> Any: ...
     def register_write(self, name: str, index: int, value: int) -> None: ...
     def register_reset(self, name: str) -> None: ...

@@ -25,12 +25,10 @@ from functools import wraps
 from typing import Any, Callable, Optional, TextIO
 
 from testbed.dataplane.contract import (
+    ALL_COUNTERS,
+    ALL_REGISTER_WIDTHS,
     ALL_TABLES,
-    CEP_COUNTERS,
-    CEP_REGISTERS,
-    COUNTERS,
     DEFAULT_ACTION,
-    REGISTERS,
     SCHEMA,
     SwitchAPI,
     TableSpec,
@@ -42,8 +40,7 @@ INTRO = "Control utility for runtime P4 table manipulation"
 PROMPT = "RuntimeCmd: "
 RULE, STARS = "=" * 10, "*" * 10
 #: Every register and counter the embedded switch holds, the CEP stage's among them.
-ARRAYS = {"register": REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()},
-          "counter": COUNTERS | CEP_COUNTERS}
+ARRAYS = {"register": ALL_REGISTER_WIDTHS, "counter": ALL_COUNTERS}
 
 
 class CLIError(Exception):

@@ -147,7 +147,7 @@ class ComplexEvent(Packet):
 
 class ComplexEvents(Packet):
     """What a sink receives for one basic event: every complex event it
-    completed whose pattern names this sink, in ascending pattern id."""
+    completed whose pattern names this sink, in the switch's slot order."""
 
     name = "ComplexEvents"
     fields_desc = [

@@ -88,8 +88,7 @@ class Receiver:
         # complex events of a sink (docs/wire.md).
         self.sockets = [self._bind(EVENT_UDP_PORT), self._bind(BATCH_UDP_PORT), self._bind(CEP_UDP_PORT)]
         self.complex_rows: list[tuple] = []
-        self.complex_parts = len(list(rundir.root.glob(rundir.HOST_FILES["complex_events"].format(
-            host=host, part="*"))))
+        self.complex_parts = rundir.next_receiver_part(host, "complex_events")
         self.malformed = 0        # frames to the CEP port that hold no complex event
         self._complex_written = 0
         self.baseline_drops = udp_kernel_drops()

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import random
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pandas as pd
@@ -112,31 +113,45 @@ def completing(rules: CepRules, events: list[BasicEvent]) -> set[int]:
     return {e.seq for e in events if oracle.step(e)}
 
 
+@contextmanager
+def prepared_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, topo: Optional[Topology],
+                    rules: Optional[CepRules] = None) -> Iterator[tuple[Optional[CepControl], Optional[float]]]:
+    """``target`` on ``rig``: plain forwarding from port 1 to 2 when ``topo`` is
+    None, else ``topo``'s plan and, with ``rules``, the CEP build with them
+    installed.  Yields the CEP control plane (None without rules) and how long
+    installing the rules took (window and pattern slots, table entries, sinks).
+    bmv2's egress queues are made deep (``QUEUE_DEPTH``), as is any real
+    switch's buffer: a blast then loses events only on their way in, before
+    the stage, never a copy or a complex event after it."""
+    forward = None if topo is not None else {SOURCE: COPIES}
+    with live_switch(target, expdir, name, rig, forward=forward, cep=rules is not None) as (_proc, api):
+        if target == "bmv2":
+            api.set_queue_depth(QUEUE_DEPTH)
+        control, install_s = None, None
+        if topo is not None:
+            plan = SplitterPlan(topo)
+            Controller(api).install(plan)                   # the plan addresses the sinks too
+            if rules is not None:
+                control = CepControl(api, {h: plan.ports[h] for h in topo.sink_hosts()})
+                started = time.perf_counter()
+                control.install(rules)
+                install_s = time.perf_counter() - started
+        yield control, install_s
+
+
 def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, frames: list[bytes],
                    rate: float, topo: Optional[Topology],
                    with_cep: bool = True) -> tuple[pd.DataFrame, int, Optional[float]]:
-    """``frames`` sent at ``rate`` through ``target`` on ``rig``: the CEP build with
-    ``topo``'s stream and pattern installed, or plain forwarding from port 1 to 2
-    when ``topo`` is None, or the plain build with the splitter alone when
-    ``with_cep`` is false.  Returns the taps' rows (``stamps.STAMP_COLUMNS``),
-    the frames the taps' sockets dropped, and how long installing the pattern
-    took (window and pattern slots, table entries, sinks: ``CepControl.install``).  bmv2's egress queues are made deep
-    (``QUEUE_DEPTH``), as is any real switch's buffer: a blast then loses events
-    only on their way in, before the stage, never a copy or a complex event after it."""
-    forward = None if topo is not None else {SOURCE: COPIES}
-    cep = topo is not None and with_cep
-    with live_switch(target, expdir, name, rig, forward=forward, cep=cep) as (_proc, api):
-        if target == "bmv2":
-            api.set_queue_depth(QUEUE_DEPTH)
+    """``frames`` sent at ``rate`` through ``prepared_switch``: the CEP build with
+    ``topo``'s stream and pattern, plain forwarding when ``topo`` is None, or the
+    plain build with the splitter alone when ``with_cep`` is false.  Returns the
+    taps' rows (``stamps.STAMP_COLUMNS``), the frames the taps' sockets dropped,
+    and how long installing the pattern took."""
+    rules = topo.cep if topo is not None and with_cep else None
+    with prepared_switch(target, expdir, rig, name, topo, rules) as (_control, install_s):
         out = {COPIES: rig.switch_ends[COPIES]}
-        install_s = None
-        if topo is not None:
-            Controller(api).install(SplitterPlan(topo))     # the plan addresses the sink too
-            if cep:
-                started = time.perf_counter()
-                CepControl(api, {"h3": SINK}).install(topo.cep)
-                install_s = time.perf_counter() - started
-                out[SINK] = rig.switch_ends[SINK]
+        if rules is not None:
+            out[SINK] = rig.switch_ends[SINK]
         taps = StampedTaps({SOURCE: rig.switch_ends[SOURCE]}, out, rig.namespace.path)
         try:
             send_frames(rig.host_ends[SOURCE], frames, rate)

@@ -24,7 +24,6 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from testbed.analysis.plots import plt, save_figure
 from testbed.dataplane.cep import CepControl
-from testbed.dataplane.control import Controller
 from testbed.dataplane.wire import (
     EVENT_OFFSET,
     EVENT_STRUCT,
@@ -36,9 +35,10 @@ from testbed.dataplane.wire import (
 from testbed.emulation.source import SPLITTER_MAC
 from testbed.emulation.veth import Taps, VethRig, send_frames
 from testbed.experiments import paper
-from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
-from testbed.experiments.cep import QUEUE_DEPTH
+from testbed.experiments.base import ExperimentKind, KindParams, interruptible
+from testbed.experiments.cep import prepared_switch
 from testbed.rundir import ExperimentDir
+from testbed.semantics.cep.lastn import in_type
 from testbed.semantics.cep.oracle import BasicEvent, CepOracle
 from testbed.semantics.cep.rules import CepRules, ComplexEventRule
 from testbed.semantics.plan import SplitterPlan
@@ -129,7 +129,7 @@ class CepAdaptation(ExperimentKind):
         with interruptible(f"{self.spec.name}-{self.expdir.root.name}"), VethRig(3) as rig:
             for target in self.targets():
                 self.log(f"{target}: {len(p.changes)} changes over {p.events} events")
-                got, timed, taken, tap_drops = self.through(target, rig, topo, plan, template, events)
+                got, timed, taken, tap_drops = self.through(target, rig, topo, template, events)
                 want = oracle_events(topo.cep, p, [e for e in events if e.seq in taken])
                 rows.append(pd.DataFrame(got + want).assign(target=target))
                 changes += [{"target": target, **c} for c in timed]
@@ -166,19 +166,14 @@ class CepAdaptation(ExperimentKind):
         return [draw(pd.read_parquet(expdir.cep_changes_events), pd.read_parquet(expdir.cep_changes),
                      expdir.figure(FIGURE))]
 
-    def through(self, target: str, rig: VethRig, topo: Topology, plan: SplitterPlan, template: FrameTemplate,
+    def through(self, target: str, rig: VethRig, topo: Topology, template: FrameTemplate,
                 events: list[BasicEvent]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[int], int]:
         """The stream through ``target`` in parts, one change between each two: the
         complex events the sink got, each change as applied, the seqs of the events
         the switch took (each has its copy on port 2), and the frames the taps dropped."""
         p = self.params
-        with live_switch(target, self.expdir, f"{target}-cepadapt", rig, cep=True) as (_proc, api):
-            if target == "bmv2":
-                api.set_queue_depth(QUEUE_DEPTH)       # lose events only on their way in (cep.through_switch)
-            Controller(api).install(plan)                  # the plan addresses the sink too
-            initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
-            control = CepControl(api, {"h3": SINK})
-            control.install(initial)
+        initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
+        with prepared_switch(target, self.expdir, rig, f"{target}-cepadapt", topo, initial) as (control, _):
             taps = Taps({("out", COPIES): rig.switch_ends[COPIES], ("out", SINK): rig.switch_ends[SINK]},
                         rig.namespace.path)
             try:
@@ -258,7 +253,7 @@ def oracle_events(rules: CepRules, p: CepAdaptParams, events: list[BasicEvent]) 
                     slots.append(new.id)
         for c in sorted(oracle.step(e), key=lambda c: slots.index(c.pattern)):
             out.append({"source": "oracle", "pattern": c.pattern, "match": c.match, "seq": c.seq,
-                        "value": c.value - (1 << 64) if c.value >= 1 << 63 else c.value})
+                        "value": in_type(c.value, "value")})
     return out
 
 

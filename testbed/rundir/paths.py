@@ -254,11 +254,11 @@ class RunDir:
     def receiver_status(self, host: str) -> Path:
         return self.host_file("status", host)
 
-    def next_receiver_part(self, host: str) -> int:
-        """The first part number no receiver on ``host`` has written: where one
-        restarted on the host (a recovered operator) carries on."""
+    def next_receiver_part(self, host: str, kind: str = "deliveries") -> int:
+        """The first part number of ``kind`` (deliveries, complex_events) no receiver on
+        ``host`` has written: where one restarted on the host (a recovered operator) carries on."""
         part = 0
-        while self.receiver_events(host, part).exists():
+        while self.host_file(kind, host, part).exists():
             part += 1
         return part
 

@@ -21,13 +21,14 @@ from testbed.dataplane.contract import (
     CEP_OPERAND_CODES,
     CEP_PATTERNS,
     CEP_SESSION,
+    CEP_SIGN,
     CEP_WINDOWS,
 )
 from testbed.dataplane.model.metadata import Decision
 from testbed.dataplane.wire import CEP_STRUCT, CEP_UDP_PORT, COMPLEX_EVENT_STRUCT, with_payload
+from testbed.semantics.cep.lastn import in_type
 
 U64 = (1 << 64) - 1
-SIGN = 1 << 63
 VALUE = CEP_FIELD_CODES["value"]
 _FIELDS = {code: name for name, code in CEP_FIELD_CODES.items()}
 _OPERANDS = {code: name for name, code in CEP_OPERAND_CODES.items()}
@@ -67,7 +68,7 @@ class CepStage:
                 continue
             payload = CEP_STRUCT.pack(len(mine), 0) + b"".join(
                 COMPLEX_EVENT_STRUCT.pack(matched[p][0], 0, matched[p][1], stream, 0, seq, ts,
-                                          matched[p][2] - (1 << 64) if matched[p][2] >> 63 else matched[p][2])
+                                          in_type(matched[p][2], "value"))       # 64 bits, sent signed
                 for p in mine)
             sent = self.egress(port, with_payload(frame, payload, CEP_UDP_PORT, checksum=False))
             if sent is not None:
@@ -84,7 +85,7 @@ class CepStage:
             return
         field = r["cep_window_field"][w]
         v = raw[_FIELDS.get(field, "seq")]
-        x = v ^ SIGN if field == VALUE else v
+        x = v ^ CEP_SIGN if field == VALUE else v
         head, count, op, constant = r["cep_head"][w], r["cep_fill"][w], r["cep_window_test"][w], \
             r["cep_window_constant"][w]
         cell = w * CEP_DEPTH + head
@@ -97,7 +98,7 @@ class CepStage:
             passing += 1
         full = count == size
         if full:
-            total = (total - (old ^ SIGN if field == VALUE else old)) & U64
+            total = (total - (old ^ CEP_SIGN if field == VALUE else old)) & U64
             if op and passes(old, op, constant):
                 passing -= 1
         least, most = r["cep_min"][w], r["cep_max"][w]
@@ -118,7 +119,7 @@ class CepStage:
         r = self.registers
         name = _OPERANDS.get(operand, "max")
         if name == "value":
-            return raw["value"] ^ SIGN, True
+            return raw["value"] ^ CEP_SIGN, True
         if name in ("key", "ts", "seq"):
             return raw[name], False
         if name == "count":
@@ -127,7 +128,7 @@ class CepStage:
             return r["cep_passing"][wi], False
         signed = r["cep_window_field"][wi] == VALUE
         if name == "sum":
-            return (r["cep_sum"][wi] ^ SIGN if signed else r["cep_sum"][wi]), signed
+            return (r["cep_sum"][wi] ^ CEP_SIGN if signed else r["cep_sum"][wi]), signed
         return (r["cep_min"][wi] if name == "min" else r["cep_max"][wi]), signed
 
     def _cep_pattern(self, p: int, stream: int, raw: dict[str, int]):
@@ -151,4 +152,4 @@ class CepStage:
             return None
         r["cep_matches"][p] = (r["cep_matches"][p] + 1) & 0xFFFFFFFF
         x, signed = self._operand(r["cep_return_operand"][p], r["cep_return_window"][p], raw)
-        return r["cep_pattern_id"][p], r["cep_matches"][p], x ^ SIGN if signed else x
+        return r["cep_pattern_id"][p], r["cep_matches"][p], x ^ CEP_SIGN if signed else x

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from testbed.dataplane.contract import (
+    ALL_COUNTERS,
+    ALL_REGISTER_WIDTHS,
     ALL_TABLES,
-    CEP_COUNTERS,
     CEP_REGISTERS,
-    COUNTERS,
     N_STREAMS,
     REGISTERS,
     TableSpec,
@@ -23,12 +23,8 @@ from testbed.dataplane.contract import (
     to_int,
 )
 
-#: Register name -> bit width, for the splitter's (one cell per stream) and the CEP stage's.
-WIDTHS = REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()}
 #: The registers that switch a CEP window or pattern slot on or off.
 _CEP_SWITCHES = ("cep_window_size", "cep_pattern_on")
-#: Counter name -> cells.
-SIZES = COUNTERS | CEP_COUNTERS
 
 
 class ControlState:
@@ -54,7 +50,7 @@ class ControlState:
             self.registers[name] = [0] * N_STREAMS
         for name, (_bits, cells) in CEP_REGISTERS.items():
             self.registers[name] = [0] * cells
-        for name, size in SIZES.items():
+        for name, size in ALL_COUNTERS.items():
             self.counters[name] = [[0, 0] for _ in range(size)] if size < 4096 else _SparseCounter()
 
     def table_add(self, table: str, action: str, match_keys: Sequence[Any],
@@ -135,17 +131,12 @@ class ControlState:
     def mirroring_add_mc(self, session: int, mgid: int) -> None:
         self.mirror_sessions[int(session)] = int(mgid)
 
-    def mirroring_delete(self, session: int) -> None:
-        if int(session) not in self.mirror_sessions:
-            raise KeyError(f"no mirror session {session}")
-        del self.mirror_sessions[int(session)]
-
     def register_read(self, name: str, index: Optional[int] = None):
         reg = self._register(name)
         return list(reg) if index is None else reg[int(index)]
 
     def register_write(self, name: str, index: int, value: int) -> None:
-        width = WIDTHS[name]
+        width = ALL_REGISTER_WIDTHS[name]
         self._register(name)[int(index)] = int(value) & ((1 << width) - 1)
         if name in _CEP_SWITCHES:
             self._cep_in_use()
@@ -166,7 +157,7 @@ class ControlState:
         return c[0], c[1]
 
     def counter_reset(self, name: str) -> None:
-        size = SIZES[name]
+        size = ALL_COUNTERS[name]
         self.counters[name] = [[0, 0] for _ in range(size)] if size < 4096 else _SparseCounter()
 
     def _table(self, name: str) -> TableSpec:

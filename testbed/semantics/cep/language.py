@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Union
+from typing import Callable, ClassVar, Union
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
@@ -104,21 +104,23 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class Both:
+class _Junction:
+    """Two predicates joined by ``word``; equal only to a junction of its own kind."""
+
     left: "Predicate"
     right: "Predicate"
+    word: ClassVar[str] = ""
 
     def __str__(self) -> str:
-        return f"({self.left} and {self.right})"
+        return f"({self.left} {self.word} {self.right})"
 
 
-@dataclass(frozen=True)
-class Either:
-    left: "Predicate"
-    right: "Predicate"
+class Both(_Junction):
+    word = "and"
 
-    def __str__(self) -> str:
-        return f"({self.left} or {self.right})"
+
+class Either(_Junction):
+    word = "or"
 
 
 Predicate = Union[Comparison, Both, Either]

@@ -13,9 +13,9 @@ sink hosts) are checked by ``Topology``.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.semantics.cep.automaton import Automaton, PatternTooLarge, compile_pattern
 from testbed.semantics.cep.language import (
@@ -68,20 +68,11 @@ class ComplexEventRule(StrictModel):
     returns: str = "value"
     sinks: list[str] = Field(min_length=1)
 
-    @field_validator("pattern")
+    @field_validator("pattern", "returns")
     @classmethod
-    def _parses(cls, text: str) -> str:
+    def _parses(cls, text: str, info: ValidationInfo) -> str:
         try:
-            parse_pattern(text)
-        except RuleSyntaxError as err:
-            raise ValueError(str(err)) from None
-        return text
-
-    @field_validator("returns")
-    @classmethod
-    def _returns_parses(cls, text: str) -> str:
-        try:
-            parse_operand(text)
+            (parse_pattern if info.field_name == "pattern" else parse_operand)(text)
         except RuleSyntaxError as err:
             raise ValueError(str(err)) from None
         return text
@@ -93,6 +84,10 @@ class ComplexEventRule(StrictModel):
     @cached_property
     def returned(self) -> Operand:
         return parse_operand(self.returns)
+
+    def operands(self) -> list[Operand]:
+        """Every operand the rule reads: its comparisons', then its return value."""
+        return [c.operand for c in pattern_comparisons(self.parsed)] + [self.returned]
 
     def spec(self) -> PatternSpec:
         return PatternSpec(self.id, self.stream, self.parsed, self.strategy, self.returned)
@@ -121,7 +116,7 @@ class CepRules(StrictModel):
             if rule.name in names:
                 raise FieldError(f"{at}.name", f"{rule.name!r} is also complex_events[{names[rule.name]}]'s name")
             ids[rule.id], names[rule.name] = i, i
-            for operand in [c.operand for c in pattern_comparisons(rule.parsed)] + [rule.returned]:
+            for operand in rule.operands():
                 where = f"{at}.{'returns' if operand is rule.returned else 'pattern'}"
                 for name in operand_windows(operand):
                     if name not in windows:
@@ -130,7 +125,7 @@ class CepRules(StrictModel):
                     if windows[name].stream != rule.stream:
                         raise FieldError(where, f"{operand}: window {name!r} is over stream "
                                                 f"{windows[name].stream}, the pattern over stream {rule.stream}")
-            for operand in [c.operand for c in pattern_comparisons(rule.parsed)] + [rule.returned]:
+            for operand in rule.operands():
                 if isinstance(operand, CountIf):
                     test = (operand.op, operand.constant)
                     counted = tests.setdefault(operand.window, (test, at))
@@ -166,6 +161,16 @@ class CepRules(StrictModel):
 
     def automata(self) -> dict[int, Automaton]:
         return {rule.id: compile_pattern(rule.parsed, rule.strategy) for rule in self.complex_events}
+
+    def window_tests(self) -> dict[str, Optional[CountIf]]:
+        """Per window, the one comparison its rules count (``count(w op c)``), or None
+        (validation refuses two different ones on one window)."""
+        tests: dict[str, Optional[CountIf]] = {w.name: None for w in self.windows}
+        for rule in self.complex_events:
+            for operand in rule.operands():
+                if isinstance(operand, CountIf):
+                    tests[operand.window] = operand
+        return tests
 
     def streams(self) -> set[int]:
         return {w.stream for w in self.windows} | {rule.stream for rule in self.complex_events}

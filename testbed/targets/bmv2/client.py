@@ -194,9 +194,6 @@ class Bmv2API:
         config = self._sswitch_types.MirroringSessionConfig(mgid=int(mgid))
         self._call(f"mirroring_add_mc {session} {mgid}", self.sswitch.mirroring_session_add, int(session), config)
 
-    def mirroring_delete(self, session: int) -> None:
-        self._call(f"mirroring_delete {session}", self.sswitch.mirroring_session_delete, int(session))
-
     def set_queue_depth(self, packets: int) -> None:
         """Every egress queue's depth (simple_switch_CLI's ``set_queue_depth``; 64 by default).
         simple_switch drops a packet whose queue is full and counts it nowhere."""
