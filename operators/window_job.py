@@ -5,9 +5,10 @@ operators/window_job.py --job <run>/spark/job.json``.  The testbed does this
 for a single run (``testbed.analysis.spark.SparkApp``).  An experiment's runs
 share one warm application instead: ``--serve <folder>`` takes the job
 descriptions dropped into the folder one after another, each run's as it
-comes, until the folder holds ``stop`` (``testbed.analysis.spark.SparkService``).  Besides pyspark, the job
-needs only the ``testbed.semantics`` package, which the zip ships to every
-executor, so it runs on any Spark cluster that can read the run directory.
+comes, until the folder holds ``stop`` (``testbed.analysis.spark.SparkService``).
+Besides pyspark, the job needs only the ``testbed.semantics`` package, which
+the zip ships to every executor (and lark, for a topology with CEP rules), so
+it runs on any Spark cluster that can read the run directory.
 The job description names every path it reads and writes.
 
 What it does, in one application:
@@ -26,7 +27,9 @@ What it does, in one application:
    (with the epochs the run went through, when it changed a stream):
    ``windows_reference.parquet``.  Events lost before the switch are left
    out, as the switch's windows left them out: the frame check counts
-   such a loss, once.
+   such a loss, once.  With CEP rules (``cep:``), the same for complex
+   events: each stream's, stepped in send order by the definitions of
+   docs/cep.md, one Spark group per stream: ``complex_events_reference.parquet``.
 4. **Analysis.** Load per operator, per-window completeness, amplification
    and delivery-latency percentiles: ``analysis.json``.
 
@@ -56,6 +59,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from testbed.semantics.cep.reference import COLUMNS as COMPLEX_EVENT_COLUMNS
+from testbed.semantics.cep.reference import complex_events
+from testbed.semantics.cep.rules import CepRules
 from testbed.semantics.completion import LiveMerger, live_differences
 from testbed.semantics.partials import PARTIAL_COLUMNS, fold
 from testbed.semantics.queries import query
@@ -72,6 +78,8 @@ DELIVERY_SCHEMA = T.StructType(EVENT_FIELDS + [T.StructField("recv_ns", T.LongTy
                                                T.StructField("operator", T.StringType())] + HEADER_FIELDS)
 #: The operator name of the copies that warm the streaming query up before the run's stream.
 WARM_UP = "warm-up"
+#: ``testbed.semantics.cep.reference.COLUMNS`` as Spark types.
+COMPLEX_EVENT_SCHEMA = T.StructType([T.StructField(c, T.LongType()) for c in COMPLEX_EVENT_COLUMNS])
 #: Micro-batches whose timings spark/live.json keeps.
 BATCHES_KEPT = 20
 #: How often a micro-batch starts, at most: a batch that takes longer is followed at once by the next.
@@ -176,6 +184,19 @@ def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
         for window in oracle.step(ev.seq, ev.ts, ev.key).windows:
             rows.append((ev.stream, ev.seq, ev.ts, ev.key, ev.value, int(window), oracle.owner(window, ev.key)))
     return spark.createDataFrame(pd.DataFrame(rows, columns=EXPLODED_SCHEMA.fieldNames()), EXPLODED_SCHEMA)
+
+
+def reference_complex_events(sources: DataFrame, rules_record: dict) -> DataFrame:
+    """The complex events of the rules (``cep:`` as run.json keeps it) over
+    ``sources``, one group per stream that a rule reads, each stepped in
+    send order by the definitions (``testbed.semantics.cep.reference``)."""
+    streams = sorted({int(r["stream"]) for r in rules_record["complex_events"]})
+
+    def per_stream(events: pd.DataFrame) -> pd.DataFrame:
+        return complex_events(CepRules.model_validate(rules_record), events)
+
+    return (sources.where(F.col("stream").isin(streams)).select("stream", "seq", "ts", "key", "value", "send_ns")
+            .groupBy("stream").applyInPandas(per_stream, COMPLEX_EVENT_SCHEMA))
 
 
 # ---------------------------------------------------------------------------
@@ -431,15 +452,26 @@ class WindowJob:
             .orderBy("stream", "window", "key").toPandas()
         self.live.annotate(merged).to_parquet(self.paths["windows"], index=False)
 
-    def reference(self) -> None:
+    def given(self, name: str) -> dict:
+        """What the run handed over at the end of its input (``changes``, ``unseen``), or nothing."""
+        path = Path(self.paths.get(name, ""))
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def sources_the_switch_saw(self) -> DataFrame:
+        """Every event sent but those the run found never reached the switch:
+        the switch's windows and complex events are of these alone, and so are
+        the references."""
         sources = self.spark.read.parquet(self.paths["sources"])
-        changes, unseen = (json.loads(Path(self.paths[name]).read_text()) if Path(self.paths.get(name, "")).is_file()
-                           else {} for name in ("changes", "unseen"))
+        unseen = self.given("unseen")
         if any(unseen.values()):
-            # The switch's windows hold only the events it saw; so does the reference.
             lost = self.spark.createDataFrame([(int(sid), int(seq)) for sid, seqs in unseen.items() for seq in seqs],
                                               "stream long, seq long")
             sources = sources.join(lost, ["stream", "seq"], "left_anti")
+        return sources
+
+    def reference(self) -> None:
+        sources = self.sources_the_switch_saw()
+        changes, unseen = self.given("changes"), self.given("unseen")
         parts = []
         for sid, spec in self.specs.items():
             if changes.get(str(sid)) or unseen.get(str(sid)):
@@ -450,6 +482,16 @@ class WindowJob:
                 exploded = reference_windows(sources, spec)
             parts.append(partials(exploded, spec))
         self.write_windows(union_all(parts), self.paths["windows_reference"])
+
+    def cep_reference(self) -> None:
+        """``complex_events_reference.parquet``: the complex events of the run's
+        CEP rules, computed from the stream the switch saw, per stream in
+        parallel (a rule reads one stream); the run holds each sink to it."""
+        if not self.job.get("cep"):
+            return
+        found = reference_complex_events(self.sources_the_switch_saw(), self.job["cep"]).toPandas()
+        found.sort_values(["send_ns", "stream", "rank"], kind="stable").to_parquet(
+            self.paths["complex_events_reference"], index=False)
 
     def analysis(self) -> None:
         spark = self.spark
@@ -518,6 +560,7 @@ class WindowJob:
         self.stream()
         self.merge_output()
         self.reference()
+        self.cep_reference()
         self.analysis()
 
 

@@ -18,12 +18,8 @@ import pandas as pd
 
 from testbed.analysis.check import StreamCheck
 from testbed.rundir import RunRecord
-from testbed.semantics.cep.lastn import in_type
-from testbed.semantics.cep.oracle import BasicEvent, CepOracle
+from testbed.semantics.cep.reference import Key, complex_events, per_sink
 from testbed.semantics.cep.rules import CepRules
-
-#: A complex event as compared: pattern, match, stream, seq, value.
-Key = tuple[int, int, int, int, int]
 
 
 @dataclass
@@ -53,27 +49,32 @@ def rules_of(record: RunRecord) -> Optional[CepRules]:
 def expected_complex_events(rules: CepRules, sources: pd.DataFrame,
                             frames: dict[int, StreamCheck]) -> dict[str, list[Key]]:
     """Per sink, the oracle's complex events over the events the switch saw."""
+    return per_sink(rules, complex_events(rules, events_the_switch_saw(sources, frames)))
+
+
+def events_the_switch_saw(sources: pd.DataFrame, frames: dict[int, StreamCheck]) -> pd.DataFrame:
     never = {(sid, seq) for sid, r in frames.items() for seq in [*r.unseen, *r.lost_on_link_seqs]}
-    oracle = CepOracle(rules.window_specs(), rules.pattern_specs())
-    order = [r.id for r in rules.complex_events]
-    sinks = {r.id: r.sinks for r in rules.complex_events}
-    out: dict[str, list[Key]] = {h: [] for r in rules.complex_events for h in r.sinks}
-    sent = sources.sort_values("send_ns", kind="stable")
-    for stream, seq, ts, key, value in zip(sent["stream"].tolist(), sent["seq"].tolist(), sent["ts"].tolist(),
-                                           sent["key"].tolist(), sent["value"].tolist()):
-        if (stream, seq) in never:
-            continue
-        found = oracle.step(BasicEvent(stream, seq, ts, key & ((1 << 64) - 1), value))
-        for c in sorted(found, key=lambda c: order.index(c.pattern)):
-            for sink in sinks[c.pattern]:
-                out[sink].append((c.pattern, c.match, c.stream, c.seq, in_type(c.value, "value")))
-    return out
+    if not never:
+        return sources
+    seen = [(st, sq) not in never for st, sq in zip(sources["stream"].tolist(), sources["seq"].tolist())]
+    return sources[seen]
 
 
 def check_complex_events(rules: CepRules, sources: pd.DataFrame, frames: dict[int, StreamCheck],
                          received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:
     """Per sink: the complex events it recorded against the oracle's."""
-    want = expected_complex_events(rules, sources, frames)
+    return held_to(expected_complex_events(rules, sources, frames), received)
+
+
+def check_against_spark(rules: CepRules, reference: pd.DataFrame,
+                        received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:
+    """Per sink: the complex events it recorded against the ones the Spark
+    job computed from the stream (``complex_events_reference.parquet``)."""
+    return held_to(per_sink(rules, reference), received)
+
+
+def held_to(want: dict[str, list[Key]], received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:
+    """Per sink of ``want``: what it recorded (``received``, the sinks' table) against what it should have."""
     results = {}
     for sink, expected in want.items():
         got: list[Key] = []
@@ -91,8 +92,10 @@ def check_complex_events(rules: CepRules, sources: pd.DataFrame, frames: dict[in
     return results
 
 
-def cep_summary_lines(results: dict[str, SinkCheck]) -> list[str]:
-    return [f"complex events at {sink}: {'OK' if r.ok else 'FAILED'} received={r.received} expected={r.expected}"
+def cep_summary_lines(results: dict[str, SinkCheck], against: str = "") -> list[str]:
+    """A line per sink; ``against`` names a reference other than the oracle."""
+    return [f"complex events at {sink}{against}: {'OK' if r.ok else 'FAILED'} received={r.received} "
+            f"expected={r.expected}"
             + (f" missing={r.missing} extra={r.extra}" if r.missing or r.extra else "")
             + (" out-of-order" if r.out_of_order else "")
             for sink, r in sorted(results.items())]

@@ -95,7 +95,9 @@ def job_description(topo: Topology, run_id: str, rundir: RunDir, window_timeout_
 
     A time window's default origin is the stream's first timestamp; the
     operators are told it here, as a deployment's control plane would after
-    reading the splitter's ``slide_start`` register.  ``live`` says whether
+    reading the splitter's ``slide_start`` register.  ``cep`` is the
+    topology's CEP rules, whose complex events the job computes as a
+    centralized reference (or ``None``).  ``live`` says whether
     the live merger may emit the stream's windows as they complete: not when
     the schedule changes its window spec, since a window's extent then
     depends on the epoch the switch began it in (they leave at the end of the
@@ -109,7 +111,8 @@ def job_description(topo: Topology, run_id: str, rundir: RunDir, window_timeout_
         if origin is None:
             origin = int(sent_events(s, topo.seed)["ts"][0])     # the first event the switch sees
         streams.append(dict(s.record(), origin=origin, live=s.id not in respecified))
-    return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths(), "window_timeout_s": window_timeout_s}
+    return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths(), "window_timeout_s": window_timeout_s,
+            "cep": topo.cep.model_dump(mode="json") if topo.cep is not None else None}
 
 
 def submit(master: str, cpu_policy: CpuPolicy, package: Path, job_args: list[str], log_path: Path,

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from testbed.analysis.cepcheck import SinkCheck, cep_summary_lines, check_complex_events, rules_of
+from testbed.analysis.cepcheck import SinkCheck, cep_summary_lines, check_against_spark, check_complex_events, rules_of
 from testbed.analysis.check import (
     StreamCheck,
     WindowCheck,
@@ -191,11 +191,16 @@ class Verdicts:
     spark_lag: Optional[SparkLag] = None
     #: Per sink of the CEP stage, its complex events against the oracle (topologies with cep:).
     complex_events: dict[str, SinkCheck] = field(default_factory=dict)
+    #: The same against the Spark job's centralized reference (with cep: and Spark).
+    complex_events_spark: dict[str, SinkCheck] = field(default_factory=dict)
+    #: Why Spark's complex events could not be compared, when the run computed windows with cep: rules.
+    complex_events_spark_missing: Optional[str] = None
 
     @property
     def ok(self) -> bool:
         return (all(r.ok for r in self.frames.values()) and all(w.ok for w in self.windows.values())
-                and self.windows_not_computed is None and all(c.ok for c in self.complex_events.values()))
+                and self.windows_not_computed is None and self.complex_events_spark_missing is None
+                and all(c.ok for c in [*self.complex_events.values(), *self.complex_events_spark.values()]))
 
 
 def frame_check(record: RunRecord, rundir: RunDir) -> dict[int, StreamCheck]:
@@ -225,6 +230,12 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     if rules is not None:
         received = pd.read_parquet(rundir.complex_events) if rundir.complex_events.exists() else None
         verdicts.complex_events = check_complex_events(rules, sources, verdicts.frames, received)
+        if with_windows and failure is None:
+            reference = rundir.complex_events_reference
+            if reference.exists():
+                verdicts.complex_events_spark = check_against_spark(rules, pd.read_parquet(reference), received)
+            else:
+                verdicts.complex_events_spark_missing = f"{reference}: missing (the Spark job computed no reference)"
     accounting = account(record, rundir, sources, deliveries, verdicts.frames)
     verdicts.where_lost = where_lost_lines(accounting)
     if with_windows and failure is None and (record.spark or {}).get("live"):
@@ -235,7 +246,10 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
         check={str(k): v.as_json() for k, v in verdicts.frames.items()},
         window_check={str(k): v.as_json() for k, v in verdicts.windows.items()},
         windows_not_computed=verdicts.windows_not_computed, spark_lag=verdicts.spark_lag,
-        complex_events={sink: c.as_json() for sink, c in verdicts.complex_events.items()} if rules else None))
+        complex_events={sink: c.as_json() for sink, c in verdicts.complex_events.items()} if rules else None,
+        complex_events_spark={sink: c.as_json() for sink, c in verdicts.complex_events_spark.items()}
+        if verdicts.complex_events_spark else None,
+        complex_events_spark_missing=verdicts.complex_events_spark_missing))
     return verdicts
 
 
@@ -267,7 +281,11 @@ def verdict_summary(record: RunRecord, verdicts: Verdicts) -> list[str]:
     """The lines a person reads: per stream, the checks; why windows were not
     checked; and each process that ended during the run."""
     lines = (summary_lines(verdicts.frames) + window_summary_lines(verdicts.windows)
-             + cep_summary_lines(verdicts.complex_events))
+             + cep_summary_lines(verdicts.complex_events)
+             + cep_summary_lines(verdicts.complex_events_spark, " against Spark's reference"))
+    if verdicts.complex_events_spark_missing:
+        lines.append(f"complex events against Spark's reference: not compared "
+                     f"({verdicts.complex_events_spark_missing})")
     if verdicts.windows_not_computed:
         lines.append(f"windows: not computed ({verdicts.windows_not_computed})")
     lag = verdicts.spark_lag

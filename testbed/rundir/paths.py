@@ -9,6 +9,7 @@ through ``RunDir``, and nothing else spells a file name.  The layout:
     switch.json                              the switch's target, control port, namespace
     sources.parquet  deliveries.parquet      raw events, merged from raw/
     windows.parquet  windows_reference.parquet   the operators' output, the reference
+    complex_events.parquet  complex_events_reference.parquet   the CEP sinks' record, Spark's reference
     load.png  latency.png  analysis.png      figures, redrawn from the above
     logs/   raw/   pcaps/   spark/           logs, per-host files, captures, Spark's files
 
@@ -60,6 +61,8 @@ TABLE_COLUMNS = {
     "windows_reference": ("stream", "window", "operator", "key", "result", "n_events"),
     # what the CEP stage's sinks recorded (docs/cep.md): one row per complex event
     "complex_events": ("pattern", "match", "stream", "seq", "ts", "value", "recv_ns", "at", "sink"),
+    # the same complex events, computed by the Spark job from the stream (testbed.semantics.cep.reference)
+    "complex_events_reference": ("pattern", "match", "stream", "seq", "ts", "value", "send_ns", "rank"),
 }
 #: Fields of spark/analysis.json that ``plot`` reads.
 ANALYSIS_FIELDS = {"load": list, "completeness": list, "latency_us": list, "spark_master": str}
@@ -105,6 +108,7 @@ class RunDir:
     windows_reference = At("windows_reference.parquet")
     link_drops = At("link_drops.parquet")          # events link relays dropped (user-space impairment)
     complex_events = At("complex_events.parquet")  # the CEP stage's sinks (topologies with cep:)
+    complex_events_reference = At("complex_events_reference.parquet")  # Spark's, from the stream (with cep:)
     # logs, per-host files after the run, captures
     logs = At("logs")
     spark_log = At("logs", "spark.log")
@@ -299,6 +303,7 @@ class RunDir:
                 "live": str(self.spark_live), "live_status": str(self.spark_live_status),
                 "sources": str(self.sources), "deliveries": str(self.deliveries),
                 "windows": str(self.windows), "windows_reference": str(self.windows_reference),
+                "complex_events_reference": str(self.complex_events_reference),
                 "changes": str(self.spark_changes), "unseen": str(self.spark_unseen),
                 "done": str(self.spark_done), "cancel": str(self.spark_cancel)}
 

@@ -225,6 +225,10 @@ class RunVerdicts(Model):
         default=None, description="how far the Spark operators fell behind (runs with Spark; not a check)")
     complex_events: Optional[dict[str, dict[str, Any]]] = Field(
         default=None, description="per sink: the CEP stage's complex events against the oracle (runs with cep: rules)")
+    complex_events_spark: Optional[dict[str, dict[str, Any]]] = Field(
+        default=None, description="per sink: the same against the Spark job's reference (runs with cep: and Spark)")
+    complex_events_spark_missing: Optional[str] = Field(
+        default=None, description="why Spark's complex events could not be compared (a failed check)")
     ok: bool = Field(description="every check passed")
 
 

@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 from support import topologies
-from support.runs import finished_run, run_cli
+from support.records import written
+from support.runs import finished_run, new_tag, nothing_left, run_cli
+from testbed.analysis.spark import spark_missing
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
 from testbed.targets.bmv2.toolchain import toolchain_missing
@@ -53,3 +55,34 @@ def test_a_run_with_cep_rules_records_the_oracles_complex_events_at_each_sink(tm
     recorded.drop(index=recorded.index[recorded["sink"] == "sk2"][3]).to_parquet(RunDir(out).complex_events)
     chk = run_cli("check", str(out))
     assert chk.returncode == 1 and "complex events at sk2: FAILED" in chk.stdout and "missing=1" in chk.stdout
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(MISSING is not None, reason=f"emulation skipped: {MISSING}")
+@pytest.mark.skipif(spark_missing() is not None, reason=f"Spark skipped: {spark_missing()}")
+def test_with_spark_each_sink_is_held_to_sparks_complex_events_too(tmp_path):
+    """The Spark job computes the complex events from the stream, beside the
+    operators' windows; the run holds each sink to them as well as to the
+    oracle, and reports where Spark's and a sink's differ."""
+    out, tag = tmp_path / "run", new_tag()
+    res = run_cli("run", str(cep_topology(tmp_path, "cs")), "--out", str(out), "--target", "model", tag=tag)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    nothing_left(tag)
+    record = written(RunDir(out))
+    spark, oracle = record["complex_events_spark"], record["complex_events"]
+    assert set(spark) == set(oracle) == {"sk1", "sk2"}
+    assert all(spark[s]["ok"] and spark[s]["expected"] == oracle[s]["expected"] > 10 for s in spark), spark
+    assert "complex events at sk2 against Spark's reference: OK" in res.stdout
+    # Spark's reference and sk1's record differ by one return value: the check says so, and fails.
+    path = RunDir(out).complex_events_reference
+    ref = pd.read_parquet(path)
+    ref.loc[ref.index[ref["pattern"] == 4][0], "value"] += 1
+    ref.to_parquet(path)
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 1, chk.stdout
+    assert "complex events at sk1 against Spark's reference: FAILED" in chk.stdout and "missing=1 extra=1" in chk.stdout
+    assert "complex events at sk1: OK" in chk.stdout
+    assert "complex events at sk2 against Spark's reference: OK" in chk.stdout
+    path.unlink()
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 1 and "against Spark's reference: not compared" in chk.stdout, chk.stdout

@@ -127,7 +127,8 @@ def test_rundir_owns_the_layout(tmp_path):
     assert rundir.record.parent == rundir.root
     paths = rundir.spark_paths()
     assert {"in", "input_done", "ready", "partials", "checkpoint", "analysis", "sources", "deliveries",
-            "windows", "windows_reference", "changes", "unseen", "live", "live_status", "done", "cancel"} == set(paths)
+            "windows", "windows_reference", "complex_events_reference", "changes", "unseen", "live", "live_status",
+            "done", "cancel"} == set(paths)
     assert all(p.startswith(str(rundir.root)) for p in paths.values())
     exp = ExperimentDir(tmp_path / "e")
     assert exp.run("cbsw1").root == exp.root / "runs" / "cbsw1"
