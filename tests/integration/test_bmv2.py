@@ -152,7 +152,7 @@ class Run:
         cap = Capture(rig, operator_ports)
         try:
             send_frames(rig.host_ends[self.plan.ports["h1"]], self.frames + self.extra_frames)
-            frames = cap.drain()
+            frames = cap.drain(expect=sum(len(v) for v in self.model_output().values()))
             assert cap.kernel_drops == 0, f"capture sockets dropped {cap.kernel_drops} frames"
         finally:
             cap.close()
@@ -434,7 +434,7 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, switch):
     cap = Capture(rig, [run.plan.ports["h2"], run.plan.ports["h3"]])
     try:
         send_frames(rig.host_ends[1], run.frames)
-        got = by_event(cap.drain())
+        got = by_event(cap.drain(expect=sum(len(v) for v in run.model_output().values())))
     finally:
         cap.close()
     assert got == run.model_output()
@@ -678,7 +678,7 @@ def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switc
                 inside += len(events) > 1 and model.registers["epoch"][sid] != epoch
                 frames.append(templates[sid].batch(events))
             send_frames(rig.host_ends[plan.ports["h1"]], frames, rate=300)
-            got = cap.drain(expect=len(want) + 1)
+            got = cap.drain(expect=len(want))
         assert cap.kernel_drops == 0
     finally:
         cap.close()
@@ -849,7 +849,7 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
         # Half the tests' usual rate: the CEP build does more per event, and a frame
         # lost on its way in would change every later match.
         send_frames(rig.host_ends[plan.ports["h1"]], frames, rate=750)
-        got = cap.drain()
+        got = cap.drain(expect=len(want))
         assert cap.kernel_drops == 0, f"capture sockets dropped {cap.kernel_drops} frames"
     finally:
         cap.close()

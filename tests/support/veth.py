@@ -18,6 +18,10 @@ from testbed.emulation.veth import send_frames as _send_frames
 
 SEND_RATE = 1500            # events per second: well below what bmv2 forwards without loss
 QUIET_S = 1.0               # capture ends this long after the last frame
+#: With the count of frames known: how long the switch may stay silent before they have
+#: all come (a busy machine stalls bmv2 for longer than QUIET_S), and after they have.
+PATIENCE_S = 20.0
+EXTRAS_S = 0.25
 
 __all__ = ["VethRig", "Capture", "send_frames", "by_event", "event_key"]
 
@@ -39,8 +43,14 @@ class Capture(Taps):
         return self.rows
 
     def drain(self, quiet: float = QUIET_S, expect: Optional[int] = None) -> list[tuple[int, bytes]]:
-        """Collect until ``quiet`` seconds pass without an event frame (or ``expect`` arrived)."""
-        return super().drain(quiet, expect)
+        """Collect until ``quiet`` seconds pass without an event frame.  With
+        ``expect`` (the frames the model emitted), wait up to ``PATIENCE_S`` of
+        silence for that many, then ``EXTRAS_S`` more for any extra: a stalled
+        switch is waited for, and one that sends too much is still caught."""
+        if expect is None:
+            return super().drain(quiet)
+        super().drain(PATIENCE_S, expect)
+        return super().drain(EXTRAS_S)
 
 
 def event_key(frame: bytes) -> tuple[int, int]:
