@@ -146,6 +146,7 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
     from testbed.experiments.repeat import repeat_experiment
     from testbed.experiments.stress import SCENARIOS, stress, stress_ng_missing
     from testbed.runs.orchestrator import PreflightError
+    from testbed.runs.record import git_revision
     from testbed.runs.signals import Interrupts, RunInterrupted
 
     missing = stress_ng_missing()
@@ -169,7 +170,8 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
     try:
         with _run_errors():
             report = stress(folder, suite_runs, repeat, names if repeat else [], shlex.split(pytest_args), load,
-                            repeat_scenario, progress)
+                            repeat_scenario, progress,
+                            setup={"revision": git_revision(), "target": target, "spark": not no_spark})
     finally:
         interrupts.restore()
     click.echo(report.markdown())

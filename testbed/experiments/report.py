@@ -6,7 +6,8 @@ this module writes, for each paper experiment, the paper's numbers and ours
 as the newest ``experiment.json`` holds them, with the directory and time
 they come from; an experiment with no results says so.  The run record's
 schema in ``docs/results.md`` is generated the same way, from the models
-(``testbed.rundir.schema``).  Text outside the markers is left alone, and
+(``testbed.rundir.schema``), and the stability table of ``make stress`` from
+``results/stress/*/stability.json``.  Text outside the markers is left alone, and
 ``--check`` says whether the docs are what the results give.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ MAX_LIST = 6
 MARKER = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=name) -->)",
                     re.S)
 RECORD_SCHEMA = "run-record"
+STRESS = "stress"
 
 
 def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
@@ -84,6 +86,44 @@ def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def stress_section(results: Path) -> str:
+    """One row per ``make stress`` run in ``results/stress/``, oldest first:
+    what it stressed, how many suite runs passed, and each scenario verdict
+    that did not pass every repetition."""
+    folders = sorted(p for p in (results / "stress").glob("*") if (p / "stability.json").is_file())
+    if not folders:
+        return "Not run yet: `make stress` writes `results/stress/<id>/stability.md`.\n"
+    out = ["| results | revision | scenarios on | suite runs passed | tests that failed | scenario verdicts "
+           "passed every time | verdicts that did not |", "|---|---|---|---|---|---|---|"]
+    for folder in folders:
+        try:
+            data = json.loads((folder / "stability.json").read_text())
+        except (OSError, ValueError):
+            out.append(f"| `{folder.name}` | unreadable stability.json | | | | | |")
+            continue
+        out.append(f"| `{folder.name}` | " + " | ".join(stress_row(data)) + " |")
+    return "\n".join(out) + "\n"
+
+
+def stress_row(data: dict[str, Any]) -> list[str]:
+    """The cells after the folder's name of one stress run's row."""
+    setup, suite, scenarios = data.get("setup") or {}, data.get("suite") or [], data.get("scenarios") or {}
+    failed = sorted({test.split("::")[-1] for run in suite for test in run.get("failed") or []})
+    verdicts = [(name, row) for name, scenario in scenarios.items() for row in scenario.get("verdicts") or []]
+    shaky = [f"{name} `{row.get('verdict')}` {row.get('passed')} of {row.get('of')}"
+             for name, row in verdicts if row.get("passed") != row.get("of")]
+    errors = sum(1 for scenario in scenarios.values() for error in scenario.get("errors") or [] if error)
+    if errors:
+        shaky.append(f"{errors} repetitions ended in an error")
+    on = setup.get("target") or "each topology's own target"
+    if "spark" in setup:
+        on += f", Spark {'on' if setup['spark'] else 'off'}"
+    return [str(setup["revision"])[:10] if setup.get("revision") else "not recorded", on if scenarios else "-",
+            f"{sum(1 for r in suite if r.get('ok'))} of {len(suite)}", ", ".join(failed) or "-",
+            f"{sum(1 for _name, row in verdicts if row.get('passed') == row.get('of'))} of {len(verdicts)}"
+            if verdicts else "-", "; ".join(shaky) or "-"]
+
+
 def rewrite(text: str, generated: dict[str, str]) -> str:
     """``text`` with the body between each named marker pair replaced; other text untouched."""
     def body(match: re.Match) -> str:
@@ -98,6 +138,7 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     root = results.parent
     sections = {name: section(name, newest_result(name, results), root) for name in names}
     sections[RECORD_SCHEMA] = record_schema() + "\n"
+    sections[STRESS] = stress_section(results)
     out = {}
     for path in sorted(docs.glob("*.md")):
         text = path.read_text()

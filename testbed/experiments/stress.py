@@ -136,10 +136,14 @@ class StressReport:
     load: dict[str, Any]
     suite: list[SuiteRun] = field(default_factory=list)
     scenarios: dict[str, Stability] = field(default_factory=dict)
+    #: What was stressed: the code's revision, the scenarios' target (None: each topology's own) and Spark.
+    setup: dict[str, Any] = field(default_factory=dict)
 
     def markdown(self) -> str:
         lines = [f"# Stability under load ({self.load['workers']} stress-ng CPU workers at {self.load['percent']} %)",
                  ""]
+        if self.setup:
+            lines += [setup_line(self.setup), ""]
         if self.suite:
             passed = sum(r.ok for r in self.suite)
             lines += [f"## Test suite: passed {passed} of {len(self.suite)} runs", "",
@@ -159,7 +163,7 @@ class StressReport:
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
-        return {"load": self.load,
+        return {"load": self.load, "setup": self.setup,
                 "suite": [{"counts": r.counts, "failed": r.failed, "seconds": round(r.seconds, 1), "ok": r.ok}
                           for r in self.suite],
                 "scenarios": {name: s.as_json() for name, s in self.scenarios.items()}}
@@ -169,15 +173,23 @@ class StressReport:
         return all(r.ok for r in self.suite) and all(s.ok for s in self.scenarios.values())
 
 
+def setup_line(setup: dict[str, Any]) -> str:
+    """``revision …; scenarios on …, Spark on|off``, as the report heads its tables."""
+    target = setup.get("target") or "each topology's own target"
+    return (f"Revision {str(setup.get('revision', '?'))[:12]}; scenarios on {target}, "
+            f"Spark {'on' if setup.get('spark') else 'off'}.")
+
+
 def stress(folder: Path, suite_runs: int, repeat: int, scenarios: list[str], pytest_args: list[str],
            percent: int, repeat_scenario: Callable[[str, int, Path], Stability],
-           progress: Callable[[str], None]) -> StressReport:
+           progress: Callable[[str], None], setup: Optional[dict[str, Any]] = None) -> StressReport:
     """Load the machine, then run the suite and the scenarios; the report is
-    rewritten after every step, so an interrupted stress run keeps what it measured."""
+    rewritten after every step, so an interrupted stress run keeps what it measured.
+    ``setup``: what is stressed (``StressReport.setup``)."""
     folder.mkdir(parents=True, exist_ok=True)
     workers = os.cpu_count() or 1
     report = StressReport({"workers": workers, "percent": percent, "tool": "stress-ng",
-                           "started": time.time()})
+                           "started": time.time()}, setup=dict(setup or {}))
     with CpuLoad(workers, percent):
         for i in range(1, suite_runs + 1):
             progress(f"test suite, run {i} of {suite_runs} (log: {folder / f'suite-{i}.log'})")

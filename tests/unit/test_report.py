@@ -80,3 +80,34 @@ def test_the_readme_is_short_and_its_documents_exist():
     assert len(readme.splitlines()) <= 300
     listed = [line.split("`")[1] for line in readme.splitlines() if line.startswith("| `docs/")]
     assert len(listed) >= 8 and all((ROOT / path).is_file() for path in listed)
+
+
+def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
+    """One row per make stress run, oldest first, from its stability.json: a
+    failed test and a verdict that did not pass every repetition are named;
+    a damaged file says so instead of a row of numbers."""
+    from testbed.experiments.repeat import Stability
+    from testbed.experiments.report import stress_section
+    from testbed.experiments.stress import StressReport, SuiteRun
+
+    results = tmp_path / "results"
+    assert stress_section(results).startswith("Not run yet: `make stress`")
+    flaky, steady = Stability("cbsw1"), Stability("cbtw1")
+    for ok in (True, False, True):
+        flaky.add({"ok": ok, "check.291.ok": True}, None, 1.0)
+        steady.add({"ok": True}, None, 1.0)
+    suite = [SuiteRun({"passed": 9}, [], 60, 0), SuiteRun({"passed": 8, "failed": 1}, ["tests/t.py::test_x[1]"], 60, 1)]
+    runs = {"20260101-000000": StressReport({"workers": 2, "percent": 50}, suite=suite),
+            "20260102-000000": StressReport({"workers": 2, "percent": 50}, scenarios={"cbsw1": flaky, "cbtw1": steady},
+                                            setup={"revision": "0123456789abcdef", "target": "bmv2", "spark": True})}
+    for name, run in runs.items():
+        (results / "stress" / name).mkdir(parents=True)
+        (results / "stress" / name / "stability.json").write_text(json.dumps(run.as_json()))
+    (results / "stress" / "20260103-000000").mkdir()
+    (results / "stress" / "20260103-000000" / "stability.json").write_text('{"suite": [')
+    rows = stress_section(results).splitlines()[2:]
+    assert rows == [
+        "| `20260101-000000` | not recorded | - | 1 of 2 | test_x[1] | - | - |",
+        "| `20260102-000000` | 0123456789 | bmv2, Spark on | 0 of 0 | - | 2 of 3 | cbsw1 `ok` 2 of 3 |",
+        "| `20260103-000000` | unreadable stability.json | | | | | |"]
+    assert "Revision 0123456789ab; scenarios on bmv2, Spark on." in runs["20260102-000000"].markdown()
