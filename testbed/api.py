@@ -86,13 +86,24 @@ class RunResult:
     def windows(self) -> Optional[pd.DataFrame]:
         """The operators' merged output (stream, window, operator, key, result, n_events,
         completed_ns), or ``None`` for a run without Spark."""
-        return pd.read_parquet(self.rundir.windows) if self.rundir.windows.exists() else None
+        return _table(self.rundir.windows)
 
     @cached_property
     def reference(self) -> Optional[pd.DataFrame]:
         """The same windows computed centrally over ``sources``, or ``None`` without Spark."""
-        path = self.rundir.windows_reference
-        return pd.read_parquet(path) if path.exists() else None
+        return _table(self.rundir.windows_reference)
+
+    @cached_property
+    def complex_events(self) -> Optional[pd.DataFrame]:
+        """What the CEP stage's sinks received (pattern, match, stream, seq, ts, value, recv_ns,
+        at, sink), or ``None`` for a topology without ``cep:`` rules."""
+        return _table(self.rundir.complex_events)
+
+    @cached_property
+    def complex_events_reference(self) -> Optional[pd.DataFrame]:
+        """The same complex events computed by the Spark job from the events the switch saw
+        (pattern, match, stream, seq, ts, value, send_ns, rank), or ``None`` without rules or Spark."""
+        return _table(self.rundir.complex_events_reference)
 
     # -- what the run concluded ------------------------------------------------------
     @property
@@ -129,6 +140,10 @@ class RunResult:
         from testbed.analysis.compare import compare_runs
 
         return compare_runs(self.rundir, other.rundir)
+
+
+def _table(path: Path) -> Optional[pd.DataFrame]:
+    return pd.read_parquet(path) if path.exists() else None
 
 
 def _verdicts(by_stream: dict[str, dict[str, Any]]) -> pd.DataFrame:

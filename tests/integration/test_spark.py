@@ -8,6 +8,7 @@ import pytest
 from support import topologies
 from support.records import record_of, written
 from support.switched import through_model
+from testbed import api
 from testbed.analysis.check import check_windows, events_the_switch_never_saw
 from testbed.analysis.spark import SparkApp, job_description, loopback_env, spark_home, spark_missing
 from testbed.analysis.verdicts import frame_check
@@ -383,6 +384,8 @@ def test_spark_computes_the_complex_events_of_the_events_the_switch_saw(tmp_path
     run_app(topo, rundir, "local[2]")
     ref = pd.read_parquet(rundir.complex_events_reference)
     assert {3, 7} == set(ref["pattern"]) and set(ref["stream"]) == {1, 3}
+    loaded = api.load(rundir.root)
+    assert loaded.complex_events_reference.equals(ref) and loaded.complex_events is None   # no sink ran here
     assert not set(zip(ref["stream"], ref["seq"])) & lose
     for pattern, rows in ref.groupby("pattern"):
         assert rows["match"].tolist() == list(range(1, len(rows) + 1)), pattern
