@@ -119,7 +119,7 @@ def stress_row(data: dict[str, Any]) -> list[str]:
     if "spark" in setup:
         on += f", Spark {'on' if setup['spark'] else 'off'}"
     return [str(setup["revision"])[:10] if setup.get("revision") else "not recorded", on if scenarios else "-",
-            f"{sum(1 for r in suite if r.get('ok'))} of {len(suite)}", ", ".join(failed) or "-",
+            f"{sum(1 for r in suite if r.get('ok'))} of {len(suite)}" if suite else "-", ", ".join(failed) or "-",
             f"{sum(1 for _name, row in verdicts if row.get('passed') == row.get('of'))} of {len(verdicts)}"
             if verdicts else "-", "; ".join(shaky) or "-"]
 
