@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from testbed.analysis.check import StreamCheck
+from testbed.analysis.check import StreamCheck, events_the_switch_never_saw
 from testbed.rundir import RunRecord
 from testbed.semantics.cep.reference import Key, complex_events, per_sink
 from testbed.semantics.cep.rules import CepRules
@@ -53,7 +53,7 @@ def expected_complex_events(rules: CepRules, sources: pd.DataFrame,
 
 
 def events_the_switch_saw(sources: pd.DataFrame, frames: dict[int, StreamCheck]) -> pd.DataFrame:
-    never = {(sid, seq) for sid, r in frames.items() for seq in [*r.unseen, *r.lost_on_link_seqs]}
+    never = {(int(sid), seq) for sid, seqs in events_the_switch_never_saw(frames).items() for seq in seqs}
     if not never:
         return sources
     seen = [(st, sq) not in never for st, sq in zip(sources["stream"].tolist(), sources["seq"].tolist())]
