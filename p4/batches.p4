@@ -229,8 +229,8 @@
         hdr.events_windows[I] = w;                                             \
         hdr.events[I].flags = hdr.events[I].flags | FLAG_WINDOWS;              \
         meta.batch.kept = meta.batch.kept + 1;                                 \
-        stream_out.count(meta.batch.stream_index);                             \
-        operator_out.count(meta.batch.port_index);                             \
+        stream_out.count(meta.idx);                                            \
+        operator_out.count(meta.copy.port);                                    \
     } else {                                                                   \
         hdr.events[I].setInvalid();                                            \
     }

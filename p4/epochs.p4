@@ -15,14 +15,12 @@
 #ifndef SPLITTER_EPOCHS_P4
 #define SPLITTER_EPOCHS_P4
 
-control BoundaryCheck(in event_t event, out epoch_t sel) {
+control BoundaryCheck(in event_t event, in bit<32> idx, out epoch_t sel) {
     apply {
-        bit<32> idx = (bit<32>)event.stream;
-        bit<32> epoch_now;
         bit<1>  is_armed;
         bit<1>  is_initialized;
         bit<1>  is_time;
-        epoch.read(epoch_now, idx);
+        epoch.read(sel.number, idx);
         armed.read(is_armed, idx);
         initialized.read(is_initialized, idx);
         in_transition.read(sel.in_transition, idx);
@@ -31,22 +29,21 @@ control BoundaryCheck(in event_t event, out epoch_t sel) {
         sel.switching = 0;
         if (is_armed == 1 && is_initialized == 1 && sel.in_transition == 0) {
             bit<64> next;
+            bit<64> newest;   /* the stream's newest position: its event count or timestamp */
             next_start.read(next, idx);
             if (is_time == 0) {
-                bit<64> x;
-                event_count.read(x, idx);
-                if (x >= next) {
+                event_count.read(newest, idx);
+                if (newest >= next) {
                     sel.switching = 1;
                 }
             } else {
-                bit<64> newest_ts;
-                last_ts.read(newest_ts, idx);
-                if (event.ts >= newest_ts && event.ts >= next) {
+                last_ts.read(newest, idx);
+                if (event.ts >= newest && event.ts >= next) {
                     sel.switching = 1;
                 }
             }
         }
-        sel.number = epoch_now + (bit<32>)sel.switching;
+        sel.number = sel.number + (bit<32>)sel.switching;
         sel.bank = (bit<1>)sel.number;
     }
 }

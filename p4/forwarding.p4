@@ -39,15 +39,14 @@ control MyIngress(inout headers_t hdr,
     SlideTracker() slides;
 
     /* ---- window_spec -------------------------------------------------- */
+    /* Count windows leave fixed_origin, origin and lateness at the 0 that
+     * bmv2 gives all metadata when a packet enters ingress. */
     action set_count_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap) {
         meta.win.kind = WINDOW_COUNT;
         meta.win.slide = slide;
         meta.win.full = full;
         meta.win.extra = extra;
         meta.win.cap = cap;
-        meta.win.fixed_origin = 0;
-        meta.win.origin = 0;
-        meta.win.lateness = 0;
     }
 
     action set_time_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap,
@@ -237,10 +236,9 @@ control MyIngress(inout headers_t hdr,
             }
 #endif
             meta.stream = current.stream;
-            bit<32> stream_idx = (bit<32>)current.stream;
             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
 
-            boundary_check.apply(current, meta.epoch);
+            boundary_check.apply(current, meta.idx, meta.epoch);
             bool configured = true;
             if (meta.epoch.switching == 1 || meta.epoch.in_transition == 1) {
                 configured = previous_spec.apply().hit;
@@ -248,12 +246,12 @@ control MyIngress(inout headers_t hdr,
             if (configured) {
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(current, meta.win, meta.prev, meta.epoch, meta.verdict);
+                        slides.apply(current, meta.idx, meta.win, meta.prev, meta.epoch, meta.verdict);
                     }
                 }
             }
             if (meta.verdict.drop_code == DROP_NONE) {
-                stream_in.count(stream_idx);
+                stream_in.count(meta.idx);
             }
 
             /* Whether the drops are already counted, one by one. */
@@ -263,7 +261,7 @@ control MyIngress(inout headers_t hdr,
                 if (meta.verdict.drop_code == DROP_NONE) {
                     BATCH_TAKE(current)
                 } else {
-                    stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
+                    stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
                 }
                 counted = true;
                 meta.verdict.drop_code = DROP_UNKNOWN_STREAM;   /* nothing leaves this pass ... */
@@ -273,7 +271,7 @@ control MyIngress(inout headers_t hdr,
                     resubmit_preserving_field_list(BATCH_FIELDS);
                 } else if (meta.batch.any_assigned == 1) {
                     /* The last event: one destination for the whole batch. */
-                    epoch.read(meta.batch.final_epoch, stream_idx);
+                    epoch.read(meta.batch.final_epoch, meta.idx);
                     BATCH_DESTINATION
                     meta.verdict.drop_code = DROP_NONE;
                 }
@@ -325,12 +323,11 @@ control MyIngress(inout headers_t hdr,
                 if (!counted) {
 #ifdef BATCHES
                     if (batched) {
-                        meta.batch.unrouted = stream_idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;
                         FOR_EACH_SLOT(BATCH_UNROUTED)
                     } else
 #endif
                     {
-                        stream_drops.count(stream_idx * DROP_SLOTS + meta.verdict.drop_code);
+                        stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
                     }
                 }
                 mark_to_drop(standard_metadata);

@@ -164,6 +164,7 @@ struct copy_meta_t {
     bit<32> old_active;
     bit<32> position;
     bit<32> old_position;
+    bit<32> port;           /* egress_port as a counter index (egress_rewrite) */
 }
 
 #ifdef BATCHES
@@ -206,10 +207,10 @@ struct batch_meta_t {
     @field_list(BATCH_FIELDS) bit<1> any_assigned;  /* some event so far has windows */
     bit<32> final_epoch;   /* the stream's epoch after the batch */
     bit<16> kept;          /* egress: events this copy carries */
-    /* Counter indices the unrolled steps share: as fields, not locals, so
-     * that p4c does not give every use a temporary of its own. */
-    bit<32> stream_index;
-    bit<32> port_index;
+    /* The drop counter's index for an event left unrouted (stream *
+     * DROP_SLOTS + DROP_UNKNOWN_STREAM), which the unrolled steps share.  The
+     * parser sets it: p4c would fold an ingress assignment into each use and
+     * give every one a temporary of its own. */
     bit<32> unrouted;
     window_range_t cover;      /* windows of the final epoch */
     window_range_t old_cover;  /* windows of the epoch before it */
@@ -272,6 +273,10 @@ struct cep_meta_t {
 
 struct metadata_t {
     bit<16>         stream;   /* the event's stream: every table's key */
+    /* The stream as a register index, set by the parser: bmv2 wants a field
+     * for an index, and p4c makes a temporary for any other expression there,
+     * which every packet then pays to reset (docs/p4.md, "What an event costs"). */
+    bit<32>         idx;
 #ifdef CEP
     cep_meta_t      cep;
 #endif

@@ -61,6 +61,10 @@ parser MyParser(packet_in packet,
 
     state parse_batched_event {
         packet.extract(hdr.events.next);
+        /* One stream per batch, or ingress finds it malformed.  Both indices
+         * are set here for the reason given at parse_event. */
+        meta.idx = (bit<32>)hdr.events.last.stream;
+        meta.batch.unrouted = meta.idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;
         meta.batch.to_parse = meta.batch.to_parse - 1;
         transition select(meta.batch.to_parse) {
             0: accept;
@@ -71,6 +75,9 @@ parser MyParser(packet_in packet,
 
     state parse_event {
         packet.extract(hdr.event);
+        /* Set here, not in ingress: p4c would fold an assignment there into
+         * every register call, each with a temporary (docs/p4.md). */
+        meta.idx = (bit<32>)hdr.event.stream;
         transition accept;
     }
 }

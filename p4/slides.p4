@@ -72,16 +72,18 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
 }
 
 /* One step back from a slide to the one before it, for a late event:
- * its start, its newest operator (round robin, backwards) and, counted in
- * back, one slide fewer begun.  SLIDE and N_OPS are the epoch's own. */
-#define STEP_BACK(SLIDE, N_OPS)                              \
-    if (x < start) {                                         \
-        start = start - SLIDE;                               \
+ * its START, its NEWEST operator (round robin, backwards) and, counted in
+ * back, one slide fewer begun.  SLIDE and N_OPS are the epoch's own.  The
+ * variables are named by the caller, so the old epoch's walk needs no
+ * copies of the new one's (every local is a field bmv2 resets per packet). */
+#define STEP_BACK(START, NEWEST, SLIDE, N_OPS)               \
+    if (x < START) {                                         \
+        START = START - SLIDE;                               \
         back = back + 1;                                     \
-        if (newest == 0) {                                   \
-            newest = N_OPS - 1;                              \
+        if (NEWEST == 0) {                                   \
+            NEWEST = N_OPS - 1;                              \
         } else {                                             \
-            newest = newest - 1;                             \
+            NEWEST = NEWEST - 1;                             \
         }                                                    \
     }
 
@@ -89,31 +91,28 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
  * verdict: a drop code, or (newest_op, active) for the epoch in force and,
  * during a transition, (old_newest, old_active) for the previous one.  The
  * registers are in state.p4. */
-control SlideTracker(in event_t event, in window_params_t win, in prev_params_t prev,
+control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, in prev_params_t prev,
                      in epoch_t sel, inout verdict_t verdict) {
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
     ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= N */
     ShiftSubtractDivide() old_div;        /* distance past the boundary / old slide */
 
     apply {
-        bit<32> idx = (bit<32>)event.stream;
         bit<1>  was_initialized;
         bit<64> x = 0;        /* the event's coordinate on the axis */
-        bit<64> origin = 0;   /* where the first slide starts, used on the first event */
         bit<1>  late = 0;     /* behind the newest timestamp, within the lateness */
+        bit<32> back = 0;     /* slides a late event lies behind the newest */
+        bit<64> b;            /* the boundary where the epoch in force began */
 
         initialized.read(was_initialized, idx);
+        /* The verdict's other fields start at 0: bmv2 zeroes all metadata
+         * when a packet (or a batch's next pass) enters ingress. */
         verdict.drop_code = DROP_NONE;
-        verdict.old_newest = 0;
-        verdict.old_active = 0;
-        verdict.window = 0;
-        verdict.old_window = 0;
 
         /* -- the coordinate; time windows also check the order ---------- */
         if (win.kind == WINDOW_COUNT) {
             event_count.read(x, idx);
             event_count.write(idx, x + 1);
-            origin = x;
         } else {
             bit<64> previous_ts;
             last_ts.read(previous_ts, idx);
@@ -127,11 +126,6 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
             } else {
                 last_ts.write(idx, x);
             }
-            if (win.fixed_origin != 0) {
-                origin = win.origin;
-            } else {
-                origin = x;
-            }
         }
 
         if (verdict.drop_code == DROP_NONE) {
@@ -141,18 +135,23 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
             bit<32> begun_now;
             bit<64> window;       /* global id of the newest window */
             if (was_initialized == 0) {
+                /* the first slide starts at the first event, or at the
+                 * stream's fixed origin (time windows) */
+                start = x;
                 initialized.write(idx, 1);
                 if (win.kind == WINDOW_COUNT) {
                     time_axis.write(idx, 0);
                 } else {
                     time_axis.write(idx, 1);
+                    if (win.fixed_origin != 0) {
+                        start = win.origin;
+                    }
                 }
-                slide_start.write(idx, origin);
+                slide_start.write(idx, start);
                 newest_op.write(idx, 0);
                 begun.write(idx, 1);
-                next_start.write(idx, origin + win.slide);
+                next_start.write(idx, start + win.slide);
                 newest_window.write(idx, 0);
-                start = origin;
                 newest = 0;
                 begun_now = 1;
                 window = 0;
@@ -167,8 +166,6 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
              *    slide and begin the new one at the boundary -------------- */
             bit<1> transition_on = sel.in_transition;
             if (sel.switching == 1) {
-                bit<64> b;
-                bit<32> epoch_now;
                 next_start.read(b, idx);
                 old_start.write(idx, start);
                 old_newest.write(idx, newest);
@@ -176,8 +173,7 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                 old_window.write(idx, window);
                 boundary.write(idx, b);
                 transition_end.write(idx, b + prev.tail);
-                epoch.read(epoch_now, idx);
-                epoch.write(idx, epoch_now + 1);
+                epoch.write(idx, sel.number);   /* the epoch after the stored one */
                 armed.write(idx, 0);
                 in_transition.write(idx, 1);
                 slide_start.write(idx, b);
@@ -196,33 +192,22 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
             /* -- the previous epoch's windows, during a transition -------- */
             bit<1> old_only = 0;
             if (transition_on == 1) {
-                bit<64> b;
+                bit<32> obegun;
                 boundary.read(b, idx);
+                old_begun.read(obegun, idx);
                 if (x < b) {
                     /* a late event before the boundary: old windows only,
                      * back from the old epoch's frozen newest slide */
                     old_only = 1;
-                    bit<64> ostart;
-                    bit<32> onewest;
-                    bit<32> obegun;
-                    old_start.read(ostart, idx);
-                    old_newest.read(onewest, idx);
-                    old_begun.read(obegun, idx);
                     {
-                        bit<64> start_o = ostart;
-                        bit<32> newest_o = onewest;
-                        bit<32> back = 0;
-                        /* STEP_BACK works on start/newest: shadow them */
-                        bit<64> start_saved = start;
-                        bit<32> newest_saved = newest;
-                        start = start_o;
-                        newest = newest_o;
-                        STEP_BACK(prev.slide, prev.n_ops) STEP_BACK(prev.slide, prev.n_ops)
-                        STEP_BACK(prev.slide, prev.n_ops) STEP_BACK(prev.slide, prev.n_ops)
-                        start_o = start;
-                        newest_o = newest;
-                        start = start_saved;
-                        newest = newest_saved;
+                        bit<64> start_o;
+                        bit<32> newest_o;
+                        old_start.read(start_o, idx);
+                        old_newest.read(newest_o, idx);
+                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
                         if (back >= obegun) {
                             verdict.drop_code = DROP_BEFORE_ORIGIN;
                         } else {
@@ -236,11 +221,10 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                             if (c == 0) {
                                 verdict.drop_code = DROP_NO_WINDOW;
                             }
-                            bit<64> ow;
-                            old_window.read(ow, idx);
+                            old_window.read(verdict.old_window, idx);
                             verdict.old_newest = newest_o;
                             verdict.old_active = c;
-                            verdict.old_window = ow - (bit<64>)back;
+                            verdict.old_window = verdict.old_window - (bit<64>)back;
                             verdict.newest_op = 0;
                             verdict.active = 0;
                         }
@@ -264,8 +248,6 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                         if (held > k + 1) {
                             c = held - (k + 1);
                         }
-                        bit<32> obegun;
-                        old_begun.read(obegun, idx);
                         if ((bit<64>)obegun < c) {
                             c = (bit<64>)obegun;
                         }
@@ -288,9 +270,10 @@ control SlideTracker(in event_t event, in window_params_t win, in prev_params_t 
                 /* decided above */
             } else if (late == 1) {
                 /* -- back to the late event's own slide; nothing advances - */
-                bit<32> back = 0;
-                STEP_BACK(win.slide, win.n_ops) STEP_BACK(win.slide, win.n_ops)
-                STEP_BACK(win.slide, win.n_ops) STEP_BACK(win.slide, win.n_ops)   /* LATE_STEPS times */
+                STEP_BACK(start, newest, win.slide, win.n_ops)
+                STEP_BACK(start, newest, win.slide, win.n_ops)
+                STEP_BACK(start, newest, win.slide, win.n_ops)
+                STEP_BACK(start, newest, win.slide, win.n_ops)   /* LATE_STEPS times */
                 if (back >= begun_now) {
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
