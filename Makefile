@@ -11,9 +11,10 @@ EXPERIMENT_ARGS ?=
 PYTEST_ARGS ?=
 # Debian packages: Mininet and the tools its hosts use, Java for PySpark,
 # python3-thrift for bmv2's CLI (only used when bmv2 is installed), tshark to
-# read captures with the event dissector (tools/wireshark/).
+# read captures with the event dissector (tools/wireshark/), valgrind to count
+# bmv2's instructions per event (make bench, and its test).
 DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
-        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift tshark
+        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift tshark valgrind
 
 .PHONY: deps debs venv experiment figures run stop clean test bench soak stress p4 plots distclean
 

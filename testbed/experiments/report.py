@@ -6,8 +6,9 @@ this module writes, for each paper experiment, the paper's numbers and ours
 as the newest ``experiment.json`` holds them, with the directory and time
 they come from; an experiment with no results says so.  The run record's
 schema in ``docs/results.md`` is generated the same way, from the models
-(``testbed.rundir.schema``), and the stability table of ``make stress`` from
-``results/stress/*/stability.json``.  Text outside the markers is left alone, and
+(``testbed.rundir.schema``), the stability table of ``make stress`` from
+``results/stress/*/stability.json``, and bmv2's instructions per event
+(``docs/p4.md``) from the benches in ``results/bench/``.  Text outside the markers is left alone, and
 ``--check`` says whether the docs are what the results give.
 """
 from __future__ import annotations
@@ -30,6 +31,9 @@ MARKER = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?
                     re.S)
 RECORD_SCHEMA = "run-record"
 STRESS = "stress"
+INSTRUCTIONS = "bench-instructions"
+#: Benches shown side by side in the instructions table, the newest ones.
+MAX_BENCHES = 4
 
 
 def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
@@ -124,6 +128,38 @@ def stress_row(data: dict[str, Any]) -> list[str]:
             if verdicts else "-", "; ".join(shaky) or "-"]
 
 
+def instructions_section(results: Path) -> str:
+    """bmv2's instructions per event (``make bench``, its ``instructions`` part):
+    one row per program and workload, one column per bench that counted them,
+    oldest first, so that a change of the program shows as a change along a row."""
+    benches = []
+    for path in sorted((results / "bench").glob("*")):
+        expdir = ExperimentDir(path)
+        if not expdir.is_experiment():
+            continue
+        try:
+            rows = (expdir.read_record().get("ours") or {}).get("instructions")
+        except (OSError, ValueError):
+            continue
+        if rows:
+            benches.append((expdir, expdir.read_record(), rows))
+    if not benches:
+        return "Not run yet: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
+    benches = benches[-MAX_BENCHES:]
+    root = results.parent
+    heads = [f"`{e.root.relative_to(root) if e.root.is_relative_to(root) else e.root}` "
+             f"({str(r.get('git_revision', '?'))[:10]})" for e, r, _rows in benches]
+    cases: dict[tuple[str, str], dict[int, Any]] = {}
+    for i, (_expdir, _record, rows) in enumerate(benches):
+        for row in rows:
+            cases.setdefault((row.get("program"), row.get("workload")), {})[i] = row.get("instructions_per_event")
+    out = ["| program | workload | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(benches)]
+    for (program, workload), counts in cases.items():
+        cells = [f"{counts[i]:,}" if isinstance(counts.get(i), int) else "-" for i in range(len(benches))]
+        out.append(f"| {program} | {workload} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def rewrite(text: str, generated: dict[str, str]) -> str:
     """``text`` with the body between each named marker pair replaced; other text untouched."""
     def body(match: re.Match) -> str:
@@ -139,6 +175,7 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     sections = {name: section(name, newest_result(name, results), root) for name in names}
     sections[RECORD_SCHEMA] = record_schema() + "\n"
     sections[STRESS] = stress_section(results)
+    sections[INSTRUCTIONS] = instructions_section(results)
     out = {}
     for path in sorted(docs.glob("*.md")):
         text = path.read_text()

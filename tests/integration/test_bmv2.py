@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -886,3 +887,24 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
     for name, size in CEP_COUNTERS.items():
         assert [api.counter_read(name, i)[1] for i in range(size)] == \
                [model.counter_read(name, i)[1] for i in range(size)], name
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not found (Debian package valgrind)")
+def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
+    """``make bench``'s instruction counts: the splitter costs more per event than
+    plain forwarding, and a sliding window (two copies for most events) more
+    than a tumbling one; every count is of as many copies as the embedded
+    target sends for the same frames, or the part refuses to report it."""
+    from testbed.experiments.bench.instructions import InstructionParams, instructions_per_event
+    from testbed.rundir import ExperimentDir
+
+    rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), InstructionParams(events=120))
+    by = {(row["program"], row["workload"]): row for row in rows}
+    forward = by["forward", "any"]
+    tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
+    assert forward["copies"] == tumbling["copies"] == 120
+    assert sliding["copies"] == 50 + 70 * 2          # one window until the second slide begins, then two
+    assert 0 < forward["instructions_per_event"] < tumbling["instructions_per_event"] \
+        < sliding["instructions_per_event"]
+    assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)

@@ -180,3 +180,40 @@ def test_a_bench_holds_its_rates_against_the_previous_one(tmp_path):
                       "late_in_switch: bmv2, in order: copies_per_s": 0.5}     # twice the time per copy
     assert compared["slower"] == ["pipeline: sliding n=5 slide=1: frames_per_s",
                                   "late_in_switch: bmv2, in order: copies_per_s"]
+
+
+def test_instruction_counts_are_held_to_a_close_tolerance(tmp_path):
+    """bmv2's instructions per event hardly move with the machine's load, so 5 %
+    more of them is named slower while timings are allowed 20 %; 1 % more is not."""
+    from testbed.experiments.bench.baseline import INSTRUCTION_TOLERANCE, TOLERANCE, against_baseline
+    from testbed.rundir import ExperimentDir
+
+    def ours(tumbling, sliding, bmv2_us=100.0):
+        return {"instructions": [
+                    {"target": "bmv2", "program": "splitter", "workload": "count tumbling 100/100",
+                     "instructions_per_event": tumbling},
+                    {"target": "bmv2", "program": "splitter", "workload": "count sliding 100/50",
+                     "instructions_per_event": sliding}],
+                "late_in_switch": [{"target": "bmv2", "event": "in order", "copies": 9, "us_p50": bmv2_us}]}
+
+    assert INSTRUCTION_TOLERANCE < TOLERANCE
+    first = ExperimentDir(tmp_path / "bench" / "20260101-000000").create()
+    first.write_record({"kind": "bench", "git_revision": "abc1234", "ours": ours(200_000, 300_000)})
+    now = ExperimentDir(tmp_path / "bench" / "20260102-000000").create()
+    compared = against_baseline(ours(210_000, 303_000, bmv2_us=110.0), now)
+    ratios = {r["rate"]: r["ratio"] for r in compared["rates"]}
+    tumbling = "instructions: bmv2 splitter, count tumbling 100/100: events_per_ginstr"
+    sliding = "instructions: bmv2 splitter, count sliding 100/50: events_per_ginstr"
+    assert ratios[tumbling] == round(200_000 / 210_000, 3) and ratios[sliding] == round(300_000 / 303_000, 3)
+    # 10 % more time per copy is within the timings' tolerance; 5 % more instructions is not
+    assert compared["slower"] == [tumbling]
+
+
+def test_a_callgrind_dump_gives_its_instruction_total():
+    from testbed.experiments.bench.instructions import dumped_instructions
+
+    dump = "version: 1\ncreator: callgrind-3.19.0\ncmd: simple_switch\nevents: Ir\nsummary: 30330337\n\nfn=(1) main\n"
+    assert dumped_instructions(dump) == 30330337
+    assert dumped_instructions(dump.replace("summary", "totals")) == 30330337
+    with pytest.raises(ValueError, match="no summary or totals"):
+        dumped_instructions("version: 1\nevents: Ir\n")

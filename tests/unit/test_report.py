@@ -111,3 +111,32 @@ def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
         "| `20260102-000000` | 0123456789 | bmv2, Spark on | - | - | 2 of 3 | cbsw1 `ok` 2 of 3 |",
         "| `20260103-000000` | unreadable stability.json | | | | | |"]
     assert "Revision 0123456789ab; scenarios on bmv2, Spark on." in runs["20260102-000000"].markdown()
+
+
+def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
+    """bmv2's instructions per event from every bench that counted them, oldest
+    first, a column each: a case one bench did not count shows '-'; benches
+    without the part are left out."""
+    from testbed.experiments.report import instructions_section
+
+    results = tmp_path / "results"
+    assert instructions_section(results).startswith("Not run yet: `make bench`")
+
+    def bench(name, revision, rows):
+        folder = results / "bench" / name
+        folder.mkdir(parents=True)
+        (folder / "experiment.json").write_text(json.dumps({
+            "kind": "bench", "experiment": {"name": "bench"}, "git_revision": revision, "ours": rows}))
+
+    tumbling = {"target": "bmv2", "program": "splitter", "workload": "count tumbling 100/100"}
+    forward = {"target": "bmv2", "program": "forward", "workload": "any"}
+    bench("20260101-000000", "aaaaaaaaaaaa1", {"instructions": [tumbling | {"instructions_per_event": 296606}]})
+    bench("20260102-000000", "bbbbbbbbbbbb2", {"oracle": {"events_per_s": 1.0}})
+    bench("20260103-000000", "cccccccccccc3", {"instructions": [tumbling | {"instructions_per_event": 205317},
+                                                                forward | {"instructions_per_event": 49133}]})
+    assert instructions_section(results).splitlines() == [
+        "| program | workload | `results/bench/20260101-000000` (aaaaaaaaaa) "
+        "| `results/bench/20260103-000000` (cccccccccc) |",
+        "|---|---|---|---|",
+        "| splitter | count tumbling 100/100 | 296,606 | 205,317 |",
+        "| forward | any | - | 49,133 |"]

@@ -5,7 +5,9 @@ target's switch process (bmv2's included) should show up in the next
 ``make bench``, with the commit it was measured against.  The switches'
 cost is their time per copy at a rate where no queue forms (the
 ``late_in_switch`` part), turned into a rate: copies per second, one at a
-time, ``1e6 / median microseconds``.
+time, ``1e6 / median microseconds``.  bmv2's instructions per event (the
+``instructions`` part) become events per billion instructions; they hardly
+move with the machine's load, so they are held to a far closer tolerance.
 Every bench records its rates (events, decisions or frames per second) and
 its git revision; the next one finds the newest earlier bench of the same
 results folder whose record has them, and writes per rate the ratio now /
@@ -26,6 +28,8 @@ PARTS = ("oracle", "pipeline", "lateness")
 IN_SWITCH, IN_SWITCH_US = "late_in_switch", "us_p50"
 #: Below this share of the baseline's rate a rate counts as slower.
 TOLERANCE = 0.2
+#: The part that counts bmv2's instructions per event, and its tolerance.
+INSTRUCTIONS, INSTRUCTION_TOLERANCE = "instructions", 0.03
 
 
 def rates(ours: dict[str, Any]) -> dict[str, float]:
@@ -42,7 +46,17 @@ def rates(ours: dict[str, Any]) -> dict[str, float]:
         us = row.get(IN_SWITCH_US)
         if isinstance(us, (int, float)) and us > 0:
             out[f"{IN_SWITCH}: {row['target']}, {row['event']}: copies_per_s"] = 1e6 / us
+    for row in ours.get(INSTRUCTIONS) or []:
+        per_event = row.get("instructions_per_event")
+        if isinstance(per_event, (int, float)) and per_event > 0:
+            out[f"{INSTRUCTIONS}: {row['target']} {row['program']}, {row['workload']}: events_per_ginstr"] = \
+                1e9 / per_event
     return out
+
+
+def tolerance(rate: str) -> float:
+    """How far under the baseline ``rate`` may fall before it counts as slower."""
+    return INSTRUCTION_TOLERANCE if rate.startswith(f"{INSTRUCTIONS}:") else TOLERANCE
 
 
 def earlier_benches(folder: Path, now: ExperimentDir) -> Iterator[tuple[ExperimentDir, dict[str, Any]]]:
@@ -66,8 +80,8 @@ def against_baseline(ours: dict[str, Any], now: ExperimentDir) -> Optional[dict[
         if not common:
             continue
         rows = [{"rate": key, "now": round(current[key], 1), "baseline": round(before[key], 1),
-                 "ratio": round(current[key] / before[key], 3)} for key in common]
+                 "ratio": round(current[key] / before[key], 3), "tolerance": tolerance(key)} for key in common]
         return {"baseline": str(expdir.root), "baseline_revision": record.get("git_revision"),
                 "tolerance": TOLERANCE, "rates": rows,
-                "slower": [r["rate"] for r in rows if r["ratio"] < 1 - TOLERANCE]}
+                "slower": [r["rate"] for r in rows if r["ratio"] < 1 - r["tolerance"]]}
     return None

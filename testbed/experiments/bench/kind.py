@@ -9,20 +9,22 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible
-from testbed.experiments.bench import costs, figures, late, reconfig, runs
+from testbed.experiments.bench import costs, figures, instructions, late, reconfig, runs
 from testbed.experiments.bench.baseline import against_baseline
 from testbed.experiments.bench.costs import CostParams
 from testbed.experiments.bench.files import BenchFiles
+from testbed.experiments.bench.instructions import InstructionParams
 from testbed.experiments.bench.late import LateParams
 from testbed.experiments.bench.reconfig import ReconfigParams
 from testbed.experiments.bench.runs import SCALE_RUNS, ScaleRun, SweepParams
 from testbed.rundir import ExperimentDir
 
-Part = Literal["oracle", "pipeline", "lateness", "plan", "late_in_switch", "reconfiguration", "emulation", "scale"]
-PARTS: list[Part] = ["oracle", "pipeline", "lateness", "plan", "late_in_switch", "reconfiguration", "emulation",
-                     "scale"]
+Part = Literal["oracle", "pipeline", "lateness", "plan", "late_in_switch", "instructions", "reconfiguration",
+               "emulation", "scale"]
+PARTS: list[Part] = ["oracle", "pipeline", "lateness", "plan", "late_in_switch", "instructions", "reconfiguration",
+                     "emulation", "scale"]
 #: Parts on veth pairs (root), and parts in Mininet (root and Mininet).
-VETH = {"late_in_switch", "reconfiguration"}
+VETH = {"late_in_switch", "instructions", "reconfiguration"}
 MININET = {"emulation", "scale"}
 #: A part's rows for its raw table, and its summary for ``ours``.
 Measured = tuple[list[dict[str, Any]] | pd.DataFrame, Any]
@@ -34,6 +36,7 @@ class BenchParams(KindParams):
     # (costs, late) would hide the module inside this class body.
     costs: CostParams = CostParams()
     late: LateParams = LateParams()
+    instructions: InstructionParams = InstructionParams()
     reconfiguration: ReconfigParams = ReconfigParams()
     sweep: SweepParams = SweepParams()
     #: Which scale runs the ``scale`` part makes (``parts: [scale]`` runs only those).
@@ -56,6 +59,8 @@ def cannot_run(part: str) -> Optional[str]:
         return "needs root"
     if part in MININET:
         return mininet_missing()
+    if part == "instructions":
+        return instructions.missing()
     return None
 
 
@@ -87,7 +92,8 @@ class Bench(ExperimentKind):
         self.runnable: Optional[list[str]] = None
         steps: dict[str, Callable[[], Measured]] = {
             "oracle": self.oracle, "pipeline": self.pipeline, "lateness": self.lateness, "plan": self.plan,
-            "late_in_switch": self.late_in_switch, "reconfiguration": self.reconfiguration,
+            "late_in_switch": self.late_in_switch, "instructions": self.instructions,
+            "reconfiguration": self.reconfiguration,
             "emulation": self.emulation, "scale": self.scale}
         ours: dict[str, Any] = {}
         for part in self.params.parts:
@@ -136,6 +142,11 @@ class Bench(ExperimentKind):
         with interruptible(f"{self.spec.name}-{self.expdir.root.name}"):
             copies = late.late_in_switch(self.targets(), self.expdir, self.params.late)
         return copies, late.summarize(copies)
+
+    def instructions(self) -> Measured:
+        with interruptible(f"{self.spec.name}-{self.expdir.root.name}"):
+            rows = instructions.instructions_per_event(self.expdir, self.params.instructions)
+        return rows, rows
 
     def reconfiguration(self) -> Measured:
         with interruptible(f"{self.spec.name}-{self.expdir.root.name}"):

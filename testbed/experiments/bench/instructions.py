@@ -1,0 +1,166 @@
+"""Instructions bmv2's ``simple_switch`` executes per event, counted by valgrind.
+
+Time per event moves with the machine's load; the number of instructions
+does not (to about 1 %), so this part holds the switch's cost against the
+previous bench closely enough to name the commit that made it dearer, even
+on a busy machine.  The switch runs under callgrind.  Once it is
+configured, its counters are zeroed, ``events`` frames go in slowly, every
+copy is awaited, and the counters are dumped.  The same is done with a
+quarter of the frames; the difference over the difference in events leaves
+out what the switch spends whatever the traffic (its idle threads, the
+control connection).  Plain forwarding (``p4/baseline/forward.p4``) is
+counted alike: the floor any program on this target pays per frame.
+
+The counts are user-space instructions only: the kernel's work for a frame
+(the veth, the sockets, waking bmv2's threads) is the same for every
+program and is not here.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import Field
+
+from testbed.dataplane.control import Controller
+from testbed.emulation.veth import Taps, VethRig, send_frames
+from testbed.experiments.bench.costs import TEMPLATE, one_stream
+from testbed.rundir import ExperimentDir
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.strict import EventCount, Rate, StrictModel
+from testbed.semantics.topology import parse_topology
+from testbed.targets.bmv2.process import Bmv2Process
+
+#: The source's port and the operators' (2 .. 1 + OPERATORS), as in a run.
+SOURCE_PORT, OPERATORS = 1, 6
+#: Each workload: its window (as the YAML has it) and the timestamp step between events.
+WORKLOADS: dict[str, tuple[dict[str, Any], int]] = {
+    "count tumbling 100/100": ({"kind": "count", "size": 100, "slide": 100}, 1),
+    "count sliding 100/50": ({"kind": "count", "size": 100, "slide": 50}, 1),
+    "time sliding 1000/500": ({"kind": "time", "size": 1000, "slide": 500}, 10),
+}
+#: Plain forwarding is counted on the first workload's frames only: it does not read them.
+FORWARD = "forward"
+#: Seconds without a copy after which the copies still missing are given up on.
+PATIENCE_S = 20.0
+#: How long valgrind may take to bring the switch up (it runs it some 50 times slower).
+START_TIMEOUT_S = 180.0
+
+
+class InstructionParams(StrictModel):
+
+    events: EventCount = Field(default=400, ge=8, description="frames of the larger count per workload")
+    rate: Rate = Field(default=100, description="frames per second: slow enough for bmv2 under valgrind")
+
+
+def missing() -> Optional[str]:
+    """Why the part cannot count here, or ``None``."""
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        return "valgrind not found (Debian package valgrind)"
+    return Bmv2Process.available()
+
+
+class CountedBmv2(Bmv2Process):
+    """``simple_switch`` under callgrind, its counts dumped to ``dumps``.N on request."""
+
+    def __init__(self, *args: Any, dumps: Path, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.dumps = dumps
+
+    def command(self) -> list[str]:
+        return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={self.dumps}",
+                "--dump-instr=no", "--collect-jumps=no"] + super().command()
+
+    def _control(self, flag: str) -> None:
+        subprocess.run(["callgrind_control", flag, str(self.proc.pid)], check=True, capture_output=True)
+
+    def zero(self) -> None:
+        self._control("-z")
+
+    def dump(self) -> int:
+        """Instructions since the last ``zero``."""
+        before = set(self.dumps.parent.glob(f"{self.dumps.name}.*"))
+        self._control("-d")
+        new = sorted(set(self.dumps.parent.glob(f"{self.dumps.name}.*")) - before)
+        if not new:
+            raise RuntimeError(f"callgrind wrote no dump next to {self.dumps}")
+        return dumped_instructions(new[-1].read_text())
+
+
+def dumped_instructions(dump: str) -> int:
+    """The instruction total of one callgrind dump (its ``summary:`` or ``totals:`` line)."""
+    found = re.search(r"^(?:summary|totals): (\d+)", dump, re.M)
+    if found is None:
+        raise ValueError("no summary or totals line in the callgrind dump")
+    return int(found.group(1))
+
+
+def frames_of(step: int, count: int) -> list[bytes]:
+    return [TEMPLATE.frame(seq, seq * step) for seq in range(count)]
+
+
+def counted(expdir: ExperimentDir, rig: VethRig, name: str, plan: Optional[SplitterPlan],
+            frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, int]:
+    """Instructions the switch spent on ``frames`` (plan installed, or forwarding
+    from the source's port to port 2), and the copies that came out."""
+    forward = None if plan is not None else {SOURCE_PORT: SOURCE_PORT + 1}
+    dumps = expdir.root / "callgrind" / name / "callgrind.out"
+    dumps.parent.mkdir(parents=True, exist_ok=True)
+    proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace, forward=forward,
+                       dumps=dumps)
+    proc.start(timeout=START_TIMEOUT_S)
+    try:
+        if plan is not None:
+            api = proc.api()
+            try:
+                Controller(api).install(plan)
+            finally:
+                api.close()
+        taps = Taps({("in", port): rig.host_ends[port] for port in rig.host_ends if port != SOURCE_PORT})
+        try:
+            proc.zero()
+            send_frames(rig.host_ends[SOURCE_PORT], frames, rate)
+            copies = len(taps.drain(PATIENCE_S, expect=copies_expected))
+            return proc.dump(), copies
+        finally:
+            taps.close()
+    finally:
+        proc.stop()
+
+
+def expected_copies(plan: SplitterPlan, count: int, step: int) -> int:
+    """Copies the embedded target sends for the same frames: what the switch must send too."""
+    from testbed.dataplane.model import SplitterPipeline
+
+    pipe = SplitterPipeline()
+    Controller(pipe).install(plan)
+    return sum(len(pipe.process(frame, SOURCE_PORT)) for frame in frames_of(step, count))
+
+
+def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> list[dict[str, Any]]:
+    """One row per program and workload: instructions per event, from two counts."""
+    few, many = max(params.events // 4, 1), params.events
+    rows = []
+    cases = [("splitter", label) for label in WORKLOADS] + [(FORWARD, next(iter(WORKLOADS)))]
+    with VethRig(1 + OPERATORS) as rig:
+        for program, label in cases:
+            window, step = WORKLOADS[label]
+            plan = None if program == FORWARD else SplitterPlan(parse_topology(one_stream(
+                window["size"], window["slide"], OPERATORS, kind=window["kind"])))
+            totals = {}
+            for count in (few, many):
+                want = count if plan is None else expected_copies(plan, count, step)
+                name = f"{program}-{len(rows)}-{count}"
+                instructions, copies = counted(expdir, rig, name, plan, frames_of(step, count), params.rate, want)
+                if copies != want:
+                    raise RuntimeError(f"{program} on {label}: {copies} copies out of {count} events, "
+                                       f"expected {want}: the count would not be of the same work")
+                totals[count] = (instructions, copies)
+            per_event = (totals[many][0] - totals[few][0]) / (many - few)
+            rows.append({"target": "bmv2", "program": program, "workload": "any" if plan is None else label,
+                         "events": many, "copies": totals[many][1], "instructions": totals[many][0],
+                         "instructions_per_event": round(per_event)})
+    return rows
