@@ -21,7 +21,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field
 
@@ -42,6 +42,7 @@ WORKLOADS: dict[str, tuple[dict[str, Any], int]] = {
     "count sliding 100/50": ({"kind": "count", "size": 100, "slide": 50}, 1),
     "time sliding 1000/500": ({"kind": "time", "size": 1000, "slide": 500}, 10),
 }
+Workload = Literal["count tumbling 100/100", "count sliding 100/50", "time sliding 1000/500"]
 #: Plain forwarding is counted on the first workload's frames only: it does not read them.
 FORWARD = "forward"
 #: Seconds without a copy after which the copies still missing are given up on.
@@ -54,6 +55,7 @@ class InstructionParams(StrictModel):
 
     events: EventCount = Field(default=400, ge=8, description="frames of the larger count per workload")
     rate: Rate = Field(default=100, description="frames per second: slow enough for bmv2 under valgrind")
+    workloads: list[Workload] = Field(default=list(WORKLOADS), min_length=1)
 
 
 def missing() -> Optional[str]:
@@ -144,7 +146,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     """One row per program and workload: instructions per event, from two counts."""
     few, many = max(params.events // 4, 1), params.events
     rows = []
-    cases = [("splitter", label) for label in WORKLOADS] + [(FORWARD, next(iter(WORKLOADS)))]
+    cases = [("splitter", label) for label in params.workloads] + [(FORWARD, next(iter(WORKLOADS)))]
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
             window, step = WORKLOADS[label]
