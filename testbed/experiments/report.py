@@ -147,8 +147,8 @@ def instructions_section(results: Path) -> str:
         return "Not run yet: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
     benches = benches[-MAX_BENCHES:]
     root = results.parent
-    heads = [f"`{e.root.relative_to(root) if e.root.is_relative_to(root) else e.root}` "
-             f"({str(r.get('git_revision', '?'))[:10]})" for e, r, _rows in benches]
+    heads = [f"`{e.root.relative_to(root) if e.root.is_relative_to(root) else e.root}`, "
+             f"p4/ of {program_of(r, rows)}" for e, r, rows in benches]
     cases: dict[tuple[str, str], dict[int, Any]] = {}
     for i, (_expdir, _record, rows) in enumerate(benches):
         for row in rows:
@@ -158,6 +158,14 @@ def instructions_section(results: Path) -> str:
         cells = [f"{counts[i]:,}" if isinstance(counts.get(i), int) else "-" for i in range(len(benches))]
         out.append(f"| {program} | {workload} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def program_of(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """Which program a bench counted: the newest commit that changed p4/ (its
+    rows say), else the checkout's revision."""
+    revisions = {row.get("p4_revision") for row in rows if row.get("p4_revision")}
+    revision = revisions.pop() if len(revisions) == 1 else record.get("git_revision", "?")
+    return str(revision)[:10] + (" (dirty)" if str(revision).endswith("-dirty") else "")
 
 
 def rewrite(text: str, generated: dict[str, str]) -> str:

@@ -129,14 +129,16 @@ def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
             "kind": "bench", "experiment": {"name": "bench"}, "git_revision": revision, "ours": rows}))
 
     tumbling = {"target": "bmv2", "program": "splitter", "workload": "count tumbling 100/100"}
-    forward = {"target": "bmv2", "program": "forward", "workload": "any"}
+    forward = {"target": "bmv2", "program": "forward", "workload": "any", "p4_revision": "dddddddddddd4"}
     bench("20260101-000000", "aaaaaaaaaaaa1", {"instructions": [tumbling | {"instructions_per_event": 296606}]})
     bench("20260102-000000", "bbbbbbbbbbbb2", {"oracle": {"events_per_s": 1.0}})
-    bench("20260103-000000", "cccccccccccc3", {"instructions": [tumbling | {"instructions_per_event": 205317},
-                                                                forward | {"instructions_per_event": 49133}]})
+    bench("20260103-000000", "cccccccccccc3", {"instructions": [
+        tumbling | {"instructions_per_event": 205317, "p4_revision": "dddddddddddd4"},
+        forward | {"instructions_per_event": 49133}]})
+    # a bench that names the commit of its p4/ is headed by it; an older one by its checkout's revision
     assert instructions_section(results).splitlines() == [
-        "| program | workload | `results/bench/20260101-000000` (aaaaaaaaaa) "
-        "| `results/bench/20260103-000000` (cccccccccc) |",
+        "| program | workload | `results/bench/20260101-000000`, p4/ of aaaaaaaaaa "
+        "| `results/bench/20260103-000000`, p4/ of dddddddddd |",
         "|---|---|---|---|",
         "| splitter | count tumbling 100/100 | 296,606 | 205,317 |",
         "| forward | any | - | 49,133 |"]

@@ -32,6 +32,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
+from testbed import ROOT
 from testbed.dataplane.control import Controller
 from testbed.emulation.veth import Taps, VethRig, send_frames
 from testbed.experiments.bench.costs import TEMPLATE, one_stream
@@ -138,6 +139,20 @@ def inclusive_cost_of_calls(dump: str, function: str) -> int:
     return total
 
 
+def program_revision() -> str:
+    """The newest commit that changed ``p4/``: which program a count is of,
+    whatever else the checkout's revision has changed since ("unknown"
+    outside git; "-dirty" when ``p4/`` has changes not committed)."""
+    try:
+        rev = subprocess.run(["git", "log", "-1", "--format=%H", "--", "p4"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "p4"], cwd=ROOT, capture_output=True,
+                               text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return (rev or "unknown") + ("-dirty" if dirty else "")
+
+
 def frames_of(step: int, count: int) -> list[bytes]:
     return [TEMPLATE.frame(seq, seq * step) for seq in range(count)]
 
@@ -184,6 +199,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     """One row per program and workload: instructions per event, from two counts."""
     few, many = max(params.events // 4, 1), params.events
     rows = []
+    program_of = program_revision()
     cases = [("splitter", label) for label in params.workloads] + [(FORWARD, next(iter(WORKLOADS)))]
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
@@ -205,7 +221,8 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
                                        f"{rate:g}/s, expected {want}: the count would not be of the same work")
                 totals[count] = (instructions, copies)
             per_event = (totals[many][0] - totals[few][0]) / (many - few)
-            rows.append({"target": "bmv2", "program": program, "workload": "any" if plan is None else label,
+            rows.append({"target": "bmv2", "program": program, "p4_revision": program_of,
+                         "workload": "any" if plan is None else label,
                          "events": many, "copies": totals[many][1], "instructions": totals[many][0],
                          "instructions_per_event": round(per_event)})
     return rows
