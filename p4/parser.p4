@@ -61,15 +61,20 @@ parser MyParser(packet_in packet,
 
     state parse_batched_event {
         packet.extract(hdr.events.next);
-        /* One stream per batch, or ingress finds it malformed.  Both indices
-         * are set here for the reason given at parse_event. */
-        meta.idx = (bit<32>)hdr.events.last.stream;
-        meta.batch.unrouted = meta.idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;
         meta.batch.to_parse = meta.batch.to_parse - 1;
         transition select(meta.batch.to_parse) {
-            0: accept;
+            0: batch_parsed;
             default: parse_batched_event;
         }
+    }
+
+    /* Once per pass, after the last event: one stream per batch, or ingress
+     * finds it malformed.  Both indices are set here for the reason given at
+     * parse_event. */
+    state batch_parsed {
+        meta.idx = (bit<32>)hdr.events[0].stream;
+        meta.batch.unrouted = meta.idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;
+        transition accept;
     }
 #endif
 
