@@ -138,11 +138,12 @@ def instructions_section(results: Path) -> str:
         if not expdir.is_experiment():
             continue
         try:
-            rows = (expdir.read_record().get("ours") or {}).get("instructions")
+            record = expdir.read_record()
         except (OSError, ValueError):
             continue
+        rows = (record.get("ours") or {}).get("instructions")
         if rows:
-            benches.append((expdir, expdir.read_record(), rows))
+            benches.append((expdir, record, rows))
     if not benches:
         return "Not run yet: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
     benches = benches[-MAX_BENCHES:]
