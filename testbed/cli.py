@@ -129,31 +129,54 @@ def _repeat(name: str, times: int, out: Optional[Path], settings, run_once) -> N
               help="Runs of the test suite under load.")
 @click.option("--repeat", type=click.IntRange(min=0, max=1000), default=5, show_default=True,
               help="Repetitions of each scenario under load.")
-@click.option("--scenario", "scenarios", multiple=True, help="A scenario to repeat (default: the shipped nine).")
+@click.option("--scenario", "scenarios", multiple=True,
+              help="A scenario to repeat (default: the shipped nine, unless --experiment names what to repeat).")
+@click.option("--experiment", "experiments", multiple=True,
+              help="An experiment (experiments/NAME.yaml) to repeat as often, after the scenarios; "
+                   "'all' for every shipped one.")
+@click.option("--quick", is_flag=True, help="The experiments at their small size (their quick: sections).")
 @click.option("--load", type=click.IntRange(min=1, max=100), default=50, show_default=True,
               help="Percent of each core stress-ng keeps busy.")
 @click.option("--pytest-args", default="", help="Arguments for pytest, e.g. '-m unit'.")
 @click.option("--target", type=click.Choice(["model", "bmv2"]), default=None)
 @click.option("--no-spark", is_flag=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Default: results/stress/<id>/.")
-def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], load: int, pytest_args: str,
-                   target: Optional[str], no_spark: bool, out: Optional[Path]) -> None:
-    """Run the test suite and the shipped scenarios on a loaded machine; write a stability table."""
+def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], experiments: tuple[str, ...],
+                   quick: bool, load: int, pytest_args: str, target: Optional[str], no_spark: bool,
+                   out: Optional[Path]) -> None:
+    """Run the test suite, the shipped scenarios and experiments on a loaded machine; write a stability table."""
     import shlex
 
     from testbed.analysis.spark import warm_spark
-    from testbed.experiments.base import Interrupted, Settings
+    from testbed.experiments.base import (
+        ExperimentError,
+        Interrupted,
+        Settings,
+        all_experiments,
+        experiment_path,
+        load_experiment,
+        run_experiment,
+    )
     from testbed.experiments.repeat import repeat_experiment
     from testbed.experiments.stress import SCENARIOS, stress, stress_ng_missing
     from testbed.runs.orchestrator import PreflightError
     from testbed.runs.record import git_revision
     from testbed.runs.signals import Interrupts, RunInterrupted
 
+    names = list(scenarios or ([] if experiments else SCENARIOS))
+    loaded = {name: _load(name) for name in names}         # every scenario and experiment checked before
+    settings = Settings(quick=quick, target=target, spark=not no_spark)   # anything starts
+    paths = all_experiments() if "all" in experiments else [experiment_path(name) for name in experiments]
+    for name, path in zip(experiments, paths):
+        if path is None:
+            _refuse(f"--experiment {name}: no experiments/{name}.yaml")
+    try:
+        specs = {spec.name: (spec, params) for spec, params in (load_experiment(p, settings) for p in paths)}
+    except ExperimentError as err:
+        _refuse(str(err))
     missing = stress_ng_missing()
     if missing:
         _refuse(f"cannot load the machine: {missing}")
-    names = list(scenarios or SCENARIOS)
-    loaded = {name: _load(name) for name in names}         # every scenario checked before anything starts
     progress = lambda line: click.echo(line, err=True)    # noqa: E731
 
     def repeat_scenario(name: str, times: int, folder: Path):
@@ -161,6 +184,13 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
         folder.mkdir(parents=True, exist_ok=True)
         with warm_spark(folder / "spark", Settings(spark=not no_spark), f"stress-{name}-{folder.name}-spark") as s:
             return repeat_experiment(name, times, folder, lambda o: _launch_scenario(topo, path, target, o, s),
+                                     fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
+
+    def repeat_an_experiment(name: str, times: int, folder: Path):
+        spec, params = specs[name]
+        folder.mkdir(parents=True, exist_ok=True)
+        with warm_spark(folder / "spark", settings, f"stress-{name}-{folder.name}-spark") as s:
+            return repeat_experiment(name, times, folder, lambda o: run_experiment(spec, params, s, o),
                                      fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
 
     folder = out or ROOT / "results" / "stress" / time.strftime("%Y%m%d-%H%M%S")
@@ -171,7 +201,9 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], loa
         with _run_errors():
             report = stress(folder, suite_runs, repeat, names if repeat else [], shlex.split(pytest_args), load,
                             repeat_scenario, progress,
-                            setup={"revision": git_revision(), "target": target, "spark": not no_spark})
+                            setup={"revision": git_revision(), "target": target, "spark": not no_spark,
+                                   "quick": quick},
+                            experiments=list(specs) if repeat else [], repeat_experiment=repeat_an_experiment)
     finally:
         interrupts.restore()
     click.echo(report.markdown())

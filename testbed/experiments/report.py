@@ -92,18 +92,18 @@ def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
 
 def stress_section(results: Path) -> str:
     """One row per ``make stress`` run in ``results/stress/``, oldest first:
-    what it stressed, how many suite runs passed, and each scenario verdict
-    that did not pass every repetition."""
+    what it stressed, how many suite runs passed, and each scenario or
+    experiment verdict that did not pass every repetition."""
     folders = sorted(p for p in (results / "stress").glob("*") if (p / "stability.json").is_file())
     if not folders:
         return "Not run yet: `make stress` writes `results/stress/<id>/stability.md`.\n"
-    out = ["| results | revision | scenarios on | suite runs passed | tests that failed | scenario verdicts "
-           "passed every time | verdicts that did not |", "|---|---|---|---|---|---|---|"]
+    out = ["| results | revision | repeated | on | suite runs passed | tests that failed | verdicts "
+           "passed every time | verdicts that did not |", "|---|---|---|---|---|---|---|---|"]
     for folder in folders:
         try:
             data = json.loads((folder / "stability.json").read_text())
         except (OSError, ValueError):
-            out.append(f"| `{folder.name}` | unreadable stability.json | | | | | |")
+            out.append(f"| `{folder.name}` | unreadable stability.json | | | | | | |")
             continue
         out.append(f"| `{folder.name}` | " + " | ".join(stress_row(data)) + " |")
     return "\n".join(out) + "\n"
@@ -111,18 +111,26 @@ def stress_section(results: Path) -> str:
 
 def stress_row(data: dict[str, Any]) -> list[str]:
     """The cells after the folder's name of one stress run's row."""
-    setup, suite, scenarios = data.get("setup") or {}, data.get("suite") or [], data.get("scenarios") or {}
+    setup, suite = data.get("setup") or {}, data.get("suite") or []
+    repeated = {"scenario": data.get("scenarios") or {}, "experiment": data.get("experiments") or {}}
     failed = sorted({test.split("::")[-1] for run in suite for test in run.get("failed") or []})
-    verdicts = [(name, row) for name, scenario in scenarios.items() for row in scenario.get("verdicts") or []]
+    verdicts = [(name, row) for group in repeated.values() for name, stability in group.items()
+                for row in stability.get("verdicts") or []]
     shaky = [f"{name} `{row.get('verdict')}` {row.get('passed')} of {row.get('of')}"
              for name, row in verdicts if row.get("passed") != row.get("of")]
-    errors = sum(1 for scenario in scenarios.values() for error in scenario.get("errors") or [] if error)
+    errors = sum(1 for group in repeated.values() for stability in group.values()
+                 for error in stability.get("errors") or [] if error)
     if errors:
         shaky.append(f"{errors} repetitions ended in an error")
-    on = setup.get("target") or "each topology's own target"
+    what = [f"{len(group)} {kind}{'s' if len(group) > 1 else ''}"
+            + (" (quick)" if kind == "experiment" and setup.get("quick") else "")
+            + f" × {max(len(s.get('seconds') or []) for s in group.values())}"
+            for kind, group in repeated.items() if group]
+    on = setup.get("target") or "each one's own target"
     if "spark" in setup:
         on += f", Spark {'on' if setup['spark'] else 'off'}"
-    return [str(setup["revision"])[:10] if setup.get("revision") else "not recorded", on if scenarios else "-",
+    return [str(setup["revision"])[:10] if setup.get("revision") else "not recorded", ", ".join(what) or "-",
+            on if what else "-",
             f"{sum(1 for r in suite if r.get('ok'))} of {len(suite)}" if suite else "-", ", ".join(failed) or "-",
             f"{sum(1 for _name, row in verdicts if row.get('passed') == row.get('of'))} of {len(verdicts)}"
             if verdicts else "-", "; ".join(shaky) or "-"]

@@ -1,12 +1,13 @@
-"""The test suite and the shipped scenarios, repeated on a busy machine (``make stress``).
+"""The test suite, the shipped scenarios and experiments, repeated on a busy machine (``make stress``).
 
 A verdict that depends on how busy the machine is fails a user's CI at
 random.  ``stress`` loads every core to a fraction with ``stress-ng`` (from
-Debian), then runs the test suite ``suite_runs`` times and each shipped
-scenario ``repeat`` times (``testbed experiment NAME --repeat R``), and
-writes one stability table to ``results/stress/<id>/``: per test-suite run
-its counts and failed tests, per scenario verdict how many repetitions
-passed.  The load stops with the command, however it ends.
+Debian), then runs the test suite ``suite_runs`` times, each shipped
+scenario ``repeat`` times (``testbed experiment NAME --repeat R``) and each
+experiment asked for as often, and writes one stability table to
+``results/stress/<id>/``: per test-suite run its counts and failed tests,
+per scenario or experiment verdict how many repetitions passed.  The load
+stops with the command, however it ends.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from testbed import ROOT
 from testbed.experiments.repeat import Stability
@@ -136,7 +137,9 @@ class StressReport:
     load: dict[str, Any]
     suite: list[SuiteRun] = field(default_factory=list)
     scenarios: dict[str, Stability] = field(default_factory=dict)
-    #: What was stressed: the code's revision, the scenarios' target (None: each topology's own) and Spark.
+    experiments: dict[str, Stability] = field(default_factory=dict)
+    #: What was stressed: the code's revision, the scenarios' target (None: each topology's own), Spark,
+    #: and whether the experiments ran at their small size (``quick``).
     setup: dict[str, Any] = field(default_factory=dict)
 
     def markdown(self) -> str:
@@ -153,12 +156,17 @@ class StressReport:
                 lines.append(f"| {i} | {r.counts.get('passed', 0)} | {failed} | {r.counts.get('skipped', 0)} "
                              f"| {r.seconds / 60:.1f} | {', '.join(r.failed) or '-'} |")
             lines.append("")
-        if self.scenarios:
-            lines += ["## Scenarios", "", "| scenario | verdict | passed | stable |", "|---|---|---|---|"]
-            for name, stability in self.scenarios.items():
+        for title, what, repeated in (("Scenarios", "scenario", self.scenarios),
+                                      ("Experiments", "experiment", self.experiments)):
+            if not repeated:
+                continue
+            lines += [f"## {title}", "", f"| {what} | verdict | passed | stable |", "|---|---|---|---|"]
+            for name, stability in repeated.items():
                 for row in stability.table():
                     lines.append(f"| {name} | `{row['verdict']}` | {row['passed']} of {row['of']} | "
                                  f"{'yes' if row['stable'] else 'FLAKY' if row['passed'] else 'fails every time'} |")
+                lines += [f"| {name} | repetition {i} ended in an error | | {error} |"
+                          for i, error in enumerate(stability.errors, 1) if error]
             lines.append("")
         return "\n".join(lines)
 
@@ -166,26 +174,33 @@ class StressReport:
         return {"load": self.load, "setup": self.setup,
                 "suite": [{"counts": r.counts, "failed": r.failed, "seconds": round(r.seconds, 1), "ok": r.ok}
                           for r in self.suite],
-                "scenarios": {name: s.as_json() for name, s in self.scenarios.items()}}
+                "scenarios": {name: s.as_json() for name, s in self.scenarios.items()},
+                "experiments": {name: s.as_json() for name, s in self.experiments.items()}}
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.suite) and all(s.ok for s in self.scenarios.values())
+        return (all(r.ok for r in self.suite) and all(s.ok for s in self.scenarios.values())
+                and all(s.ok for s in self.experiments.values()))
 
 
 def setup_line(setup: dict[str, Any]) -> str:
     """``revision …; scenarios on …, Spark on|off``, as the report heads its tables."""
     target = setup.get("target") or "each topology's own target"
+    size = "; experiments at their small size (--quick)" if setup.get("quick") else ""
     return (f"Revision {str(setup.get('revision', '?'))[:12]}; scenarios on {target}, "
-            f"Spark {'on' if setup.get('spark') else 'off'}.")
+            f"Spark {'on' if setup.get('spark') else 'off'}{size}.")
 
 
 def stress(folder: Path, suite_runs: int, repeat: int, scenarios: list[str], pytest_args: list[str],
            percent: int, repeat_scenario: Callable[[str, int, Path], Stability],
-           progress: Callable[[str], None], setup: Optional[dict[str, Any]] = None) -> StressReport:
-    """Load the machine, then run the suite and the scenarios; the report is
-    rewritten after every step, so an interrupted stress run keeps what it measured.
-    ``setup``: what is stressed (``StressReport.setup``)."""
+           progress: Callable[[str], None], setup: Optional[dict[str, Any]] = None,
+           experiments: Sequence[str] = (),
+           repeat_experiment: Optional[Callable[[str, int, Path], Stability]] = None) -> StressReport:
+    """Load the machine, then run the suite, the scenarios and the experiments;
+    the report is rewritten after every step, so an interrupted stress run
+    keeps what it measured.  ``setup``: what is stressed (``StressReport.setup``).
+    Experiment ``name`` repeats into ``folder/experiment-<name>``, apart from
+    a scenario of the same name."""
     folder.mkdir(parents=True, exist_ok=True)
     workers = os.cpu_count() or 1
     report = StressReport({"workers": workers, "percent": percent, "tool": "stress-ng",
@@ -198,6 +213,11 @@ def stress(folder: Path, suite_runs: int, repeat: int, scenarios: list[str], pyt
             _write(report, folder)
         for name in scenarios:
             report.scenarios[name] = repeat_scenario(name, repeat, folder / name)
+            _write(report, folder)
+        for name in experiments:
+            if repeat_experiment is None:
+                raise ValueError("experiments to repeat, and nothing to repeat them with")
+            report.experiments[name] = repeat_experiment(name, repeat, folder / f"experiment-{name}")
             _write(report, folder)
     return report
 

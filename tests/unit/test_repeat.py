@@ -93,3 +93,41 @@ def test_the_stress_table_counts_suite_runs_and_scenario_verdicts():
     assert "| cbsw1 | `ok` | 1 of 2 | FLAKY |" in text
     assert not report.ok
 
+
+
+def test_stress_repeats_the_experiments_it_is_given_after_the_scenarios(tmp_path, monkeypatch):
+    """Scenarios first, then experiments, each into its own folder (an
+    experiment apart from a scenario of the same name), and both in the
+    stability file; a flaky experiment fails the whole."""
+    import contextlib
+
+    from testbed.experiments import stress as stress_module
+
+    monkeypatch.setattr(stress_module, "CpuLoad", lambda workers, percent: contextlib.nullcontext())
+    order = []
+
+    def fake(kind, results):
+        def repeat(name, times, folder):
+            order.append((kind, name, folder.name))
+            stability = Stability(name)
+            for ok in results[:times]:
+                stability.add({"ok": ok}, None, 1.0)
+            return stability
+        return repeat
+
+    report = stress_module.stress(tmp_path, 0, 2, ["p4ss"], [], 50, fake("scenario", [True, True]), lambda _: None,
+                                  setup={"quick": True}, experiments=["p4ss", "elastic"],
+                                  repeat_experiment=fake("experiment", [True, False]))
+    assert order == [("scenario", "p4ss", "p4ss"), ("experiment", "p4ss", "experiment-p4ss"),
+                     ("experiment", "elastic", "experiment-elastic")]
+    saved = json.loads((tmp_path / "stability.json").read_text())
+    assert list(saved["experiments"]) == ["p4ss", "elastic"] and saved["scenarios"]["p4ss"]["ok"]
+    assert not saved["experiments"]["elastic"]["ok"] and not report.ok
+    assert "| elastic | `ok` | 1 of 2 | FLAKY |" in (tmp_path / "stability.md").read_text()
+
+
+def test_stress_refuses_an_unknown_experiment_before_it_loads_the_machine(tmp_path):
+    result = CliRunner().invoke(main, ["stress", "--suite-runs", "0", "--experiment", "nosuch",
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--experiment nosuch: no experiments/nosuch.yaml" in result.stderr
+    assert not (tmp_path / "out").exists()

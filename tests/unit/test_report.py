@@ -83,23 +83,28 @@ def test_the_readme_is_short_and_its_documents_exist():
 
 
 def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
-    """One row per make stress run, oldest first, from its stability.json: a
-    failed test and a verdict that did not pass every repetition are named;
-    a damaged file says so instead of a row of numbers."""
+    """One row per make stress run, oldest first, from its stability.json: what
+    it repeated and how often; a failed test, a verdict that did not pass every
+    repetition and a repetition that ended in an error are named; a damaged
+    file says so instead of a row of numbers."""
     from testbed.experiments.repeat import Stability
     from testbed.experiments.report import stress_section
     from testbed.experiments.stress import StressReport, SuiteRun
 
     results = tmp_path / "results"
     assert stress_section(results).startswith("Not run yet: `make stress`")
-    flaky, steady = Stability("cbsw1"), Stability("cbtw1")
+    flaky, steady, broken = Stability("cbsw1"), Stability("cbtw1"), Stability("elastic")
     for ok in (True, False, True):
         flaky.add({"ok": ok, "check.291.ok": True}, None, 1.0)
         steady.add({"ok": True}, None, 1.0)
+    broken.add({"ok": True}, None, 1.0)
+    broken.add({}, "RuntimeError: no switch", 1.0)
     suite = [SuiteRun({"passed": 9}, [], 60, 0), SuiteRun({"passed": 8, "failed": 1}, ["tests/t.py::test_x[1]"], 60, 1)]
     runs = {"20260101-000000": StressReport({"workers": 2, "percent": 50}, suite=suite),
             "20260102-000000": StressReport({"workers": 2, "percent": 50}, scenarios={"cbsw1": flaky, "cbtw1": steady},
-                                            setup={"revision": "0123456789abcdef", "target": "bmv2", "spark": True})}
+                                            setup={"revision": "0123456789abcdef", "target": "bmv2", "spark": True}),
+            "20260102-100000": StressReport({"workers": 2, "percent": 50}, experiments={"elastic": broken},
+                                            setup={"revision": "fedcba9876543210", "spark": False, "quick": True})}
     for name, run in runs.items():
         (results / "stress" / name).mkdir(parents=True)
         (results / "stress" / name / "stability.json").write_text(json.dumps(run.as_json()))
@@ -107,10 +112,16 @@ def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
     (results / "stress" / "20260103-000000" / "stability.json").write_text('{"suite": [')
     rows = stress_section(results).splitlines()[2:]
     assert rows == [
-        "| `20260101-000000` | not recorded | - | 1 of 2 | test_x[1] | - | - |",
-        "| `20260102-000000` | 0123456789 | bmv2, Spark on | - | - | 2 of 3 | cbsw1 `ok` 2 of 3 |",
-        "| `20260103-000000` | unreadable stability.json | | | | | |"]
+        "| `20260101-000000` | not recorded | - | - | 1 of 2 | test_x[1] | - | - |",
+        "| `20260102-000000` | 0123456789 | 2 scenarios × 3 | bmv2, Spark on | - | - | 2 of 3 | cbsw1 `ok` 2 of 3 |",
+        "| `20260102-100000` | fedcba9876 | 1 experiment (quick) × 2 | each one's own target, Spark off | - | - "
+        "| 0 of 1 | elastic `ok` 1 of 2; 1 repetitions ended in an error |",
+        "| `20260103-000000` | unreadable stability.json | | | | | | |"]
     assert "Revision 0123456789ab; scenarios on bmv2, Spark on." in runs["20260102-000000"].markdown()
+    text = runs["20260102-100000"].markdown()
+    assert "Spark off; experiments at their small size (--quick)." in text
+    assert "## Experiments" in text and "| elastic | `ok` | 1 of 2 | FLAKY |" in text
+    assert "| elastic | repetition 2 ended in an error | | RuntimeError: no switch |" in text
 
 
 def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
