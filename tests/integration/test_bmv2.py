@@ -899,14 +899,21 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     from testbed.experiments.bench.instructions import InstructionParams, instructions_per_event
     from testbed.rundir import ExperimentDir
 
+    from testbed.experiments.bench.instructions import CEP, CEP_WORKLOAD, cep_workload, expected_copies
+
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 3
+    assert len(rows) == 4
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
+    cep = by[CEP, CEP_WORKLOAD]
     assert forward["copies"] == tumbling["copies"] == 100
     assert sliding["copies"] == 50 + 50 * 2          # one window until the second slide begins, then two
+    install, frames = cep_workload()
+    assert cep["copies"] == expected_copies(install, frames(100)) > 100    # each event's copy, and complex events
     assert 0 < forward["instructions_per_event"] < tumbling["instructions_per_event"] \
         < sliding["instructions_per_event"]
+    # the CEP build is the splitter with a stage beside it, on a window of one event
+    assert cep["instructions_per_event"] > tumbling["instructions_per_event"]
     assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)

@@ -9,7 +9,10 @@ copy is awaited, and the counters are dumped.  The same is done with a
 quarter of the frames; the difference over the difference in events leaves
 out what the switch spends whatever the traffic (its idle threads, the
 control connection).  Plain forwarding (``p4/baseline/forward.p4``) is
-counted alike: the floor any program on this target pays per frame.
+counted alike: the floor any program on this target pays per frame.  So is
+the CEP build (``p4/splitter_cep.p4``) with P4CEP Fig. 4's pattern over a
+window of ``CEP_WINDOW`` values (``testbed.experiments.cep``), each event
+also split to one operator.
 
 bmv2 gives each packet a header vector (PHV) from a pool, and makes a new
 one, at some 40,000 instructions, only when the pool is empty.  How many it
@@ -28,11 +31,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pydantic import Field, field_validator
 
 from testbed import ROOT
+from testbed.dataplane.cep import CepControl
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.emulation.veth import Taps, VethRig, send_frames
@@ -53,6 +57,12 @@ WORKLOADS: dict[str, tuple[dict[str, Any], int]] = {
 }
 #: Plain forwarding is counted on the first workload's frames only: it does not read them.
 FORWARD = "forward"
+#: The CEP build's workload (``InstructionParams.cep``): P4CEP Fig. 4's pattern
+#: over a window of this many values, the largest the p4cep experiment measures.
+CEP, CEP_WINDOW = "splitter_cep", 32
+CEP_WORKLOAD = f"p4cep pattern, window of {CEP_WINDOW}"
+#: The seed of the CEP workload's event values (any; fixed so that counts compare).
+CEP_SEED = 1
 #: Seconds without a copy after which the copies still missing are given up on.
 PATIENCE_S = 20.0
 #: How long valgrind may take to bring the switch up (it runs it some 50 times slower).
@@ -69,6 +79,7 @@ class InstructionParams(StrictModel):
     events: EventCount = Field(default=400, ge=8, description="frames of the larger count per workload")
     rate: Rate = Field(default=50, description="frames per second: slow enough for bmv2 under valgrind")
     workloads: list[str] = Field(default=list(WORKLOADS), min_length=1)
+    cep: bool = Field(default=True, description="count the CEP build too (CEP_WORKLOAD)")
 
     @field_validator("workloads")
     @classmethod
@@ -165,21 +176,26 @@ def frames_of(step: int, count: int) -> list[bytes]:
     return [TEMPLATE.frame(seq, seq * step) for seq in range(count)]
 
 
-def counted(expdir: ExperimentDir, rig: VethRig, name: str, plan: Optional[SplitterPlan],
-            frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, int]:
-    """Instructions the switch spent on ``frames`` (plan installed, or forwarding
-    from the source's port to port 2), and the copies that came out."""
-    forward = None if plan is not None else {SOURCE_PORT: SOURCE_PORT + 1}
+#: What configures a switch (bmv2's control client, or the embedded model) for a workload.
+Installer = Callable[[Any], None]
+
+
+def counted(expdir: ExperimentDir, rig: VethRig, name: str, install: Optional[Installer],
+            frames: list[bytes], rate: float, copies_expected: int, cep: bool = False) -> tuple[int, int]:
+    """Instructions the switch spent on ``frames`` (configured by ``install``, or
+    forwarding from the source's port to port 2 without it), and the copies
+    that came out.  ``cep``: the build with the CEP stage."""
+    forward = None if install is not None else {SOURCE_PORT: SOURCE_PORT + 1}
     dumps = expdir.root / "callgrind" / name / "callgrind.out"
     dumps.parent.mkdir(parents=True, exist_ok=True)
     proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace, forward=forward,
-                       dumps=dumps)
+                       cep=cep, dumps=dumps)
     proc.start(timeout=START_TIMEOUT_S)
     try:
-        if plan is not None:
+        if install is not None:
             api = proc.api()
             try:
-                Controller(api).install(plan)
+                install(api)
             finally:
                 api.close()
         taps = Taps({("in", port): rig.host_ends[port] for port in rig.host_ends if port != SOURCE_PORT})
@@ -194,11 +210,34 @@ def counted(expdir: ExperimentDir, rig: VethRig, name: str, plan: Optional[Split
         proc.stop()
 
 
-def expected_copies(plan: SplitterPlan, frames: list[bytes]) -> int:
-    """Copies the embedded target sends for ``frames``: what the switch must send too."""
+def expected_copies(install: Installer, frames: list[bytes]) -> int:
+    """Frames the embedded target sends for ``frames``: what the switch must send too."""
     pipe = SplitterPipeline()
-    Controller(pipe).install(plan)
+    install(pipe)
     return sum(len(pipe.process(frame, SOURCE_PORT)) for frame in frames)
+
+
+def splitter_workload(label: str) -> tuple[Installer, Callable[[int], list[bytes]]]:
+    """One stream of workload ``label`` split over ``OPERATORS``: how to install it, and its frames."""
+    window, step = WORKLOADS[label]
+    plan = SplitterPlan(parse_topology(one_stream(window["size"], window["slide"], OPERATORS, kind=window["kind"])))
+    return (lambda api: Controller(api).install(plan)), (lambda count: frames_of(step, count))
+
+
+def cep_workload() -> tuple[Installer, Callable[[int], list[bytes]]]:
+    """The p4cep experiment's stream, split to one operator, and its pattern over a
+    window of ``CEP_WINDOW`` values, complex events to one sink."""
+    from testbed.experiments.cep import cep_topology, event_frames
+
+    topo = cep_topology(CEP_WINDOW, 1)
+    plan = SplitterPlan(topo)
+    sinks = {host: plan.ports[host] for host in topo.sink_hosts()}
+
+    def install(api: Any) -> None:
+        Controller(api).install(plan)
+        CepControl(api, sinks).install(topo.cep)
+
+    return install, lambda count: event_frames(topo, count, CEP_SEED)[0]
 
 
 def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> list[dict[str, Any]]:
@@ -206,20 +245,23 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     few, many = max(params.events // 4, 1), params.events
     rows = []
     program_of = program_revision()
-    cases = [("splitter", label) for label in params.workloads] + [(FORWARD, next(iter(WORKLOADS)))]
+    cases = [("splitter", label) for label in params.workloads] + ([(CEP, CEP_WORKLOAD)] if params.cep else [])
+    cases.append((FORWARD, next(iter(WORKLOADS))))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
-            window, step = WORKLOADS[label]
-            plan = None if program == FORWARD else SplitterPlan(parse_topology(one_stream(
-                window["size"], window["slide"], OPERATORS, kind=window["kind"])))
+            if program == FORWARD:
+                install, frames_for = None, splitter_workload(label)[1]
+            else:
+                install, frames_for = cep_workload() if program == CEP else splitter_workload(label)
             totals = {}
             for count in (few, many):
-                frames = frames_of(step, count)
-                want = count if plan is None else expected_copies(plan, frames)
+                frames = frames_for(count)
+                want = count if install is None else expected_copies(install, frames)
                 rate = params.rate
                 for attempt in range(RETRIES + 1):
                     name = f"{program}-{len(rows)}-{count}-{attempt}"
-                    instructions, copies = counted(expdir, rig, name, plan, frames, rate, want)
+                    instructions, copies = counted(expdir, rig, name, install, frames, rate, want,
+                                                   cep=program == CEP)
                     if copies == want or attempt == RETRIES:
                         break
                     rate /= SLOWER       # frames were lost on the way in: the switch fell behind
@@ -229,7 +271,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
                 totals[count] = (instructions, copies)
             per_event = (totals[many][0] - totals[few][0]) / (many - few)
             rows.append({"target": "bmv2", "program": program, "p4_revision": program_of,
-                         "workload": "any" if plan is None else label,
+                         "workload": "any" if install is None else label,
                          "events": many, "copies": totals[many][1], "instructions": totals[many][0],
                          "instructions_per_event": round(per_event)})
     return rows
