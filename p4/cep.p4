@@ -163,7 +163,6 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
         }                                                                      \
         meta.cep.sum = meta.cep.sum + meta.cep.raw;                            \
         bool full = meta.cep.count == meta.cep.size;                           \
-        bool passes;                                                           \
         if (meta.cep.op != 0) {                                                \
             CEP_COMPARE(passes, meta.cep.x, meta.cep.op, meta.cep.constant)    \
             if (passes) { meta.cep.passing = meta.cep.passing + 1; }           \
@@ -180,7 +179,7 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
                 if (passes) { meta.cep.passing = meta.cep.passing - 1; }       \
             }                                                                  \
         }                                                                      \
-        bool rescan = false;                                                   \
+        rescan = false;                                                        \
         if (full) {                                                            \
             if (meta.cep.old == meta.cep.least) { rescan = true; }             \
             if (meta.cep.old == meta.cep.most) { rescan = true; }              \
@@ -215,7 +214,6 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
         cep_compare_op.read(meta.cep.op, meta.cep.cell);                       \
         cep_compare_constant.read(meta.cep.constant, meta.cep.cell);           \
         CEP_OPERAND                                                            \
-        bool holds;                                                            \
         CEP_COMPARE(holds, meta.cep.x, meta.cep.op, meta.cep.constant)         \
         if (holds) { meta.cep.symbol = meta.cep.symbol | ((bit<8>)1 << C); }   \
     }
@@ -254,8 +252,14 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
         }                                                                      \
     }
 
-/* Inside MyIngress's apply, for an event frame (not a batch). */
+/* Inside MyIngress's apply, for an event frame (not a batch).  The window
+ * and pattern slots share their booleans: p4c makes each local a metadata
+ * field, which bmv2 zeroes for every packet, and a local per unrolled slot
+ * cost 40 of them. */
 #define CEP_INGRESS                                                            \
+    bool passes;    /* CEP_WINDOW: a value meets the window's count-if test */ \
+    bool rescan;    /* CEP_WINDOW: an extreme left, find the new ones */       \
+    bool holds;     /* CEP_COMPARISON: comparison C holds */                   \
     meta.cep.matched = 0;                                                      \
     CEP_WINDOW(0) CEP_WINDOW(1) CEP_WINDOW(2) CEP_WINDOW(3)                    \
     CEP_PATTERN(0) CEP_PATTERN(1) CEP_PATTERN(2) CEP_PATTERN(3)                \
