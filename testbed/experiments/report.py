@@ -32,8 +32,8 @@ MARKER = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?
 RECORD_SCHEMA = "run-record"
 STRESS = "stress"
 INSTRUCTIONS = "bench-instructions"
-#: Benches shown side by side in the instructions table, the newest ones.
-MAX_BENCHES = 4
+#: Programs shown side by side in the instructions table, the newest ones.
+MAX_BENCHES = 6
 
 
 def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
@@ -138,8 +138,10 @@ def stress_row(data: dict[str, Any]) -> list[str]:
 
 def instructions_section(results: Path) -> str:
     """bmv2's instructions per event (``make bench``, its ``instructions`` part):
-    one row per program and workload, one column per bench that counted them,
-    oldest first, so that a change of the program shows as a change along a row."""
+    one row per program and workload, one column per program that benches
+    counted (the newest bench of each), oldest first, so that a change of the
+    program shows as a change along a row, and benches of one program repeated
+    do not push the programs before it out of the table."""
     benches = []
     for path in sorted((results / "bench").glob("*")):
         expdir = ExperimentDir(path)
@@ -154,7 +156,8 @@ def instructions_section(results: Path) -> str:
             benches.append((expdir, record, rows))
     if not benches:
         return "Not run yet: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
-    benches = benches[-MAX_BENCHES:]
+    newest_of = {program_of(record, rows): (expdir, record, rows) for expdir, record, rows in benches}
+    benches = list(newest_of.values())[-MAX_BENCHES:]
     root = results.parent
     heads = [f"`{e.root.relative_to(root) if e.root.is_relative_to(root) else e.root}`, "
              f"p4/ of {program_of(r, rows)}" for e, r, rows in benches]

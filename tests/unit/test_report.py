@@ -126,8 +126,8 @@ def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
 
 def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
     """bmv2's instructions per event from every bench that counted them, oldest
-    first, a column each: a case one bench did not count shows '-'; benches
-    without the part are left out."""
+    first, a column per program counted (its newest bench): a case one bench
+    did not count shows '-'; benches without the part are left out."""
     from testbed.experiments.report import instructions_section
 
     results = tmp_path / "results"
@@ -153,3 +153,10 @@ def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
         "|---|---|---|---|",
         "| splitter | count tumbling 100/100 | 296,606 | 205,317 |",
         "| forward | any | - | 49,133 |"]
+    # the same program counted again: its newest bench stands for it, in its place
+    bench("20260104-000000", "eeeeeeeeeeee5", {"instructions": [
+        tumbling | {"instructions_per_event": 205400, "p4_revision": "dddddddddddd4"}]})
+    assert instructions_section(results).splitlines()[0] == (
+        "| program | workload | `results/bench/20260101-000000`, p4/ of aaaaaaaaaa "
+        "| `results/bench/20260104-000000`, p4/ of dddddddddd |")
+    assert "| splitter | count tumbling 100/100 | 296,606 | 205,400 |" in instructions_section(results)
