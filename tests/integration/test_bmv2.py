@@ -896,10 +896,15 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     plain forwarding, and a sliding window (two copies for most events) more
     than a tumbling one; every count is of as many copies as the embedded
     target sends for the same frames, or the part refuses to report it."""
-    from testbed.experiments.bench.instructions import InstructionParams, instructions_per_event
+    from testbed.experiments.bench.instructions import (
+        CEP,
+        CEP_WORKLOAD,
+        InstructionParams,
+        cep_workload,
+        expected_copies,
+        instructions_per_event,
+    )
     from testbed.rundir import ExperimentDir
-
-    from testbed.experiments.bench.instructions import CEP, CEP_WORKLOAD, cep_workload, expected_copies
 
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
