@@ -125,85 +125,88 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
     CEP_SCAN(W, 24) CEP_SCAN(W, 25) CEP_SCAN(W, 26) CEP_SCAN(W, 27)            \
     CEP_SCAN(W, 28) CEP_SCAN(W, 29) CEP_SCAN(W, 30) CEP_SCAN(W, 31)
 
-/* Window slot W takes the event, if it is over the event's stream. */
+/* Window slot W, which is over the event's stream, takes its field. */
+#define CEP_WINDOW_TAKE(W)                                                     \
+    cep_window_field.read(meta.cep.wfield, W);                                 \
+    if (meta.cep.wfield == CEP_FIELD_VALUE) {                                  \
+        meta.cep.raw = hdr.event.value;                                        \
+        meta.cep.x = hdr.event.value ^ CEP_SIGN;                               \
+    } else {                                                                   \
+        if (meta.cep.wfield == CEP_FIELD_KEY) {                                \
+            meta.cep.raw = hdr.event.group_key;                                \
+        } else if (meta.cep.wfield == CEP_FIELD_TS) {                          \
+            meta.cep.raw = hdr.event.ts;                                       \
+        } else {                                                               \
+            meta.cep.raw = (bit<64>)hdr.event.seq;                             \
+        }                                                                      \
+        meta.cep.x = meta.cep.raw;                                             \
+    }                                                                          \
+    cep_head.read(meta.cep.head, W);                                           \
+    cep_fill.read(meta.cep.count, W);                                          \
+    cep_sum.read(meta.cep.sum, W);                                             \
+    cep_min.read(meta.cep.least, W);                                           \
+    cep_max.read(meta.cep.most, W);                                            \
+    cep_passing.read(meta.cep.passing, W);                                     \
+    cep_window_test.read(meta.cep.op, W);                                      \
+    cep_window_constant.read(meta.cep.constant, W);                            \
+    meta.cep.cell = W * CEP_DEPTH + (bit<32>)meta.cep.head;                    \
+    cep_ring.read(meta.cep.old, meta.cep.cell);                                \
+    cep_ring.write(meta.cep.cell, meta.cep.x);                                 \
+    if (meta.cep.head + 1 == meta.cep.size) {                                  \
+        meta.cep.head = 0;                                                     \
+    } else {                                                                   \
+        meta.cep.head = meta.cep.head + 1;                                     \
+    }                                                                          \
+    meta.cep.sum = meta.cep.sum + meta.cep.raw;                                \
+    bool full = meta.cep.count == meta.cep.size;                               \
+    if (meta.cep.op != 0) {                                                    \
+        CEP_COMPARE(passes, meta.cep.x, meta.cep.op, meta.cep.constant)        \
+        if (passes) { meta.cep.passing = meta.cep.passing + 1; }               \
+    }                                                                          \
+    if (full) {                                                                \
+        /* the oldest value leaves: undo it in the running values */           \
+        if (meta.cep.wfield == CEP_FIELD_VALUE) {                              \
+            meta.cep.sum = meta.cep.sum - (meta.cep.old ^ CEP_SIGN);           \
+        } else {                                                               \
+            meta.cep.sum = meta.cep.sum - meta.cep.old;                        \
+        }                                                                      \
+        if (meta.cep.op != 0) {                                                \
+            CEP_COMPARE(passes, meta.cep.old, meta.cep.op, meta.cep.constant)  \
+            if (passes) { meta.cep.passing = meta.cep.passing - 1; }           \
+        }                                                                      \
+    }                                                                          \
+    rescan = false;                                                            \
+    if (full) {                                                                \
+        if (meta.cep.old == meta.cep.least) { rescan = true; }                 \
+        if (meta.cep.old == meta.cep.most) { rescan = true; }                  \
+    }                                                                          \
+    if (meta.cep.count == 0) {                                                 \
+        meta.cep.least = meta.cep.x;                                           \
+        meta.cep.most = meta.cep.x;                                            \
+    } else if (rescan) {                                                       \
+        /* an extreme left: find the new ones among the values held */         \
+        meta.cep.least = meta.cep.x;                                           \
+        meta.cep.most = meta.cep.x;                                            \
+        CEP_SCAN_ALL(W)                                                        \
+    } else {                                                                   \
+        if (meta.cep.x < meta.cep.least) { meta.cep.least = meta.cep.x; }      \
+        if (meta.cep.x > meta.cep.most) { meta.cep.most = meta.cep.x; }        \
+    }                                                                          \
+    if (!full) { meta.cep.count = meta.cep.count + 1; }                        \
+    cep_head.write(W, meta.cep.head);                                          \
+    cep_fill.write(W, meta.cep.count);                                         \
+    cep_sum.write(W, meta.cep.sum);                                            \
+    cep_min.write(W, meta.cep.least);                                          \
+    cep_max.write(W, meta.cep.most);                                           \
+    cep_passing.write(W, meta.cep.passing);
+
+/* Window slot W takes the event, if it is over the event's stream: one
+ * register read and one test for a slot not in use. */
 #define CEP_WINDOW(W)                                                          \
     cep_window_size.read(meta.cep.size, W);                                    \
-    if (meta.cep.size != 0) {   /* the slot is in use */                       \
+    if (meta.cep.size != 0) {                                                  \
         cep_window_stream.read(meta.cep.stream, W);                            \
-        if (meta.cep.stream == hdr.event.stream) {                             \
-            cep_window_field.read(meta.cep.wfield, W);                         \
-            if (meta.cep.wfield == CEP_FIELD_VALUE) {                          \
-                meta.cep.raw = hdr.event.value;                                \
-                meta.cep.x = hdr.event.value ^ CEP_SIGN;                       \
-            } else {                                                           \
-                if (meta.cep.wfield == CEP_FIELD_KEY) {                        \
-                    meta.cep.raw = hdr.event.group_key;                        \
-                } else if (meta.cep.wfield == CEP_FIELD_TS) {                  \
-                    meta.cep.raw = hdr.event.ts;                               \
-                } else {                                                       \
-                    meta.cep.raw = (bit<64>)hdr.event.seq;                     \
-                }                                                              \
-                meta.cep.x = meta.cep.raw;                                     \
-            }                                                                  \
-            cep_head.read(meta.cep.head, W);                                   \
-            cep_fill.read(meta.cep.count, W);                                  \
-            cep_sum.read(meta.cep.sum, W);                                     \
-            cep_min.read(meta.cep.least, W);                                   \
-            cep_max.read(meta.cep.most, W);                                    \
-            cep_passing.read(meta.cep.passing, W);                             \
-            cep_window_test.read(meta.cep.op, W);                              \
-            cep_window_constant.read(meta.cep.constant, W);                    \
-            meta.cep.cell = W * CEP_DEPTH + (bit<32>)meta.cep.head;            \
-            cep_ring.read(meta.cep.old, meta.cep.cell);                        \
-            cep_ring.write(meta.cep.cell, meta.cep.x);                         \
-            if (meta.cep.head + 1 == meta.cep.size) {                          \
-                meta.cep.head = 0;                                             \
-            } else {                                                           \
-                meta.cep.head = meta.cep.head + 1;                             \
-            }                                                                  \
-            meta.cep.sum = meta.cep.sum + meta.cep.raw;                        \
-            bool full = meta.cep.count == meta.cep.size;                       \
-            if (meta.cep.op != 0) {                                            \
-                CEP_COMPARE(passes, meta.cep.x, meta.cep.op, meta.cep.constant)\
-                if (passes) { meta.cep.passing = meta.cep.passing + 1; }       \
-            }                                                                  \
-            if (full) {                                                        \
-                /* the oldest value leaves: undo it in the running values */   \
-                if (meta.cep.wfield == CEP_FIELD_VALUE) {                      \
-                    meta.cep.sum = meta.cep.sum - (meta.cep.old ^ CEP_SIGN);   \
-                } else {                                                       \
-                    meta.cep.sum = meta.cep.sum - meta.cep.old;                \
-                }                                                              \
-                if (meta.cep.op != 0) {                                        \
-                    CEP_COMPARE(passes, meta.cep.old, meta.cep.op, meta.cep.constant)\
-                    if (passes) { meta.cep.passing = meta.cep.passing - 1; }   \
-                }                                                              \
-            }                                                                  \
-            rescan = false;                                                    \
-            if (full) {                                                        \
-                if (meta.cep.old == meta.cep.least) { rescan = true; }         \
-                if (meta.cep.old == meta.cep.most) { rescan = true; }          \
-            }                                                                  \
-            if (meta.cep.count == 0) {                                         \
-                meta.cep.least = meta.cep.x;                                   \
-                meta.cep.most = meta.cep.x;                                    \
-            } else if (rescan) {                                               \
-                /* an extreme left: find the new ones among the values held */ \
-                meta.cep.least = meta.cep.x;                                   \
-                meta.cep.most = meta.cep.x;                                    \
-                CEP_SCAN_ALL(W)                                                \
-            } else {                                                           \
-                if (meta.cep.x < meta.cep.least) { meta.cep.least = meta.cep.x; }\
-                if (meta.cep.x > meta.cep.most) { meta.cep.most = meta.cep.x; }\
-            }                                                                  \
-            if (!full) { meta.cep.count = meta.cep.count + 1; }                \
-            cep_head.write(W, meta.cep.head);                                  \
-            cep_fill.write(W, meta.cep.count);                                 \
-            cep_sum.write(W, meta.cep.sum);                                    \
-            cep_min.write(W, meta.cep.least);                                  \
-            cep_max.write(W, meta.cep.most);                                   \
-            cep_passing.write(W, meta.cep.passing);                            \
-        }                                                                      \
+        if (meta.cep.stream == hdr.event.stream) { CEP_WINDOW_TAKE(W) }        \
     }
 
 /* Comparison C of pattern slot P, into bit C of the symbol. */
@@ -224,34 +227,37 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
     CEP_COMPARISON(P, 3) CEP_COMPARISON(P, 4) CEP_COMPARISON(P, 5)             \
     CEP_COMPARISON(P, 6) CEP_COMPARISON(P, 7)
 
-/* Pattern slot P moves on the event, if it is on the event's stream. */
+/* Pattern slot P, which is on the event's stream, moves on the event. */
+#define CEP_PATTERN_STEP(P)                                                    \
+    meta.cep.symbol = 0;                                                       \
+    CEP_COMPARISONS_OF(P)                                                      \
+    cep_state.read(meta.cep.state, P);                                         \
+    meta.cep.next = meta.cep.state;                                            \
+    meta.cep.emit = 0;                                                         \
+    cep_transition_##P.apply();   /* declared in MyIngress (forwarding.p4) */  \
+    cep_state.write(P, meta.cep.next);                                         \
+    if (meta.cep.emit == 1) {                                                  \
+        cep_matches.read(meta.cep.match_##P, P);                               \
+        meta.cep.match_##P = meta.cep.match_##P + 1;                           \
+        cep_matches.write(P, meta.cep.match_##P);                              \
+        cep_pattern_id.read(meta.cep.id_##P, P);                               \
+        cep_return_operand.read(meta.cep.operand, P);                          \
+        cep_return_window.read(meta.cep.wi, P);                                \
+        CEP_OPERAND                                                            \
+        if (meta.cep.is_signed == 1) {                                         \
+            meta.cep.x = meta.cep.x ^ CEP_SIGN;                                \
+        }                                                                      \
+        meta.cep.value_##P = meta.cep.x;                                       \
+        meta.cep.matched = meta.cep.matched | ((bit<8>)1 << P);                \
+    }
+
+/* Pattern slot P moves on the event, if it is on the event's stream: one
+ * register read and one test for a slot not in use. */
 #define CEP_PATTERN(P)                                                         \
     cep_pattern_on.read(meta.cep.on, P);                                       \
-    if (meta.cep.on != 0) {   /* the slot is in use */                         \
+    if (meta.cep.on != 0) {                                                    \
         cep_pattern_stream.read(meta.cep.stream, P);                           \
-        if (meta.cep.stream == hdr.event.stream) {                             \
-            meta.cep.symbol = 0;                                               \
-            CEP_COMPARISONS_OF(P)                                              \
-            cep_state.read(meta.cep.state, P);                                 \
-            meta.cep.next = meta.cep.state;                                    \
-            meta.cep.emit = 0;                                                 \
-            cep_transition_##P.apply();   /* declared in MyIngress (forwarding.p4) */\
-            cep_state.write(P, meta.cep.next);                                 \
-            if (meta.cep.emit == 1) {                                          \
-                cep_matches.read(meta.cep.match_##P, P);                       \
-                meta.cep.match_##P = meta.cep.match_##P + 1;                   \
-                cep_matches.write(P, meta.cep.match_##P);                      \
-                cep_pattern_id.read(meta.cep.id_##P, P);                       \
-                cep_return_operand.read(meta.cep.operand, P);                  \
-                cep_return_window.read(meta.cep.wi, P);                        \
-                CEP_OPERAND                                                    \
-                if (meta.cep.is_signed == 1) {                                 \
-                    meta.cep.x = meta.cep.x ^ CEP_SIGN;                        \
-                }                                                              \
-                meta.cep.value_##P = meta.cep.x;                               \
-                meta.cep.matched = meta.cep.matched | ((bit<8>)1 << P);        \
-            }                                                                  \
-        }                                                                      \
+        if (meta.cep.stream == hdr.event.stream) { CEP_PATTERN_STEP(P) }       \
     }
 
 /* Inside MyIngress's apply, for an event frame (not a batch).  The window
