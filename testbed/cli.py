@@ -103,22 +103,29 @@ def _launch_scenario(topo, path: Path, target: Optional[str], out: Path, setting
                   spark_service=settings.spark_service)
 
 
-def _repeat(name: str, times: int, out: Optional[Path], settings, run_once) -> NoReturn:
-    """Run ``run_once(out, settings)`` ``times`` times, every repetition on one
-    warm Spark application (unless ``settings`` say otherwise), and print how
-    stable each verdict was; exit 0 only if all passed every time."""
+def _repeat_warm(name: str, times: int, folder: Path, settings, run_once, app: str):
+    """``repeat_experiment`` of ``run_once(out, settings)`` into ``folder``, every
+    repetition on one warm Spark application named ``app`` (unless ``settings``
+    say otherwise); an interrupt or input that can never run stops them all."""
     from testbed.analysis.spark import warm_spark
     from testbed.experiments.base import Interrupted
     from testbed.experiments.repeat import repeat_experiment
     from testbed.runs.orchestrator import PreflightError
     from testbed.runs.signals import RunInterrupted
 
-    folder = out or ROOT / "results" / name / f"{time.strftime('%Y%m%d-%H%M%S')}-repeat"
     folder.mkdir(parents=True, exist_ok=True)
-    with _run_errors(), warm_spark(folder / "spark", settings, f"{name}-{folder.name}-spark") as shared:
-        stability = repeat_experiment(name, times, folder, lambda o: run_once(o, shared),
-                                      fatal=(RunInterrupted, Interrupted, PreflightError),
-                                      progress=lambda line: click.echo(line, err=True))
+    with warm_spark(folder / "spark", settings, app) as shared:
+        return repeat_experiment(name, times, folder, lambda o: run_once(o, shared),
+                                 fatal=(RunInterrupted, Interrupted, PreflightError),
+                                 progress=lambda line: click.echo(line, err=True))
+
+
+def _repeat(name: str, times: int, out: Optional[Path], settings, run_once) -> NoReturn:
+    """Run ``run_once(out, settings)`` ``times`` times (``_repeat_warm``) and print
+    how stable each verdict was; exit 0 only if all passed every time."""
+    folder = out or ROOT / "results" / name / f"{time.strftime('%Y%m%d-%H%M%S')}-repeat"
+    with _run_errors():
+        stability = _repeat_warm(name, times, folder, settings, run_once, f"{name}-{folder.name}-spark")
     click.echo(stability.markdown(), nl=False)
     click.echo(f"stability: {folder / 'stability.md'}")
     sys.exit(0 if stability.ok else 1)
@@ -147,29 +154,29 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], exp
     """Run the test suite, the shipped scenarios and experiments on a loaded machine; write a stability table."""
     import shlex
 
-    from testbed.analysis.spark import warm_spark
     from testbed.experiments.base import (
         ExperimentError,
-        Interrupted,
         Settings,
         all_experiments,
         experiment_path,
         load_experiment,
         run_experiment,
     )
-    from testbed.experiments.repeat import repeat_experiment
     from testbed.experiments.stress import SCENARIOS, stress, stress_ng_missing
-    from testbed.runs.orchestrator import PreflightError
     from testbed.runs.record import git_revision
-    from testbed.runs.signals import Interrupts, RunInterrupted
+    from testbed.runs.signals import Interrupts
 
+    # Every scenario and experiment is checked before anything starts.
     names = list(scenarios or ([] if experiments else SCENARIOS))
-    loaded = {name: _load(name) for name in names}         # every scenario and experiment checked before
-    settings = Settings(quick=quick, target=target, spark=not no_spark)   # anything starts
-    paths = all_experiments() if "all" in experiments else [experiment_path(name) for name in experiments]
-    for name, path in zip(experiments, paths):
-        if path is None:
-            _refuse(f"--experiment {name}: no experiments/{name}.yaml")
+    loaded = {name: _load(name) for name in names}
+    settings = Settings(quick=quick, target=target, spark=not no_spark)
+    if "all" in experiments:
+        paths = all_experiments()
+    else:
+        paths = [experiment_path(name) for name in experiments]
+        for name, path in zip(experiments, paths):
+            if path is None:
+                _refuse(f"--experiment {name}: no experiments/{name}.yaml")
     try:
         specs = {spec.name: (spec, params) for spec, params in (load_experiment(p, settings) for p in paths)}
     except ExperimentError as err:
@@ -177,21 +184,16 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], exp
     missing = stress_ng_missing()
     if missing:
         _refuse(f"cannot load the machine: {missing}")
-    progress = lambda line: click.echo(line, err=True)    # noqa: E731
 
     def repeat_scenario(name: str, times: int, folder: Path):
         path, topo = loaded[name]
-        folder.mkdir(parents=True, exist_ok=True)
-        with warm_spark(folder / "spark", Settings(spark=not no_spark), f"stress-{name}-{folder.name}-spark") as s:
-            return repeat_experiment(name, times, folder, lambda o: _launch_scenario(topo, path, target, o, s),
-                                     fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
+        return _repeat_warm(name, times, folder, settings, lambda o, s: _launch_scenario(topo, path, target, o, s),
+                            f"stress-{name}-{folder.name}-spark")
 
     def repeat_an_experiment(name: str, times: int, folder: Path):
         spec, params = specs[name]
-        folder.mkdir(parents=True, exist_ok=True)
-        with warm_spark(folder / "spark", settings, f"stress-{name}-{folder.name}-spark") as s:
-            return repeat_experiment(name, times, folder, lambda o: run_experiment(spec, params, s, o),
-                                     fatal=(RunInterrupted, Interrupted, PreflightError), progress=progress)
+        return _repeat_warm(name, times, folder, settings, lambda o, s: run_experiment(spec, params, s, o),
+                            f"stress-{name}-{folder.name}-spark")
 
     folder = out or ROOT / "results" / "stress" / time.strftime("%Y%m%d-%H%M%S")
     # SIGTERM, like Ctrl-C, unwinds through the load and the suite, which stop what they started.
@@ -200,7 +202,7 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], exp
     try:
         with _run_errors():
             report = stress(folder, suite_runs, repeat, names if repeat else [], shlex.split(pytest_args), load,
-                            repeat_scenario, progress,
+                            repeat_scenario, lambda line: click.echo(line, err=True),
                             setup={"revision": git_revision(), "target": target, "spark": not no_spark,
                                    "quick": quick},
                             experiments=list(specs) if repeat else [], repeat_experiment=repeat_an_experiment)

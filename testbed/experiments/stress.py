@@ -201,6 +201,8 @@ def stress(folder: Path, suite_runs: int, repeat: int, scenarios: list[str], pyt
     keeps what it measured.  ``setup``: what is stressed (``StressReport.setup``).
     Experiment ``name`` repeats into ``folder/experiment-<name>``, apart from
     a scenario of the same name."""
+    if experiments and repeat_experiment is None:
+        raise ValueError("experiments to repeat, and nothing to repeat them with")
     folder.mkdir(parents=True, exist_ok=True)
     workers = os.cpu_count() or 1
     report = StressReport({"workers": workers, "percent": percent, "tool": "stress-ng",
@@ -215,8 +217,6 @@ def stress(folder: Path, suite_runs: int, repeat: int, scenarios: list[str], pyt
             report.scenarios[name] = repeat_scenario(name, repeat, folder / name)
             _write(report, folder)
         for name in experiments:
-            if repeat_experiment is None:
-                raise ValueError("experiments to repeat, and nothing to repeat them with")
             report.experiments[name] = repeat_experiment(name, repeat, folder / f"experiment-{name}")
             _write(report, folder)
     return report

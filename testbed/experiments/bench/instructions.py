@@ -244,13 +244,13 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     """One row per program and workload: instructions per event, from two counts."""
     few, many = max(params.events // 4, 1), params.events
     rows = []
-    program_of = program_revision()
+    revision = program_revision()
     cases = [("splitter", label) for label in params.workloads] + ([(CEP, CEP_WORKLOAD)] if params.cep else [])
     cases.append((FORWARD, next(iter(WORKLOADS))))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
-            if program == FORWARD:
-                install, frames_for = None, splitter_workload(label)[1]
+            if program == FORWARD:       # no plan: the frames of the workload, forwarded
+                install, frames_for = None, lambda count, step=WORKLOADS[label][1]: frames_of(step, count)
             else:
                 install, frames_for = cep_workload() if program == CEP else splitter_workload(label)
             totals = {}
@@ -270,7 +270,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
                                        f"{rate:g}/s, expected {want}: the count would not be of the same work")
                 totals[count] = (instructions, copies)
             per_event = (totals[many][0] - totals[few][0]) / (many - few)
-            rows.append({"target": "bmv2", "program": program, "p4_revision": program_of,
+            rows.append({"target": "bmv2", "program": program, "p4_revision": revision,
                          "workload": "any" if install is None else label,
                          "events": many, "copies": totals[many][1], "instructions": totals[many][0],
                          "instructions_per_event": round(per_event)})
