@@ -189,6 +189,12 @@ class ExperimentKind:
         """Whether the measurement held what it must (checks, read-backs); timings never decide."""
         return True
 
+    @classmethod
+    def doc_table(cls, record: dict[str, Any]) -> list[str]:
+        """Markdown lines that set the record's main result beside the paper's, for the
+        generated docs; none by default (the docs then list the record's numbers only)."""
+        return []
+
 
 # ---------------------------------------------------------------------------
 # files

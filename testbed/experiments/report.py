@@ -84,10 +84,22 @@ def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
     for key, paper in (record.get("paper") or {}).items():
         source = paper.pop("source", key) if isinstance(paper, dict) else key
         out += [f"The paper ({source}):", ""] + table(list(leaves(paper))) + [""]
+    out += kind_table(record)
     out += ["Ours:", ""] + table(list(leaves(record.get("ours") or {}))) + [""]
     for what, why in (record.get("skipped") or {}).items():
         out.append(f"- skipped {what}: {why}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def kind_table(record: dict[str, Any]) -> list[str]:
+    """The experiment kind's own table of its main result beside the paper's, if it has one."""
+    from testbed.experiments import kind_class
+
+    try:
+        lines = kind_class(str(record.get("kind"))).doc_table(record)
+    except (ValueError, KeyError, TypeError):      # an unknown kind, or a record of another shape
+        return []
+    return lines + [""] if lines else []
 
 
 def stress_section(results: Path) -> str:

@@ -160,3 +160,19 @@ def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
         "| program | workload | `results/bench/20260101-000000`, p4/ of aaaaaaaaaa "
         "| `results/bench/20260104-000000`, p4/ of dddddddddd |")
     assert "| splitter | count tumbling 100/100 | 296,606 | 205,400 |" in instructions_section(results)
+
+
+def test_a_kind_with_its_own_table_gets_it_beside_the_papers_numbers(tmp_path):
+    results = tmp_path / "results"
+    folder = experiment(results / "p4cep", "1", {"summary": [
+        {"target": "bmv2", "n": 0, "samples": 9, "p50_us": 217.4, "p99_us": 454.0, "events_per_s": 10006.9,
+         "rounds": 1, "relative_throughput": 0.103, "forward_send_bound": True}]})
+    record = json.loads((folder / "experiment.json").read_text())
+    (folder / "experiment.json").write_text(json.dumps({**record, "kind": "cep"}))
+    text = section("p4cep", newest_result("p4cep", results), tmp_path)
+    assert "| bmv2 | 0 | 217 | 454 | 10,007 | ≤ 10.3 % |  | 512 µs |" in text
+    assert text.index("Fig. 4, ours beside") < text.index("Ours:")
+    # a kind without its own table, or a record whose kind is unknown, gets the key/value table only
+    for kind in ("resources", "no-such-kind"):
+        (folder / "experiment.json").write_text(json.dumps({**record, "kind": kind}))
+        assert "Fig. 4" not in section("p4cep", newest_result("p4cep", results), tmp_path)

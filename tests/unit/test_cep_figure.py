@@ -1,0 +1,64 @@
+"""p4cep's numbers: rates over rounds (median and spread), ratios that say when they are upper
+bounds, and the generated Fig. 4 table beside P4CEP's bmv2 numbers."""
+import pandas as pd
+import pytest
+
+from testbed.experiments import paper
+from testbed.experiments.cep import FORWARD_N, SPLITTER_N, CepWindowCost, fig4_table, summarize
+
+pytestmark = pytest.mark.unit
+
+
+def latency(target: str, n: int, us: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"seq": range(len(us)), "latency_us": us, "target": target, "n": n})
+
+
+def rate(target: str, n: int, r: int, events_per_s: float, send_bound: bool = False) -> dict:
+    return {"target": target, "n": n, "round": r, "events_per_s": events_per_s, "send_bound": send_bound}
+
+
+def three_rounds(forward_bound: bool) -> list[dict]:
+    lat = pd.concat([latency("bmv2", FORWARD_N, [100, 110, 120]), latency("bmv2", SPLITTER_N, [200, 210]),
+                     latency("bmv2", 0, [300, 320]), latency("bmv2", 32, [330, 350, 2000])])
+    rates = pd.DataFrame(
+        [rate("bmv2", FORWARD_N, r, v, forward_bound and r == 1) for r, v in enumerate([90_000, 100_000, 80_000])]
+        + [rate("bmv2", SPLITTER_N, r, v) for r, v in enumerate([12_000, 10_000, 11_000])]
+        + [rate("bmv2", 0, r, v) for r, v in enumerate([10_000, 5_000, 9_000])]
+        + [rate("bmv2", 32, r, v) for r, v in enumerate([6_000, 4_000, float("nan")])])
+    return summarize(lat, rates)
+
+
+def test_the_rate_is_the_median_of_the_rounds_with_its_spread():
+    rows = {r["n"]: r for r in three_rounds(forward_bound=False)}
+    assert rows[FORWARD_N]["events_per_s"] == 90_000 and rows[FORWARD_N]["rounds"] == 3
+    spread = rows[0]["events_per_s"], rows[0]["events_per_s_min"], rows[0]["events_per_s_max"]
+    assert spread == (9_000, 5_000, 10_000)
+    # a round that measured no rate (too few copies) is left out, not counted as zero
+    assert rows[32]["rounds"] == 2 and rows[32]["events_per_s"] == 5_000 and rows[32]["events_per_s_min"] == 4_000
+    assert rows[0]["relative_throughput"] == pytest.approx(0.1)
+    assert rows[0]["of_splitter_alone"] == pytest.approx(9 / 11, abs=1e-3)
+    assert rows[32]["p50_us"] == 350 and rows[0]["forward_send_bound"] is False
+    assert "relative_throughput" not in rows[FORWARD_N] and "of_splitter_alone" not in rows[SPLITTER_N]
+
+
+def test_a_sender_bound_forwarding_blast_makes_every_ratio_an_upper_bound():
+    rows = three_rounds(forward_bound=True)
+    assert all(r["forward_send_bound"] for r in rows if r["n"] != FORWARD_N)
+    table = "\n".join(fig4_table(rows, paper.P4CEP_FIG_4))
+    assert "| bmv2 | 32 | 350 |" in table and "≤ 5.6 %" in table       # 5,000 of 90,000, at most
+    three = "\n".join(fig4_table(three_rounds(forward_bound=False), paper.P4CEP_FIG_4))
+    assert "≤" not in three.split("\n\n")[1] and "| 5.6 % |" in three
+
+
+def test_the_fig4_table_sets_p4ceps_bmv2_numbers_beside_ours():
+    lines = fig4_table(three_rounds(forward_bound=False), paper.P4CEP_FIG_4)
+    rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| bmv2 ")}
+    assert "baseline: 475 µs, about 12,000 packets/s" in rows["plain forwarding"]
+    assert "| 90,000 (80,000–100,000) |" in rows["plain forwarding"]
+    assert rows["0"].endswith("| 512 µs |") and rows["32"].endswith("| over 10 ms |")
+    assert rows["the splitter alone"].endswith("|  |")               # P4CEP has no such point
+    assert "median over 3 rounds" in lines[-1]
+    # the model has no counterpart in the paper; a record without a summary has no table
+    model = summarize(latency("model", 0, [50.0]), pd.DataFrame([rate("model", 0, 0, 1000.0)]))
+    assert fig4_table(model, paper.P4CEP_FIG_4)[-3].endswith("|  |  |  |")
+    assert CepWindowCost.doc_table({"ours": {}}) == []
