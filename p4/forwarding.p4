@@ -260,6 +260,9 @@ control MyIngress(inout headers_t hdr,
             if (batched) {
                 if (meta.verdict.drop_code == DROP_NONE) {
                     BATCH_TAKE(current)
+                    if (meta.batch.at == 0) {
+                        BATCH_WHOLE_SLIDE
+                    }
                 } else {
                     stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
                 }

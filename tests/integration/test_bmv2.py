@@ -43,6 +43,7 @@ from testbed.dataplane.contract import (
 )
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.model.batches import Batches
 from testbed.dataplane.wire import (
     EVENT_OFFSET,
     FrameTemplate,
@@ -53,7 +54,7 @@ from testbed.dataplane.wire import (
 )
 from testbed.semantics.limits import MAX_BATCH
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.topology import SPLITTER_IP
+from testbed.semantics.topology import SPLITTER_IP, WindowSpec
 from testbed.semantics.windows import MAX_LATE_SLIDES
 from testbed.targets.bmv2 import toolchain
 
@@ -617,8 +618,22 @@ BATCHED_STREAMS = {
     13: {"kind": "time", "size": 10, "slide": 10},
     14: {"kind": "time", "size": 10, "slide": 3, "lateness": 12},
     15: {"kind": "time", "size": 7, "slide": 7, "lateness": 7},
+    # Slides far longer than a batch, so that most batches lie in one slide
+    # (p4/batches.p4, BATCH_WHOLE_SLIDE); their changes keep them long.
+    17: {"kind": "count", "size": 100, "slide": 100},
+    18: {"kind": "count", "size": 40, "slide": 13},
 }
+LONG_SLIDES = (17, 18)
 KEYED = 16
+
+
+def batch_change(rng: random.Random, s):
+    """A random change of ``s``; the long-slide streams stay long."""
+    if s.id not in LONG_SLIDES:
+        return random_change(rng, s, BATCH_HOSTS)
+    window = WindowSpec(kind="count", size=rng.randint(20, 120), slide=rng.randint(5, 120))
+    return s.model_copy(update={"window": window,
+                                "operators": rng.sample(BATCH_HOSTS, rng.randint(1, len(BATCH_HOSTS)))})
 
 
 def batched_topology(rng: random.Random):
@@ -638,13 +653,17 @@ def batch_copies(out) -> Counter:
 
 @needs_root
 @pytest.mark.parametrize("seed", [5, 6])
-def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switch):
+def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switch, monkeypatch):
     """Batches of 1 .. 16 events of the four semantics (late events among
     them) and of a stream split by key, with changes armed between batches
-    so that boundaries fall inside them: bmv2 and the model emit the same
-    copies, byte for byte, and end with the same registers and counters.
+    so that boundaries fall inside them, and count batches that lie in one
+    slide, which take one pass: bmv2 and the model emit the same copies,
+    byte for byte, and end with the same registers and counters.
     (tests/unit/test_batches.py holds the model's batches to its single
     events, and those to the oracle.)"""
+    whole = []
+    take = Batches._whole_slide
+    monkeypatch.setattr(Batches, "_whole_slide", lambda *args: whole.append(take(*args)) or whole[-1])
     _proc, api = batch_switch
     rng = random.Random(seed)
     topo = batched_topology(rng)
@@ -664,7 +683,7 @@ def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switc
         for phase in range(10):
             if phase:
                 changes += len(arm_changes(rng, plan, controllers, current, 0.7,
-                                           lambda s: random_change(rng, s, BATCH_HOSTS), skip=(KEYED,)))
+                                           lambda s: batch_change(rng, s), skip=(KEYED,)))
             frames = []
             for _ in range(30):
                 sid = rng.choice(sorted(current))
@@ -684,6 +703,7 @@ def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switc
     finally:
         cap.close()
     assert changes >= 10 and inside >= 3, (changes, inside)
+    assert sum(whole) >= 30 and whole.count(False) >= 30, (sum(whole), len(whole))
     got_copies, want_copies = batch_copies(got), batch_copies(want)
     assert sum(want_copies.values()) == len(want) > 100
     missing, extra = want_copies - got_copies, got_copies - want_copies

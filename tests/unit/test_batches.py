@@ -23,6 +23,7 @@ from support import topologies
 from support.changes import HOSTS, next_timestamp, random_change, random_window
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.model.batches import Batches
 from testbed.dataplane.wire import (
     BATCH_LEN,
     BATCH_STRUCT,
@@ -153,6 +154,49 @@ def test_each_semantic_in_batches_with_changes(window):
     """The four semantics, with and without lateness, changes armed as events flow."""
     pair = drive(random.Random(7), window["kind"], n_events=1500, window=dict(window))
     assert pair.in_batch >= 3
+
+
+@pytest.mark.parametrize("window", [
+    {"kind": "count", "size": 100, "slide": 100},
+    {"kind": "count", "size": 100, "slide": 50},
+    {"kind": "count", "size": 40, "slide": 13},
+    {"kind": "count", "size": 7, "slide": 30},
+], ids=["tumbling", "sliding", "sliding-extra", "gaps"])
+def test_a_count_batch_inside_one_slide_is_taken_at_once(window, monkeypatch):
+    """A count batch whose events share the first one's windows skips the
+    per-event steps for the rest (p4/batches.p4, BATCH_WHOLE_SLIDE), and the
+    switch still equals the one that takes a frame per event: copies, Windows
+    headers, registers and counters.  Batches that cross a slide, the point
+    where an event's window count drops, or a change's boundary go event by
+    event, and both kinds occur here."""
+    whole = []
+    take = Batches._whole_slide
+
+    def spy(self, *args):
+        whole.append(take(self, *args))
+        return whole[-1]
+
+    monkeypatch.setattr(Batches, "_whole_slide", spy)
+    pair = drive(random.Random(11), "count", n_events=3000, change_rate=0.05, window=dict(window))
+    assert sum(whole) >= 20 and whole.count(False) >= 20, (sum(whole), len(whole))
+    assert pair.in_batch >= 1
+
+
+def test_a_whole_slide_is_what_taking_its_events_one_by_one_writes():
+    """The same batches through the switch with and without the whole-slide
+    step: the same frames, byte for byte, registers and counters."""
+    data = topologies.stream(SID, {"kind": "count", "size": 100, "slide": 50}, HOSTS[:4])
+    pair = Pair({**data, "batch": {"events": MAX_BATCH, "max_delay": 0.01}})
+    stepwise = SplitterPipeline()
+    stepwise.whole_slides = False
+    Controller(stepwise).install(pair.plan)
+    rng, seq = random.Random(5), 0
+    while seq < 2000:
+        k = rng.randint(1, MAX_BATCH)
+        frame = pair.template.batch([(s, s, rng.randint(0, 9), 0) for s in range(seq, seq + k)])
+        seq += k
+        assert pair.batched.process(frame) == stepwise.process(frame)
+    assert pair.batched.registers == stepwise.registers and pair.batched.counters == stepwise.counters
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from testbed.dataplane.model.metadata import CopyMeta, Decision
+from testbed.dataplane.model.metadata import CopyMeta, Decision, WindowParams
 from testbed.dataplane.wire import (
     BATCH_LEN,
     BATCH_STRUCT,
@@ -105,6 +105,10 @@ class Batches:
     """A batch frame through the switch: per-event ingress, one replication,
     per-replica egress (over ``Forwarding``, ``Egress`` and the state)."""
 
+    #: Take a count batch inside one slide at once (``_whole_slide``), as the
+    #: P4 program does; off, every event goes through ingress in turn.
+    whole_slides: bool = True
+
     def process_batch(self, frame: bytes, count: int) -> list[tuple[int, bytes]]:
         """Frames to send for a frame to the batch port that holds ``count``
         events (``wire.batch_count``: 0 for a malformed one, which is not an event)."""
@@ -115,10 +119,16 @@ class Batches:
         stream = events[0][0]
         copies: list[tuple[int, CopyMeta]] = []
         tables: dict = {}          # lookups kept for the batch; bmv2 repeats them in each pass
+        # What BoundaryCheck reads before the first event: the epoch and the transition.
+        before = (self.registers["epoch"][stream], self.registers["in_transition"][stream])
         for i, (_stream, _flags, _seq, ts, key, _value) in enumerate(events):
             copy = self.assign(stream, ts, len(frame), key, tables)
             if not isinstance(copy, Decision):
                 copies.append((i, copy))
+                if i == 0 and self.whole_slides and self._whole_slide(stream, copy, count, before, len(frame),
+                                                                      tables):
+                    copies += [(j, copy) for j in range(1, count)]
+                    break
         if not copies:
             return []
         decision = self._batch_destination(stream, copies, len(frame))
@@ -130,10 +140,38 @@ class Batches:
                 out.append((port, replica))
         return out
 
+    def _whole_slide(self, stream: int, first: CopyMeta, count: int, before: tuple[int, int], nbytes: int,
+                     tables: dict) -> bool:
+        """BATCH_WHOLE_SLIDE (p4/batches.p4): whether every event of a count
+        batch lies in exactly the windows of its ``first``, which has just been
+        taken.  It does when they all fall into the first one's slide, on the
+        same side of the slide's ``extra`` point (where the number of windows
+        holding an event drops by one), and no change is switching or in
+        transition, because an armed change fires only at the next slide.
+        Then the rest of the batch is taken at once: the event count moves past
+        its last event, and each event is counted in ``stream_in``, which is
+        all that taking them one by one would write."""
+        epoch_before, in_transition = before
+        if count < 2 or first.by_key or in_transition or first.epoch != epoch_before or first.verdict.old_active:
+            return False
+        spec = WindowParams.of(*self._hit("window_spec", (stream, first.bank), tables))
+        if not spec.is_count:
+            return False
+        regs = self.registers
+        following, slide_start = regs["event_count"][stream], regs["slide_start"][stream]
+        last = following + count - 2
+        if last >= regs["next_start"][stream] or \
+                (following - 1 - slide_start < spec.extra) != (last - slide_start < spec.extra):
+            return False
+        regs["event_count"][stream] = last + 1
+        for _more in range(count - 1):
+            self._count("stream_in", stream, nbytes)
+        return True
+
     def _batch_destination(self, stream: int, copies: list[tuple[int, CopyMeta]], nbytes: int) -> Decision:
         """One destination for the batch: the range covering its events' windows."""
         cover = Cover(self.registers["epoch"][stream])
-        for _i, copy in copies:
+        for copy in {id(copy): copy for _i, copy in copies}.values():     # a whole slide's once
             cover.add(copy)
         new = cover.new.count(cover.n_ops) if cover.new else 0
         if cover.old is None:
@@ -153,8 +191,12 @@ class Batches:
         each followed by its Windows header; None if there is none."""
         kept = []
         positions: dict = {}
+        fields_of: dict[int, tuple] = {}     # the events of a whole slide share one copy, so one header
         for i, copy in copies:
-            fields = self._windows_fields(stream, port, copy, positions, superseded=copy.epoch != final_epoch)
+            fields = fields_of.get(id(copy))
+            if fields is None:
+                fields = fields_of[id(copy)] = self._windows_fields(stream, port, copy, positions,
+                                                                    superseded=copy.epoch != final_epoch)
             if copy.by_key:
                 hit = self._hit("operator_position", (stream, copy.bank, port), positions)
                 mine = hit is not None and hit[1][0] == copy.key_op
