@@ -94,12 +94,13 @@
  * armed to fire and none in transition: every event lies in exactly the
  * windows of the first, and a pass per event would only add one to the
  * stream's event count each time.  So the first pass takes the whole batch:
- * it copies the first event's record into every slot, counts each event in
- * stream_in, and moves the event count past the last one, which is all the
- * passes for events 1 .. count - 1 would have written.  An armed change
- * fires only when an event reaches next_start, which none of these does.
- * (docs/p4.md, "Batches"; the model takes every event in turn, and the
- * differential tests hold the two to the same frames and registers.) */
+ * it counts each event in stream_in and moves the event count past the last
+ * one, which is all the passes for events 1 .. count - 1 would have written,
+ * and sets meta.batch.whole: the steps below then read every event's record
+ * from e0 and do their work for slot 0 only.  An armed change fires only
+ * when an event reaches next_start, which none of these does.  (docs/p4.md,
+ * "Batches"; the model takes the same step, and the differential tests hold
+ * the two to the same frames, registers and counters.) */
 #define BATCH_WHOLE_SLIDE                                                      \
     if (meta.batch.count > 1 && meta.win.kind == WINDOW_COUNT                  \
             && meta.win.by_key == 0 && meta.epoch.switching == 0               \
@@ -115,16 +116,20 @@
                 && (following_x - 1 - slide_x < meta.win.extra)                \
                    == (last_x - slide_x < meta.win.extra)) {                   \
             event_count.write(meta.idx, last_x + 1);                           \
-            FOR_EACH_SLOT(BATCH_SAME_WINDOWS)                                  \
+            FOR_EACH_SLOT(BATCH_COUNT_IN)                                      \
+            meta.batch.whole = 1;                                              \
             meta.batch.at = (bit<8>)meta.batch.count - 1;                      \
         }                                                                      \
     }
 
-#define BATCH_SAME_WINDOWS(I)                                                  \
+#define BATCH_COUNT_IN(I)                                                      \
     if (I >= 1 && I < meta.batch.count) {                                      \
-        meta.batch.e##I = record;                                              \
         stream_in.count(meta.idx);                                             \
     }
+
+/* Whether slot I holds an event with windows of its own record: in a whole
+ * batch only slot 0's is written, and it stands for every event. */
+#define OWN_RECORD(I) (I == 0 || meta.batch.whole == 0)
 
 /* RANGE grown to hold windows LO .. HI, the newest on operator HI_OP. */
 #define WIDEN(RANGE, LO, HI, HI_OP, N_OPS)                                     \
@@ -149,7 +154,7 @@
  * change's boundary, or the old windows of one after it) into old_cover.
  * A stream split by key never changes; its range is of operator indices.
  * `ev` is the control's one batched_event_t. */
-#define BATCH_COVER(I)                                                         \
+#define BATCH_COVER_RECORD(I)                                                  \
     UNPACK(meta.batch.e##I, ev)                                                \
     if (ev.assigned == 1) {                                                    \
         if (ev.by_key == 1) {                                                  \
@@ -173,6 +178,12 @@
                       ev.old_window, ev.old_newest, ev.old_n_ops)              \
             }                                                                  \
         }                                                                      \
+    }
+
+/* A whole batch's windows are slot 0's. */
+#define BATCH_COVER(I)                                                         \
+    if (OWN_RECORD(I)) {                                                       \
+        BATCH_COVER_RECORD(I)                                                  \
     }
 
 /* RANGE's newest window's operator and its length, clamped to N: the
@@ -203,7 +214,8 @@
 /* The frame found no destination: each of its events that had windows is
  * dropped, and counted, as an event in a frame of its own would be. */
 #define BATCH_UNROUTED(I)                                                      \
-    if (meta.batch.e##I[0:0] == 1) {                                           \
+    if (meta.batch.e##I[0:0] == 1                                              \
+            || (meta.batch.whole == 1 && I < meta.batch.count)) {              \
         stream_drops.count(meta.batch.unrouted);                                        \
     }
 
@@ -218,12 +230,12 @@
         BACK = NEWEST + N_OPS - POSITION;                                      \
     }
 
-/* Event I stays in this replica, with its Windows header, when some of its
- * windows are this operator's; otherwise it is cut out.  An event of the
- * epoch before the final one stands in that epoch's operator list
- * (previous_position), as the old windows of a transition do.  The locals
- * (ev, w, back, known, position) are MyEgress's, shared by the slots. */
-#define BATCH_KEEP(I)                                                          \
+/* Slot I's Windows header for this replica's operator (w), and whether it
+ * has any of the operator's windows (mine).  An event of the epoch before
+ * the final one stands in that epoch's operator list (previous_position),
+ * as the old windows of a transition do.  The locals (ev, w, back, known,
+ * position, mine) are MyEgress's, shared by the slots. */
+#define BATCH_WINDOWS_OF(I)                                                    \
     UNPACK(meta.batch.e##I, ev)                                                \
     w.window = 0;                                                              \
     w.span = 0;                                                                \
@@ -265,6 +277,16 @@
             }                                                                  \
         }                                                                      \
         mine = w.span != 0 || w.old_span != 0;                                 \
+    }
+
+/* Event I stays in this replica, with its Windows header, when some of its
+ * windows are this operator's; otherwise it is cut out.  The events of a
+ * whole batch keep slot 0's header and verdict, still in w and mine. */
+#define BATCH_KEEP(I)                                                          \
+    if (OWN_RECORD(I)) {                                                       \
+        BATCH_WINDOWS_OF(I)                                                    \
+    } else if (I >= meta.batch.count) {                                        \
+        mine = false;                                                          \
     }                                                                          \
     if (mine) {                                                                \
         hdr.events_windows[I] = w;                                             \

@@ -206,6 +206,7 @@ struct batch_meta_t {
     @field_list(BATCH_FIELDS) bit<8> at;            /* the event this pass takes */
     @field_list(BATCH_FIELDS) bit<1> any_assigned;  /* some event so far has windows */
     bit<32> final_epoch;   /* the stream's epoch after the batch */
+    bit<1>  whole;         /* the first pass took the whole batch: every event has e0's record */
     bit<16> kept;          /* egress: events this copy carries */
     /* The drop counter's index for an event left unrouted (stream *
      * DROP_SLOTS + DROP_UNKNOWN_STREAM), which the unrolled steps share.  The

@@ -112,7 +112,8 @@ class Batches:
     def process_batch(self, frame: bytes, count: int) -> list[tuple[int, bytes]]:
         """Frames to send for a frame to the batch port that holds ``count``
         events (``wire.batch_count``: 0 for a malformed one, which is not an event)."""
-        events = [EVENT_STRUCT.unpack_from(frame, EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN) for i in range(count)]
+        first = EVENT_OFFSET + BATCH_LEN
+        events = list(EVENT_STRUCT.iter_unpack(frame[first:first + count * EVENT_LEN]))
         if not events or any(e[0] != events[0][0] for e in events):
             self._count("non_event", 0, len(frame))
             return []
@@ -164,8 +165,7 @@ class Batches:
                 (following - 1 - slide_start < spec.extra) != (last - slide_start < spec.extra):
             return False
         regs["event_count"][stream] = last + 1
-        for _more in range(count - 1):
-            self._count("stream_in", stream, nbytes)
+        self._count("stream_in", stream, nbytes, count - 1)
         return True
 
     def _batch_destination(self, stream: int, copies: list[tuple[int, CopyMeta]], nbytes: int) -> Decision:
@@ -185,36 +185,42 @@ class Batches:
                 self._drop(stream, decision.drop, nbytes)
         return decision
 
+    def _header_here(self, stream: int, port: int, copy: CopyMeta, positions: dict,
+                     final_epoch: int) -> Optional[bytes]:
+        """The Windows header of ``copy``'s event in the replica for ``port``,
+        or None when none of its windows is that operator's."""
+        fields = self._windows_fields(stream, port, copy, positions, superseded=copy.epoch != final_epoch)
+        if copy.by_key:
+            hit = self._hit("operator_position", (stream, copy.bank, port), positions)
+            mine = hit is not None and hit[1][0] == copy.key_op
+        else:
+            mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
+        return WINDOWS_STRUCT.pack(*fields, 0) if mine else None
+
     def _batch_replica(self, frame: bytes, stream: int, port: int,
                        copies: list[tuple[int, CopyMeta]], final_epoch: int) -> Optional[bytes]:
         """The copy for ``port``: the events whose windows are its operator's,
         each followed by its Windows header; None if there is none."""
-        kept = []
+        kept: list[bytes] = []                       # four parts per event kept
         positions: dict = {}
-        fields_of: dict[int, tuple] = {}     # the events of a whole slide share one copy, so one header
+        header_of: dict[int, Optional[bytes]] = {}   # per copy: its Windows header here, None if not mine
         for i, copy in copies:
-            fields = fields_of.get(id(copy))
-            if fields is None:
-                fields = fields_of[id(copy)] = self._windows_fields(stream, port, copy, positions,
-                                                                    superseded=copy.epoch != final_epoch)
-            if copy.by_key:
-                hit = self._hit("operator_position", (stream, copy.bank, port), positions)
-                mine = hit is not None and hit[1][0] == copy.key_op
-            else:
-                mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
-            if mine:
+            try:
+                header = header_of[id(copy)]        # the events of a whole slide share one copy
+            except KeyError:
+                header = header_of[id(copy)] = self._header_here(stream, port, copy, positions, final_epoch)
+            if header is not None:
                 at = EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN
                 flags = (frame[at + 2] << 8 | frame[at + 3]) | FLAG_WINDOWS
-                kept.append(b"".join((frame[at:at + 2], flags.to_bytes(2, "big"), frame[at + 4:at + EVENT_LEN],
-                                      WINDOWS_STRUCT.pack(*fields, 0))))
+                kept += (frame[at:at + 2], flags.to_bytes(2, "big"), frame[at + 4:at + EVENT_LEN], header)
         if not kept:
             return None
-        payload = BATCH_STRUCT.pack(len(kept), FLAG_WINDOWS) + b"".join(kept)
+        events = len(kept) // 4
+        payload = BATCH_STRUCT.pack(events, FLAG_WINDOWS) + b"".join(kept)
         copy = self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
         if copy is not None:
-            for _event in kept:
-                # Counted once per event, at the length the frame arrived with, as
-                # egress.p4 counts packet_length once per event it keeps.
-                self._count("stream_out", stream, len(frame))
-                self._count("operator_out", port, len(frame))
+            # Counted once per event, at the length the frame arrived with, as
+            # egress.p4 counts packet_length once per event it keeps.
+            self._count("stream_out", stream, len(frame), events)
+            self._count("operator_out", port, len(frame), events)
         return copy

@@ -172,10 +172,11 @@ class ControlState:
         except KeyError:
             raise KeyError(f"no register named {name}") from None
 
-    def _count(self, counter: str, index: int, nbytes: int) -> None:
+    def _count(self, counter: str, index: int, nbytes: int, packets: int = 1) -> None:
+        """``packets`` more packets of ``nbytes`` each in a counter cell, as bmv2 counts them."""
         c = self.counters[counter][index]
-        c[0] += nbytes
-        c[1] += 1
+        c[0] += nbytes * packets
+        c[1] += packets
 
     def _hit(self, table: str, key: tuple, kept: Optional[dict] = None):
         """A table's hit for ``key`` (None on a miss), remembered in ``kept``
