@@ -389,10 +389,11 @@ def draw_fig4(latency: pd.DataFrame, rates: pd.DataFrame, p4cep: dict[str, Any],
         if "relative_throughput" in part and len(fwd):
             # The bar spans the rounds' lowest to highest rate, against forwarding's median.
             per = 100 / float(fwd["events_per_s"].iloc[0])
-            mid = 100 * part["relative_throughput"]
+            mid = per * part["events_per_s"]
             bound = " (at most: forwarding sender-bound)" if bool(fwd["send_bound"].iloc[0]) else ""
-            thr.errorbar(part["n"], mid, yerr=[mid - per * part["events_per_s_min"],
-                                               per * part["events_per_s_max"] - mid],
+            below = np.clip(mid - per * part["events_per_s_min"], 0, None)   # 0 for one round, not -0.0001
+            above = np.clip(per * part["events_per_s_max"] - mid, 0, None)
+            thr.errorbar(part["n"], mid, yerr=[below, above],
                          marker="o", color=f"C{i}", capsize=2,
                          label=f"ours, {target}: splitter + CEP{bound}, "
                                f"median of {int(part['rounds'].max())} rounds (bar: lowest to highest)")

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from testbed.experiments import paper
-from testbed.experiments.cep import FORWARD_N, SPLITTER_N, CepWindowCost, fig4_table, summarize
+from testbed.experiments.cep import FORWARD_N, SPLITTER_N, CepWindowCost, draw_fig4, fig4_table, summarize
 
 pytestmark = pytest.mark.unit
 
@@ -62,3 +62,14 @@ def test_the_fig4_table_sets_p4ceps_bmv2_numbers_beside_ours():
     model = summarize(latency("model", 0, [50.0]), pd.DataFrame([rate("model", 0, 0, 1000.0)]))
     assert fig4_table(model, paper.P4CEP_FIG_4)[-3].endswith("|  |  |  |")
     assert CepWindowCost.doc_table({"ours": {}}) == []
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_the_figure_draws_from_one_round_or_several(tmp_path, rounds):
+    """One round has no spread: its bar is empty, never negative."""
+    lat = pd.concat([latency("bmv2", FORWARD_N, [100.0]), latency("bmv2", SPLITTER_N, [200.0]),
+                     latency("bmv2", 0, [300.0]), latency("bmv2", 8, [310.0])])
+    rates = pd.DataFrame([rate("bmv2", n, r, 1000.0 * (7 + n + r) / 3, r == 0)
+                          for n in (FORWARD_N, SPLITTER_N, 0, 8) for r in range(rounds)])
+    out = draw_fig4(lat, rates, paper.P4CEP_FIG_4, tmp_path / "fig4.png")
+    assert out.stat().st_size > 10_000
