@@ -31,6 +31,7 @@ from testbed.dataplane.wire import (
     COMPLEX_EVENT_STRUCT,
     EVENT_OFFSET,
     EVENT_STRUCT,
+    is_batch_port,
     is_complex_events_frame,
     is_event_frame,
 )
@@ -115,6 +116,11 @@ def send_frames(ifname: str, frames: list[bytes], rate: float) -> None:
             s.send(frame)
 
 
+def carries_events(frame: bytes) -> bool:
+    """An event frame, a batch, or a frame of complex events."""
+    return is_event_frame(frame) or is_batch_port(frame) or is_complex_events_frame(frame)
+
+
 class Taps:
     """AF_PACKET sockets that collect event frames on interfaces until the line goes quiet.
 
@@ -122,7 +128,7 @@ class Taps:
     inside ``netns_path`` when given): direction ``in`` keeps the frames
     arriving on it, ``out`` the frames sent from it.  ``rows`` collects what
     ``row`` makes of each frame: ``(port, frame)`` here.  Only event frames
-    count (and the CEP stage's complex event frames), unless ``events_only`` is false.
+    count (one event, a batch, or the CEP stage's complex events), unless ``events_only`` is false.
     """
 
     #: Ask the kernel for each frame's receive time (``SO_TIMESTAMPNS``).
@@ -161,7 +167,7 @@ class Taps:
                     except BlockingIOError:
                         break
                     if (addr[2] == PACKET_OUTGOING) != (direction == "out") or \
-                            (self.events_only and not (is_event_frame(frame) or is_complex_events_frame(frame))):
+                            (self.events_only and not carries_events(frame)):
                         continue
                     row = self.row(direction, port, frame, ancdata)
                     if row is not None:

@@ -914,12 +914,16 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
 def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     """``make bench``'s instruction counts: the splitter costs more per event than
     plain forwarding, and a sliding window (two copies for most events) more
-    than a tumbling one; every count is of as many copies as the embedded
-    target sends for the same frames, or the part refuses to report it."""
+    than a tumbling one, and less in batches; every count is of as many copies
+    as the embedded target sends for the same frames, or the part refuses to
+    report it."""
     from testbed.experiments.bench.instructions import (
+        BATCH_WORKLOAD,
+        BATCHES,
         CEP,
         CEP_WORKLOAD,
         InstructionParams,
+        batch_workload,
         cep_workload,
         expected_copies,
         instructions_per_event,
@@ -929,7 +933,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 4
+    assert len(rows) == 5
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
     cep = by[CEP, CEP_WORKLOAD]
@@ -941,4 +945,9 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
         < sliding["instructions_per_event"]
     # the CEP build is the splitter with a stage beside it, on a window of one event
     assert cep["instructions_per_event"] > tumbling["instructions_per_event"]
+    # batches of 8 inside one slide take one pass each, so an event costs less than in a frame of its own
+    batched = by[BATCHES, BATCH_WORKLOAD]
+    install, frames = batch_workload()
+    assert len(frames(100)) == 13 and batched["copies"] == expected_copies(install, frames(100)) == 13
+    assert forward["instructions_per_event"] < batched["instructions_per_event"] < tumbling["instructions_per_event"]
     assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)

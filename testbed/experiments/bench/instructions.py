@@ -12,7 +12,9 @@ control connection).  Plain forwarding (``p4/baseline/forward.p4``) is
 counted alike: the floor any program on this target pays per frame.  So is
 the CEP build (``p4/splitter_cep.p4``) with P4CEP Fig. 4's pattern over a
 window of ``CEP_WINDOW`` values (``testbed.experiments.cep``), each event
-also split to one operator.
+also split to one operator.  So is the batches build
+(``p4/splitter_batches.p4``) on the first workload's events in frames of
+``BATCH_EVENTS``.
 
 bmv2 gives each packet a header vector (PHV) from a pool, and makes a new
 one, at some 40,000 instructions, only when the pool is empty.  How many it
@@ -63,6 +65,11 @@ CEP, CEP_WINDOW = "splitter_cep", 32
 CEP_WORKLOAD = f"p4cep pattern, window of {CEP_WINDOW}"
 #: The seed of the CEP workload's event values (any; fixed so that counts compare).
 CEP_SEED = 1
+#: The batches build's workload (``InstructionParams.batches``): the first
+#: workload's stream, its events sent in frames of ``BATCH_EVENTS``.  Most of
+#: them lie in one slide and take one pass (docs/p4.md, "Batches").
+BATCHES, BATCH_EVENTS = "splitter_batches", 8
+BATCH_WORKLOAD = f"count tumbling 100/100, {BATCH_EVENTS} events per frame"
 #: Seconds without a copy after which the copies still missing are given up on.
 PATIENCE_S = 20.0
 #: How long valgrind may take to bring the switch up (it runs it some 50 times slower).
@@ -77,9 +84,10 @@ PHV_ALLOCATION = "PHVFactory::create"
 class InstructionParams(StrictModel):
 
     events: EventCount = Field(default=400, ge=8, description="frames of the larger count per workload")
-    rate: Rate = Field(default=50, description="frames per second: slow enough for bmv2 under valgrind")
+    rate: Rate = Field(default=50, description="events per second, in any frames: slow enough for bmv2 under valgrind")
     workloads: list[str] = Field(default=list(WORKLOADS), min_length=1)
     cep: bool = Field(default=True, description="count the CEP build too (CEP_WORKLOAD)")
+    batches: bool = Field(default=True, description="count the batches build too (BATCH_WORKLOAD)")
 
     @field_validator("workloads")
     @classmethod
@@ -181,15 +189,15 @@ Installer = Callable[[Any], None]
 
 
 def counted(expdir: ExperimentDir, rig: VethRig, name: str, install: Optional[Installer],
-            frames: list[bytes], rate: float, copies_expected: int, cep: bool = False) -> tuple[int, int]:
+            frames: list[bytes], rate: float, copies_expected: int, program: str = "splitter") -> tuple[int, int]:
     """Instructions the switch spent on ``frames`` (configured by ``install``, or
     forwarding from the source's port to port 2 without it), and the copies
-    that came out.  ``cep``: the build with the CEP stage."""
+    that came out.  ``program``: which build (``CEP``, ``BATCHES``, else the splitter)."""
     forward = None if install is not None else {SOURCE_PORT: SOURCE_PORT + 1}
     dumps = expdir.root / "callgrind" / name / "callgrind.out"
     dumps.parent.mkdir(parents=True, exist_ok=True)
     proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace, forward=forward,
-                       cep=cep, dumps=dumps)
+                       cep=program == CEP, batches=program == BATCHES, dumps=dumps)
     proc.start(timeout=START_TIMEOUT_S)
     try:
         if install is not None:
@@ -224,6 +232,21 @@ def splitter_workload(label: str) -> tuple[Installer, Callable[[int], list[bytes
     return (lambda api: Controller(api).install(plan)), (lambda count: frames_of(step, count))
 
 
+def batch_workload() -> tuple[Installer, Callable[[int], list[bytes]]]:
+    """The first workload's stream, batched: ``count`` events in frames of ``BATCH_EVENTS``
+    (the last one shorter when ``count`` is not a multiple)."""
+    window, step = next(iter(WORKLOADS.values()))
+    data = one_stream(window["size"], window["slide"], OPERATORS, kind=window["kind"])
+    data["streams"][0]["batch"] = {"events": BATCH_EVENTS, "max_delay": 0.01}
+    plan = SplitterPlan(parse_topology(data))
+
+    def frames(count: int) -> list[bytes]:
+        return [TEMPLATE.batch([(seq, seq * step, 0, 0) for seq in range(first, min(first + BATCH_EVENTS, count))])
+                for first in range(0, count, BATCH_EVENTS)]
+
+    return (lambda api: Controller(api).install(plan)), frames
+
+
 def cep_workload() -> tuple[Installer, Callable[[int], list[bytes]]]:
     """The p4cep experiment's stream, split to one operator, and its pattern over a
     window of ``CEP_WINDOW`` values, complex events to one sink."""
@@ -246,22 +269,23 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     rows = []
     revision = program_revision()
     cases = [("splitter", label) for label in params.workloads] + ([(CEP, CEP_WORKLOAD)] if params.cep else [])
+    cases += [(BATCHES, BATCH_WORKLOAD)] if params.batches else []
     cases.append((FORWARD, next(iter(WORKLOADS))))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
             if program == FORWARD:       # no plan: the frames of the workload, forwarded
                 install, frames_for = None, lambda count, step=WORKLOADS[label][1]: frames_of(step, count)
             else:
-                install, frames_for = cep_workload() if program == CEP else splitter_workload(label)
+                install, frames_for = {CEP: cep_workload, BATCHES: batch_workload}.get(
+                    program, lambda: splitter_workload(label))()
             totals = {}
             for count in (few, many):
                 frames = frames_for(count)
                 want = count if install is None else expected_copies(install, frames)
-                rate = params.rate
+                rate = params.rate * len(frames) / count      # the same events per second in any frames
                 for attempt in range(RETRIES + 1):
                     name = f"{program}-{len(rows)}-{count}-{attempt}"
-                    instructions, copies = counted(expdir, rig, name, install, frames, rate, want,
-                                                   cep=program == CEP)
+                    instructions, copies = counted(expdir, rig, name, install, frames, rate, want, program)
                     if copies == want or attempt == RETRIES:
                         break
                     rate /= SLOWER       # frames were lost on the way in: the switch fell behind
