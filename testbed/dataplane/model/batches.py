@@ -19,6 +19,11 @@ most two epochs (the one in force and the one before it), because the
 control plane arms a change only after the previous transition is over,
 and a change cannot begin inside a packet that still needs the epoch before
 last; the union of the two ranges is the transition table's.
+
+A count batch that lies inside one slide needs no per-event steps past its
+first event (``_whole_slide``): all its events lie in the first one's
+windows, so the step only moves the event count and the counters on, as
+the P4 program's one pass does (p4/batches.p4, BATCH_WHOLE_SLIDE).
 """
 from __future__ import annotations
 
@@ -201,7 +206,8 @@ class Batches:
                        copies: list[tuple[int, CopyMeta]], final_epoch: int) -> Optional[bytes]:
         """The copy for ``port``: the events whose windows are its operator's,
         each followed by its Windows header; None if there is none."""
-        kept: list[bytes] = []                       # four parts per event kept
+        parts: list[bytes] = []                      # the kept events' bytes, in frame order
+        kept = 0
         positions: dict = {}
         header_of: dict[int, Optional[bytes]] = {}   # per copy: its Windows header here, None if not mine
         for i, copy in copies:
@@ -212,15 +218,15 @@ class Batches:
             if header is not None:
                 at = EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN
                 flags = (frame[at + 2] << 8 | frame[at + 3]) | FLAG_WINDOWS
-                kept += (frame[at:at + 2], flags.to_bytes(2, "big"), frame[at + 4:at + EVENT_LEN], header)
+                parts += (frame[at:at + 2], flags.to_bytes(2, "big"), frame[at + 4:at + EVENT_LEN], header)
+                kept += 1
         if not kept:
             return None
-        events = len(kept) // 4
-        payload = BATCH_STRUCT.pack(events, FLAG_WINDOWS) + b"".join(kept)
+        payload = BATCH_STRUCT.pack(kept, FLAG_WINDOWS) + b"".join(parts)
         copy = self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
         if copy is not None:
             # Counted once per event, at the length the frame arrived with, as
             # egress.p4 counts packet_length once per event it keeps.
-            self._count("stream_out", stream, len(frame), events)
-            self._count("operator_out", port, len(frame), events)
+            self._count("stream_out", stream, len(frame), kept)
+            self._count("operator_out", port, len(frame), kept)
         return copy
