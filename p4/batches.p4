@@ -127,8 +127,8 @@
         stream_in.count(meta.idx);                                             \
     }
 
-/* Whether slot I holds an event with windows of its own record: in a whole
- * batch only slot 0's is written, and it stands for every event. */
+/* Whether slot I's own record is the one to read: in a whole batch only
+ * slot 0's is written, and it stands for every event. */
 #define OWN_RECORD(I) (I == 0 || meta.batch.whole == 0)
 
 /* RANGE grown to hold windows LO .. HI, the newest on operator HI_OP. */
