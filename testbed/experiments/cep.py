@@ -331,6 +331,8 @@ def targets_met(summary: list[dict[str, Any]]) -> dict[str, Any]:
 
 def fig4_table(summary: list[dict[str, Any]], p4cep: dict[str, Any]) -> list[str]:
     """Fig. 4 as a table: per target and n, ours beside P4CEP's bmv2 numbers where it gives one."""
+    if not summary:
+        return []
     bmv2 = p4cep["bmv2"]
 
     def theirs(target: str, n: int) -> str:
@@ -362,8 +364,6 @@ def fig4_table(summary: list[dict[str, Any]], p4cep: dict[str, Any]) -> list[str
                    f"{row['p99_us']:.0f} | {rate(row)} | "
                    f"{share(row.get('relative_throughput'), bool(row.get('forward_send_bound')))} | "
                    f"{share(row.get('of_splitter_alone'))} | {theirs(row['target'], row['n'])} |")
-    if not summary:
-        return []
     rounds = max(int(row.get("rounds") or 0) for row in summary)
     over = f"Rates are the median over {rounds} rounds of blasts. " if rounds > 1 else ""
     return out + ["", over + "'≤' marks a ratio to a forwarding blast that the sender bounded: the "
