@@ -209,11 +209,9 @@ class Source:
         return len(self.events[sid]["seq"])
 
     def _frames(self, sid: int, plan: FramePlan) -> list[bytes]:
-        ev, tpl = self.events[sid], self.templates[sid]
+        ev = self.events[sid]
         events = list(zip(ev["seq"].tolist(), ev["ts"].tolist(), ev["key"].tolist(), ev["value"].tolist()))
-        if len(plan) == len(events):
-            return [tpl.frame(*event) for event in events]
-        return [tpl.batch(events[a:b]) for a, b in zip(plan.starts().tolist(), plan.ends.tolist())]
+        return planned_frames(self.templates[sid], events, plan)
 
     def _write(self, send_ns: dict[int, np.ndarray]) -> None:
         parts = []
@@ -235,6 +233,15 @@ class Source:
         write_json_atomic(self.status_path, {"host": self.host, "pid": os.getpid(), "final": final,
                                              "sent": {str(k): v for k, v in self.sent.items()},
                                              "held": [b.record() for b in self.passed]})
+
+
+def planned_frames(template: FrameTemplate, events: list[tuple[int, int, int, int]], plan: FramePlan) -> list[bytes]:
+    """The frames that carry ``events`` as ``plan`` groups them.  A frame of
+    one event goes as a plain event frame (docs/wire.md, "Batches"): a batch
+    header would only add bytes, and on bmv2 the batch path's work, to what
+    an unbatched stream sends."""
+    return [template.frame(*events[a]) if b - a == 1 else template.batch(events[a:b])
+            for a, b in zip(plan.starts().tolist(), plan.ends.tolist())]
 
 
 def main(argv=None) -> None:

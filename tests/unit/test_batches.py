@@ -37,6 +37,7 @@ from testbed.dataplane.wire import (
     batch_count,
     batch_events,
     batch_frame,
+    is_event_frame,
     parse_event,
     parse_windows,
 )
@@ -333,3 +334,19 @@ def test_frames_hold_the_definition(gaps, k, max_delay, cuts):
         else:
             assert due == offsets[b - 1]
     assert (plan.frame_of_event() == np.repeat(np.arange(len(ends)), ends - starts)).all()
+
+
+def test_a_frame_of_one_event_leaves_as_a_plain_event():
+    """docs/wire.md, "Batches": a batched stream's frame of one event is the
+    event's plain frame, and every other frame a batch of its events in order."""
+    from testbed.emulation.source import planned_frames
+    tpl = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", SPLITTER_IP, 7)
+    offsets = np.array([0.0, 0.001, 0.002, 0.5, 1.0, 1.001])      # 3 close, 1 alone, 2 close
+    events = [(seq, 100 * seq, seq % 3, seq * seq) for seq in range(len(offsets))]
+    plan = plan_frames(offsets, 4, 0.005)
+    frames = planned_frames(tpl, events, plan)
+    assert plan.ends.tolist() == [3, 4, 6] and len(frames) == 3
+    assert frames[1] == tpl.frame(*events[3]) and batch_count(frames[1]) == 0
+    assert parse_event(frames[1][EVENT_OFFSET:]) == (7, 3, 300, 0, 9) and is_event_frame(frames[1])
+    assert [batch_count(f) for f in (frames[0], frames[2])] == [3, 2]
+    assert frames[0] == tpl.batch(events[:3]) and frames[2] == tpl.batch(events[4:])
