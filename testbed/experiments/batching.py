@@ -29,7 +29,7 @@ from testbed.experiments.shipped import check_scenarios, plan_cost, scenario
 from testbed.rundir import ExperimentDir, RunDir
 from testbed.semantics.limits import MAX_BATCH
 from testbed.semantics.strict import EventCount, Rate
-from testbed.semantics.topology import Batching, load_topology
+from testbed.semantics.topology import Batching
 
 FIGURE = "batching"
 #: Bytes of a frame before its UDP payload: Ethernet, IPv4, UDP.
@@ -49,6 +49,7 @@ class BatchingParams(KindParams):
     start: Rate = 2000
     max_rate: Rate = 512000
     refine: int = Field(default=2, ge=0, le=20)
+    repeats: int = Field(default=1, ge=1, le=9, description="runs per offered rate (Calibration.repeats)")
     #: The latency panel compares batch sizes at one offered rate, not each at its saturation.
     latency_at: Rate = 8000
 
@@ -69,17 +70,17 @@ class BatchingParams(KindParams):
 
 def wire_row(rundir: RunDir) -> dict[str, Any]:
     """A point's frames, bytes on the wire and latency per event, from its raw data."""
-    topo = load_topology(rundir.topology)
-    batched = {s.id for s in topo.streams if s.batch is not None}
     sources = pd.read_parquet(rundir.sources, columns=["stream", "seq", "frame", "send_ns", "batch_wait_ns"])
     deliveries = pd.read_parquet(rundir.deliveries, columns=["stream", "seq", "operator", "recv_ns"])
     sources = sources.drop_duplicates(["stream", "seq"])
+    # A frame of one event is a plain event frame (docs/wire.md, "Batches"), batched stream or not.
     frames = sources.groupby(["stream", "frame"]).size().rename("events").reset_index()
-    in_batch = frames["stream"].isin(batched)
+    in_batch = frames["events"] > 1
     source_bytes = np.where(in_batch, HEADERS + BATCH_HEADER + EVENT * frames["events"], HEADERS + EVENT).sum()
     joined = deliveries.merge(sources, on=["stream", "seq"], how="left")
     copies = joined.groupby(["stream", "operator", "frame"]).size().rename("events").reset_index()
-    copy_batched = copies["stream"].isin(batched)
+    copies = copies.merge(frames.rename(columns={"events": "frame_events"}), on=["stream", "frame"], how="left")
+    copy_batched = copies["frame_events"] > 1
     copy_bytes = np.where(copy_batched, HEADERS + BATCH_HEADER + (EVENT + WINDOWS) * copies["events"],
                           (HEADERS + EVENT + WINDOWS) * copies["events"]).sum()
     latency_us = (joined["recv_ns"] - joined["send_ns"] + joined["batch_wait_ns"]) / 1000.0
@@ -119,7 +120,8 @@ class BatchCapacity(ExperimentKind):
         points.rows = rows
         try:
             found: Optional[float] = points.capacity(
-                target, Calibration(scenario=name, start=p.start, max_rate=p.max_rate, refine=p.refine))
+                target, Calibration(scenario=name, start=p.start, max_rate=p.max_rate, refine=p.refine,
+                                    repeats=p.repeats))
         except RuntimeError as err:
             self.log(str(err))
             found = None
@@ -195,11 +197,18 @@ def summarize(rows: pd.DataFrame, capacity: dict[str, dict[str, dict[str, Option
 
 
 def at_capacity(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per target, scenario and batch size, the sustained point with the highest input rate."""
-    ok = rows[rows["sustained"]]
+    """Per target, scenario and batch size, the run the capacity was read
+    from (``RatePoints.held``): at the highest offered rate that held, the
+    median of its sustained runs by input rate.  Rows without ``held`` (one
+    run per rate) held when they were sustained."""
+    held = rows["held"].fillna(rows["sustained"]).astype(bool) if "held" in rows else rows["sustained"]
+    ok = rows[held & rows["sustained"]]
     if not len(ok):
         return ok
-    return ok.loc[ok.groupby(["target", "scenario", "batch"])["input_rate"].idxmax()].reset_index(drop=True)
+    keys = ["target", "scenario", "batch"]
+    top = ok[ok["offered"] == ok.groupby(keys)["offered"].transform("max")]
+    picked = [part.sort_values("input_rate").iloc[(len(part) - 1) // 2] for _, part in top.groupby(keys)]
+    return pd.DataFrame(picked).reset_index(drop=True)
 
 
 def at_rate(rows: pd.DataFrame, rate: float) -> pd.DataFrame:
@@ -212,15 +221,16 @@ def at_rate(rows: pd.DataFrame, rate: float) -> pd.DataFrame:
 
 
 def ratios(capacity: dict[str, dict[str, dict[str, Optional[float]]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per target and scenario: k = 8 and k = 1 against the unbatched capacity."""
+    """Per target and scenario: k = 8 and k = 1 against the unbatched
+    capacity (the issue's targets), and k = 8 against k = 1."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for target, by_scenario in capacity.items():
         for name, by_k in by_scenario.items():
-            base = by_k.get("0")
 
-            def over(k: str) -> Optional[float]:
-                got = by_k.get(k)
-                return round(got / base, 2) if got and base else None
+            def over(k: str, base: str) -> Optional[float]:
+                got, under = by_k.get(k), by_k.get(base)
+                return round(got / under, 2) if got and under else None
 
-            out.setdefault(target, {})[name] = {"k8_over_unbatched": over("8"), "k1_over_unbatched": over("1")}
+            out.setdefault(target, {})[name] = {"k8_over_unbatched": over("8", "0"),
+                                                "k1_over_unbatched": over("1", "0"), "k8_over_k1": over("8", "1")}
     return out
