@@ -139,13 +139,20 @@ class RatePoints:
         return row
 
     def held(self, target: str, name: str, offered: float, repeats: int) -> Optional[dict[str, Any]]:
-        """Run ``repeats`` points at ``offered``: whether most of them were
-        sustained, as every one's row then says (``held``).  A single run
-        passes or fails by a few lost frames near capacity, so one verdict is
-        noise where a majority is not.  Returns the held point's median run
-        by achieved input rate, or ``None``."""
-        rows = [self.point(target, name, offered, "calibration", repeat=i) for i in range(repeats)]
-        held = sum(r["sustained"] for r in rows) * 2 > repeats
+        """Run up to ``repeats`` points at ``offered``: whether most of them
+        were sustained, as every one's row then says (``held``).  A single
+        run passes or fails by a few lost frames near capacity, so one
+        verdict is noise where a majority is not.  The runs stop once the
+        majority is decided.  Returns the held point's median run by
+        achieved input rate, or ``None``."""
+        need = repeats // 2 + 1
+        rows: list[dict[str, Any]] = []
+        while len(rows) < repeats:
+            rows.append(self.point(target, name, offered, "calibration", repeat=len(rows)))
+            sustained = sum(r["sustained"] for r in rows)
+            if sustained >= need or len(rows) - sustained > repeats - need:
+                break
+        held = sum(r["sustained"] for r in rows) >= need
         for r in rows:
             r["held"] = held
         pd.DataFrame(self.rows).to_parquet(self.out, index=False)

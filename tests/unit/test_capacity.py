@@ -46,6 +46,13 @@ def test_a_rate_holds_when_most_of_its_runs_are_sustained(tmp_path):
     assert found == 7998
 
 
+def test_the_runs_at_a_rate_stop_once_the_majority_is_decided(tmp_path):
+    points = ScriptedPoints(tmp_path, lambda offered, repeat: offered <= 1000)
+    assert points.held("model", "cbtw1", 1000, 5)["offered"] == 1000       # 3 of 5 sustained: held
+    assert points.held("model", "cbtw1", 2000, 5) is None                  # 3 of 5 lost: not held
+    assert [(r["offered"], r["held"]) for r in points.rows] == [(1000, True)] * 3 + [(2000, False)] * 3
+
+
 def test_a_lucky_run_at_a_rate_that_did_not_hold_is_not_the_capacity(tmp_path):
     script = {(8000, 1): False, (16000, 0): False, (16000, 2): False}
     points = ScriptedPoints(tmp_path, lambda offered, repeat: script.get((offered, repeat), offered < 20000))
