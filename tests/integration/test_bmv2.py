@@ -922,6 +922,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
         BATCHES,
         CEP,
         CEP_WORKLOAD,
+        LONE_WORKLOAD,
         InstructionParams,
         batch_workload,
         cep_workload,
@@ -933,7 +934,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 5
+    assert len(rows) == 6
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
     cep = by[CEP, CEP_WORKLOAD]
@@ -950,4 +951,9 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     install, frames = batch_workload()
     assert len(frames(100)) == 13 and batched["copies"] == expected_copies(install, frames(100)) == 13
     assert forward["instructions_per_event"] < batched["instructions_per_event"] < tumbling["instructions_per_event"]
+    # one event per frame on the batches build: the plain path, with the batch build's larger header vector
+    lone = by[BATCHES, LONE_WORKLOAD]
+    install, frames = batch_workload(1)
+    assert all(not is_batch_port(frame) for frame in frames(100)) and lone["copies"] == 100
+    assert tumbling["instructions_per_event"] < lone["instructions_per_event"] < 2 * tumbling["instructions_per_event"]
     assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)

@@ -227,3 +227,21 @@ def test_a_callgrind_dump_gives_its_instruction_total_less_header_vector_allocat
     assert dumped_instructions(dump.replace("summary", "totals")) == 30330337 - 160000
     with pytest.raises(ValueError, match="no summary or totals"):
         dumped_instructions("version: 1\nevents: Ir\n")
+
+
+def test_the_batches_builds_workloads_send_batches_and_lone_events_as_a_source_does():
+    """``make bench`` counts the batches build on frames of 8 events and on
+    frames of one, which go plain (docs/wire.md, "Batches"); each workload's
+    copies are what the embedded target sends for it."""
+    from testbed.dataplane.wire import batch_count, is_batch_port
+    from testbed.experiments.bench.instructions import BATCH_EVENTS, batch_workload, expected_copies
+
+    install, frames = batch_workload()
+    batched = frames(20)
+    assert [batch_count(f) for f in batched] == [BATCH_EVENTS, BATCH_EVENTS, 20 - 2 * BATCH_EVENTS]
+    assert expected_copies(install, batched) == 3                    # tumbling windows: one copy a batch
+    install, frames = batch_workload(1)
+    lone = frames(20)
+    assert len(lone) == 20 and not any(is_batch_port(f) for f in lone)
+    assert expected_copies(install, lone) == 20
+    assert batch_count(batch_workload(BATCH_EVENTS)[1](17)[-1]) == 0   # a last frame of one event goes plain
