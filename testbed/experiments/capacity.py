@@ -143,7 +143,7 @@ class RatePoints:
         were sustained, as every one's row then says (``held``).  A single
         run passes or fails by a few lost frames near capacity, so one
         verdict is noise where a majority is not.  The runs stop once the
-        majority is decided.  Returns the held point's median run by
+        majority is decided.  Returns the held point's lower median run by
         achieved input rate, or ``None``."""
         need = repeats // 2 + 1
         rows: list[dict[str, Any]] = []
