@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 from testbed.analysis.plots import plt, save_figure
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
-from testbed.experiments.capacity import SOURCE_LIMIT, Calibration, RatePoints
+from testbed.experiments.capacity import SOURCE_LIMIT, Calibration, RatePoints, median_run
 from testbed.experiments.rates import points_ok
 from testbed.experiments.shipped import check_scenarios, plan_cost, scenario
 from testbed.rundir import ExperimentDir, RunDir
@@ -199,7 +199,7 @@ def summarize(rows: pd.DataFrame, capacity: dict[str, dict[str, dict[str, Option
 def at_capacity(rows: pd.DataFrame) -> pd.DataFrame:
     """Per target, scenario and batch size, the run the capacity was read
     from (``RatePoints.held``): at the highest offered rate that held, the
-    median of its sustained runs by input rate.  Rows without ``held`` (one
+    lower median of its sustained runs by input rate (``median_run``).  Rows without ``held`` (one
     run per rate) held when they were sustained."""
     held = rows["held"].fillna(rows["sustained"]).astype(bool) if "held" in rows else rows["sustained"]
     ok = rows[held & rows["sustained"]]
@@ -207,8 +207,7 @@ def at_capacity(rows: pd.DataFrame) -> pd.DataFrame:
         return ok
     keys = ["target", "scenario", "batch"]
     top = ok[ok["offered"] == ok.groupby(keys)["offered"].transform("max")]
-    picked = [part.sort_values("input_rate").iloc[(len(part) - 1) // 2] for _, part in top.groupby(keys)]
-    return pd.DataFrame(picked).reset_index(drop=True)
+    return pd.DataFrame([median_run(part.to_dict("records")) for _, part in top.groupby(keys)])
 
 
 def at_rate(rows: pd.DataFrame, rate: float) -> pd.DataFrame:

@@ -156,10 +156,7 @@ class RatePoints:
         for r in rows:
             r["held"] = held
         pd.DataFrame(self.rows).to_parquet(self.out, index=False)
-        if not held:
-            return None
-        good = sorted((r for r in rows if r["sustained"]), key=lambda r: r["input_rate"])
-        return good[(len(good) - 1) // 2]
+        return median_run([r for r in rows if r["sustained"]]) if held else None
 
     def capacity(self, target: str, c: "Calibration") -> float:
         """The highest input rate (achieved, events/s) at which runs of the
@@ -189,6 +186,12 @@ class RatePoints:
             raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
                                f"lower calibration.start")
         return float(sustained["input_rate"])
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The lower median of ``runs`` by achieved input rate: the run a held
+    rate's capacity is read from (of two, the slower)."""
+    return sorted(runs, key=lambda r: r["input_rate"])[(len(runs) - 1) // 2]
 
 
 def machine_capacity(kind: ExperimentKind, target: str, c: ScenarioCalibration) -> float:

@@ -35,15 +35,18 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from testbed import ROOT
 from testbed.dataplane.cep import CepControl
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
+from testbed.emulation.source import planned_frames
 from testbed.emulation.veth import Taps, VethRig, send_frames
 from testbed.experiments.bench.costs import TEMPLATE, one_stream
 from testbed.rundir import ExperimentDir
+from testbed.semantics.batching import plan_frames
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import EventCount, Rate, StrictModel
 from testbed.semantics.topology import parse_topology
@@ -245,10 +248,9 @@ def batch_workload(events: int = BATCH_EVENTS) -> tuple[Installer, Callable[[int
     plan = SplitterPlan(parse_topology(data))
 
     def frames(count: int) -> list[bytes]:
-        firsts = range(0, count, events)
-        return [TEMPLATE.frame(first, first * step) if min(first + events, count) - first == 1
-                else TEMPLATE.batch([(seq, seq * step, 0, 0) for seq in range(first, min(first + events, count))])
-                for first in firsts]
+        # All due at once: frames of ``events`` each, cut as a source cuts them.
+        plan = plan_frames(np.zeros(count), events, max_delay=0.0)
+        return planned_frames(TEMPLATE, [(seq, seq * step, 0, 0) for seq in range(count)], plan)
 
     return (lambda api: Controller(api).install(plan)), frames
 
@@ -269,6 +271,15 @@ def cep_workload() -> tuple[Installer, Callable[[int], list[bytes]]]:
     return install, lambda count: event_frames(topo, count, CEP_SEED)[0]
 
 
+def workload(program: str, label: str) -> tuple[Installer, Callable[[int], list[bytes]]]:
+    """How to configure ``program`` for the workload ``label``, and its frames."""
+    if program == CEP:
+        return cep_workload()
+    if program == BATCHES:
+        return batch_workload(1 if label == LONE_WORKLOAD else BATCH_EVENTS)
+    return splitter_workload(label)
+
+
 def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> list[dict[str, Any]]:
     """One row per program and workload: instructions per event, from two counts."""
     few, many = max(params.events // 4, 1), params.events
@@ -282,9 +293,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
             if program == FORWARD:       # no plan: the frames of the workload, forwarded
                 install, frames_for = None, lambda count, step=WORKLOADS[label][1]: frames_of(step, count)
             else:
-                install, frames_for = {CEP: cep_workload,
-                                       BATCHES: lambda: batch_workload(1 if label == LONE_WORKLOAD else BATCH_EVENTS)
-                                       }.get(program, lambda: splitter_workload(label))()
+                install, frames_for = workload(program, label)
             totals = {}
             for count in (few, many):
                 frames = frames_for(count)
