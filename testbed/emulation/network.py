@@ -101,7 +101,7 @@ class SplitterNetwork:
                       autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
         self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls, run_dir=str(self.rundir.root),
-                                    batches=any(s.batch is not None for s in topo.streams),
+                                    batches=topo.sends_batches(),
                                     cep=topo.cep is not None,
                                     **self.switch_params)
         addresses = plan_addresses(topo)

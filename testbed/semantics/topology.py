@@ -185,6 +185,13 @@ class Batching(StrictModel):
     events: int = Field(ge=1, le=limits.MAX_BATCH, description="events per frame at most")
     max_delay: float = Field(ge=0, le=limits.MAX_SCHEDULE_S, description="seconds an event may wait for its frame")
 
+    @property
+    def packs_events(self) -> bool:
+        """Whether a frame can carry two events or more.  With one, every frame
+        leaves as a plain event frame (a lone event is never sent as a batch),
+        so the stream needs nothing of the switch that unbatched streams do not."""
+        return self.events >= 2
+
 
 class Perturb(StrictModel):
     """What a source does to its stream on purpose, seeded by the run's seed:
@@ -517,6 +524,12 @@ class Topology(StrictModel):
 
     def source_hosts(self) -> list[str]:
         return list(dict.fromkeys(s.source for s in self.streams))
+
+    def sends_batches(self) -> bool:
+        """Whether some stream sends frames of several events: only then does a
+        target that builds batches into a program of its own (bmv2) run that
+        build, whose larger header vector every frame pays for (docs/p4.md, "Two builds")."""
+        return any(s.batch is not None and s.batch.packs_events for s in self.streams)
 
     def stream(self, stream_id: int) -> Stream:
         for s in self.streams:

@@ -350,3 +350,16 @@ def test_a_frame_of_one_event_leaves_as_a_plain_event():
     assert parse_event(frames[1][EVENT_OFFSET:]) == (7, 3, 300, 0, 9) and is_event_frame(frames[1])
     assert [batch_count(f) for f in (frames[0], frames[2])] == [3, 2]
     assert frames[0] == tpl.batch(events[:3]) and frames[2] == tpl.batch(events[4:])
+
+
+@pytest.mark.parametrize("events, sends", [(None, False), (1, False), (2, True), (MAX_BATCH, True)])
+def test_only_a_stream_that_packs_events_asks_for_the_batches_build(events, sends):
+    """A stream batched one event to a frame sends plain frames only, so its
+    topology runs the plain build (docs/p4.md, "Two builds"); one stream that
+    packs two or more is enough for the batches build."""
+    batched = [] if events is None else [{"batch": {"events": events, "max_delay": 0.01}}]
+    plain = topologies.stream(SID, {"kind": "count", "size": 3, "slide": 1}, HOSTS[:2])
+    streams = [plain] + [{**topologies.stream(SID + 1, {"kind": "count", "size": 3, "slide": 1},
+                                              HOSTS[:2]), **extra} for extra in batched]
+    topo = topologies.build(streams, ["h1", *HOSTS])
+    assert topo.sends_batches() is sends
