@@ -8,7 +8,9 @@ they come from; an experiment with no results says so.  The run record's
 schema in ``docs/results.md`` is generated the same way, from the models
 (``testbed.rundir.schema``), the stability table of ``make stress`` from
 ``results/stress/*/stability.json``, and bmv2's instructions per event
-(``docs/p4.md``) from the benches in ``results/bench/``.  Text outside the markers is left alone, and
+(``docs/p4.md``) from the benches in ``results/bench/``.  ``results/`` is not
+committed, so a machine without stress runs or benches of its own leaves
+those two tables as an earlier machine's results wrote them.  Text outside the markers is left alone, and
 ``--check`` says whether the docs are what the results give.
 """
 from __future__ import annotations
@@ -34,6 +36,8 @@ STRESS = "stress"
 INSTRUCTIONS = "bench-instructions"
 #: Programs shown side by side in the instructions table, the newest ones.
 MAX_BENCHES = 6
+#: How a section without results begins.
+NOT_RUN = "Not run yet"
 
 
 def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
@@ -74,7 +78,7 @@ def table(pairs: list[tuple[str, str]]) -> list[str]:
 def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
     """The generated text of one experiment."""
     if expdir is None:
-        return f"Not run yet: `make experiment NAME={name}` (or `make figures`) writes its results.\n"
+        return f"{NOT_RUN}: `make experiment NAME={name}` (or `make figures`) writes its results.\n"
     record = expdir.read_record()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
     where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
@@ -108,7 +112,7 @@ def stress_section(results: Path) -> str:
     experiment verdict that did not pass every repetition."""
     folders = sorted(p for p in (results / "stress").glob("*") if (p / "stability.json").is_file())
     if not folders:
-        return "Not run yet: `make stress` writes `results/stress/<id>/stability.md`.\n"
+        return f"{NOT_RUN}: `make stress` writes `results/stress/<id>/stability.md`.\n"
     out = ["| results | revision | repeated | on | suite runs passed | tests that failed | verdicts "
            "passed every time | verdicts that did not |", "|---|---|---|---|---|---|---|---|"]
     for folder in folders:
@@ -167,7 +171,7 @@ def instructions_section(results: Path) -> str:
         if rows:
             benches.append((expdir, record, rows))
     if not benches:
-        return "Not run yet: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
+        return f"{NOT_RUN}: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
     newest_of = {program_of(record, rows): (expdir, record, rows) for expdir, record, rows in benches}
     benches = list(newest_of.values())[-MAX_BENCHES:]
     root = results.parent
@@ -206,8 +210,11 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     root = results.parent
     sections = {name: section(name, newest_result(name, results), root) for name in names}
     sections[RECORD_SCHEMA] = record_schema() + "\n"
-    sections[STRESS] = stress_section(results)
-    sections[INSTRUCTIONS] = instructions_section(results)
+    # results/ is not committed: a machine without stress runs or benches of
+    # its own leaves the tables that an earlier machine's results wrote.
+    for name, text in ((STRESS, stress_section(results)), (INSTRUCTIONS, instructions_section(results))):
+        if not text.startswith(NOT_RUN):
+            sections[name] = text
     out = {}
     for path in sorted(docs.glob("*.md")):
         text = path.read_text()

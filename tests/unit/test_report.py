@@ -176,3 +176,22 @@ def test_a_kind_with_its_own_table_gets_it_beside_the_papers_numbers(tmp_path):
     for kind in ("resources", "no-such-kind"):
         (folder / "experiment.json").write_text(json.dumps({**record, "kind": kind}))
         assert "Fig. 4" not in section("p4cep", newest_result("p4cep", results), tmp_path)
+
+
+def test_a_machine_without_stress_runs_or_benches_keeps_the_tables_the_docs_have(tmp_path):
+    """results/ is not committed: a report on a machine with no stress run
+    and no bench of its own must not wipe the tables an earlier machine's
+    results wrote; once it has a bench, that table is written from it."""
+    from testbed.experiments.report import INSTRUCTIONS, STRESS
+
+    docs, results = doc(tmp_path, [STRESS, INSTRUCTIONS]), tmp_path / "results"
+    assert report(docs=docs, results=results, names=[]) == []
+    assert (docs / "evaluation.md").read_text().count("old text 42") == 2
+    folder = results / "bench" / "20260101-000000"
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text(json.dumps({
+        "kind": "bench", "experiment": {"name": "bench"}, "git_revision": "a" * 40, "ours": {"instructions": [
+            {"target": "bmv2", "program": "splitter", "workload": "w", "instructions_per_event": 1234}]}}))
+    assert report(docs=docs, results=results, names=[]) == [docs / "evaluation.md"]
+    text = (docs / "evaluation.md").read_text()
+    assert text.count("old text 42") == 1 and "| splitter | w | 1,234 |" in text
