@@ -208,7 +208,10 @@ def rewrite(text: str, generated: dict[str, str]) -> str:
 def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, str]:
     """Each generated document's new text (only the documents that have markers)."""
     root = results.parent
-    sections = {name: section(name, newest_result(name, results), root) for name in names}
+    # The three tables below are no experiment's: naming one (--only stress)
+    # rewrites only them, never with an experiment's "Not run yet".
+    sections = {name: section(name, newest_result(name, results), root) for name in names
+                if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS)}
     sections[RECORD_SCHEMA] = record_schema() + "\n"
     # results/ is not committed: a machine without stress runs or benches of
     # its own leaves the tables that an earlier machine's results wrote.

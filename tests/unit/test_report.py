@@ -186,6 +186,7 @@ def test_a_machine_without_stress_runs_or_benches_keeps_the_tables_the_docs_have
 
     docs, results = doc(tmp_path, [STRESS, INSTRUCTIONS]), tmp_path / "results"
     assert report(docs=docs, results=results, names=[]) == []
+    assert report(docs=docs, results=results, names=[STRESS]) == []      # --only stress: not an experiment
     assert (docs / "evaluation.md").read_text().count("old text 42") == 2
     folder = results / "bench" / "20260101-000000"
     folder.mkdir(parents=True)
