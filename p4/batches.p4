@@ -14,9 +14,9 @@
  * configuration, so a change whose boundary falls inside the batch takes
  * effect at that event.
  *
- * A batch of count windows that stays inside one slide needs no more than
- * its first pass (BATCH_WHOLE_SLIDE): all its events share the first one's
- * windows.
+ * A batch that stays inside one slide (a time batch also in order) needs
+ * no more than its first pass (BATCH_WHOLE_SLIDE): all its events share the
+ * first one's windows.
  *
  * The last pass sends the frame once, to the operators of a range of
  * windows that covers every event's windows (BATCH_COVER), through the
@@ -89,37 +89,66 @@
         meta.batch.e##I = record;                                              \
     }
 
-/* A batch of count windows whose events all fall into the slide of its
- * first, on the same side of that slide's `extra` point, with no change
- * armed to fire and none in transition: every event lies in exactly the
- * windows of the first, and a pass per event would only add one to the
- * stream's event count each time.  So the first pass takes the whole batch:
- * it counts each event in stream_in and moves the event count past the last
- * one, which is all the passes for events 1 .. count - 1 would have written,
- * and sets meta.batch.whole: the steps below then read every event's record
- * from e0 and do their work for slot 0 only.  An armed change fires only
- * when an event reaches next_start, which none of these does.  (docs/p4.md,
- * "Batches"; the model takes the same step, and the differential tests hold
- * the two to the same frames, registers and counters.) */
+/* A batch whose events all fall into the slide of its first, on the same
+ * side of that slide's `extra` point, with no change armed to fire and none
+ * in transition: every event lies in exactly the windows of the first, and
+ * a pass per event would only move the stream's position on (its event
+ * count, or its newest timestamp).  A time batch must also be in order from
+ * a first event that was not late, which the newest timestamp equal to the
+ * first's tells: then none of its events is late either.  So the first pass
+ * takes the whole batch: it counts each event in stream_in and moves the
+ * position to the last event, which is all the passes for events 1 ..
+ * count - 1 would have written, and sets meta.batch.whole: the steps below
+ * then read every event's record from e0 and do their work for slot 0 only.
+ * An armed change fires only when an event reaches next_start, which none
+ * of these does.  (docs/p4.md, "Batches"; the model takes the same step,
+ * and the differential tests hold the two to the same frames, registers and
+ * counters.) */
 #define BATCH_WHOLE_SLIDE                                                      \
-    if (meta.batch.count > 1 && meta.win.kind == WINDOW_COUNT                  \
-            && meta.win.by_key == 0 && meta.epoch.switching == 0               \
-            && meta.epoch.in_transition == 0 && meta.verdict.old_active == 0) {\
-        bit<64> following_x;  /* the event count, past the first event */     \
+    if (meta.batch.count > 1 && meta.win.by_key == 0                           \
+            && meta.epoch.switching == 0 && meta.epoch.in_transition == 0      \
+            && meta.verdict.old_active == 0) {                                 \
+        bit<64> position;     /* the stream's count, or its newest timestamp */\
+        bit<64> first_x;      /* the first event's position */                 \
+        bit<64> last_x;       /* the last event's */                           \
+        bool in_order = true;                                                  \
+        if (meta.win.kind == WINDOW_COUNT) {                                   \
+            event_count.read(position, meta.idx);                              \
+            first_x = position - 1;                                            \
+            last_x = position + (bit<64>)meta.batch.count - 2;                 \
+        } else {                                                               \
+            last_ts.read(position, meta.idx);                                  \
+            first_x = hdr.events[0].ts;                                        \
+            last_x = first_x;                                                  \
+            in_order = position == first_x;                                    \
+            FOR_EACH_LATER_SLOT(BATCH_IN_ORDER)                                \
+        }                                                                      \
         bit<64> slide_x;      /* where the first event's slide starts */       \
         bit<64> next_slide_x; /* where the slide after it starts */            \
-        event_count.read(following_x, meta.idx);                               \
         slide_start.read(slide_x, meta.idx);                                   \
         next_start.read(next_slide_x, meta.idx);                               \
-        bit<64> last_x = following_x + (bit<64>)meta.batch.count - 2;          \
-        if (last_x < next_slide_x                                              \
-                && (following_x - 1 - slide_x < meta.win.extra)                \
+        if (in_order && last_x < next_slide_x                                  \
+                && (first_x - slide_x < meta.win.extra)                        \
                    == (last_x - slide_x < meta.win.extra)) {                   \
-            event_count.write(meta.idx, last_x + 1);                           \
+            if (meta.win.kind == WINDOW_COUNT) {                               \
+                event_count.write(meta.idx, last_x + 1);                       \
+            } else {                                                           \
+                last_ts.write(meta.idx, last_x);                               \
+            }                                                                  \
             FOR_EACH_SLOT(BATCH_COUNT_IN)                                      \
             meta.batch.whole = 1;                                              \
             meta.batch.at = (bit<8>)meta.batch.count - 1;                      \
         }                                                                      \
+    }
+
+/* Slot I (1 ..) of a time batch: its timestamp is not below the one
+ * before, and the last slot's is the batch's last position. */
+#define BATCH_IN_ORDER(I)                                                      \
+    if (I < meta.batch.count) {                                                \
+        if (hdr.events[I].ts < hdr.events[I - 1].ts) {                         \
+            in_order = false;                                                  \
+        }                                                                      \
+        last_x = hdr.events[I].ts;                                             \
     }
 
 #define BATCH_COUNT_IN(I)                                                      \
@@ -230,27 +259,25 @@
         BACK = NEWEST + N_OPS - POSITION;                                      \
     }
 
-/* Slot I's Windows header for this replica's operator (w), and whether it
- * has any of the operator's windows (mine).  An event of the epoch before
- * the final one stands in that epoch's operator list (previous_position),
- * as the old windows of a transition do.  The locals (ev, w, back, known,
+/* Slot I's Windows header for this replica's operator, written in place
+ * into events_windows[I] (W), and whether it has any of the operator's
+ * windows (mine).  setValid zeroes the header on bmv2 (add_header), so
+ * only the non-zero fields are written.  An event of the epoch before the
+ * final one stands in that epoch's operator list (previous_position), as
+ * the old windows of a transition do.  The locals (ev, back, known,
  * position, mine) are MyEgress's, shared by the slots. */
-#define BATCH_WINDOWS_OF(I)                                                    \
+#define BATCH_WINDOWS_OF(I, W)                                                 \
     UNPACK(meta.batch.e##I, ev)                                                \
-    w.window = 0;                                                              \
-    w.span = 0;                                                                \
-    w.stride = (bit<16>)ev.n_ops;                                              \
-    w.epoch = (bit<16>)ev.epoch;                                               \
-    w.old_window = 0;                                                          \
-    w.old_span = 0;                                                            \
-    w.old_stride = (bit<16>)ev.old_n_ops;                                      \
-    w.reserved = 0;                                                            \
+    W.setValid();                                                              \
+    W.stride = (bit<16>)ev.n_ops;                                              \
+    W.epoch = (bit<16>)ev.epoch;                                               \
+    W.old_stride = (bit<16>)ev.old_n_ops;                                      \
     if (ev.assigned == 0) {                                                    \
         mine = false;                                                          \
     } else if (ev.by_key == 1) {                                               \
-        w.window = ev.window;                                                  \
-        w.span = ev.active;                                                    \
-        w.stride = 1;                                                          \
+        W.window = ev.window;                                                  \
+        W.span = ev.active;                                                    \
+        W.stride = 1;                                                          \
         mine = position_hit && meta.copy.position == ev.key_op;                \
     } else {                                                                   \
         if (ev.active != 0) {                                                  \
@@ -263,8 +290,8 @@
             if (known) {                                                       \
                 COPY_BACK(back, ev.newest, position, ev.n_ops)                 \
                 if (back < ev.active) {                                        \
-                    w.window = ev.window - (bit<64>)back;                      \
-                    w.span = ev.active - back;                                 \
+                    W.window = ev.window - (bit<64>)back;                       \
+                    W.span = ev.active - back;                                 \
                 }                                                              \
             }                                                                  \
         }                                                                      \
@@ -272,35 +299,43 @@
             COPY_BACK(back, ev.old_newest, meta.copy.old_position,             \
                       ev.old_n_ops)                                            \
             if (back < ev.old_active) {                                        \
-                w.old_window = ev.old_window - (bit<64>)back;                  \
-                w.old_span = ev.old_active - back;                             \
+                W.old_window = ev.old_window - (bit<64>)back;                  \
+                W.old_span = ev.old_active - back;                             \
             }                                                                  \
         }                                                                      \
-        mine = w.span != 0 || w.old_span != 0;                                 \
+        mine = W.span != 0 || W.old_span != 0;                                 \
     }
 
 /* Event I stays in this replica, with its Windows header, when some of its
- * windows are this operator's; otherwise it is cut out.  The events of a
- * whole batch keep slot 0's header and verdict, still in w and mine. */
+ * windows are this operator's; otherwise both are cut out.  The events of
+ * a whole batch take slot 0's header and verdict (events_windows[0] and
+ * mine).  Slots past the count were never valid. */
 #define BATCH_KEEP(I)                                                          \
     if (OWN_RECORD(I)) {                                                       \
-        BATCH_WINDOWS_OF(I)                                                    \
+        BATCH_WINDOWS_OF(I, hdr.events_windows[I])                             \
     } else if (I >= meta.batch.count) {                                        \
         mine = false;                                                          \
+    } else if (mine) {                                                         \
+        hdr.events_windows[I] = hdr.events_windows[0];                         \
     }                                                                          \
     if (mine) {                                                                \
-        hdr.events_windows[I] = w;                                             \
         hdr.events[I].flags = hdr.events[I].flags | FLAG_WINDOWS;              \
         meta.batch.kept = meta.batch.kept + 1;                                 \
         stream_out.count(meta.idx);                                            \
         operator_out.count(meta.copy.port);                                    \
-    } else {                                                                   \
+    } else if (I < meta.batch.count) {                                         \
         hdr.events[I].setInvalid();                                            \
+        hdr.events_windows[I].setInvalid();                                    \
     }
 
 /* Every macro above, once per event slot. */
 #define FOR_EACH_SLOT(STEP)                                                    \
     STEP(0)  STEP(1)  STEP(2)  STEP(3)  STEP(4)  STEP(5)  STEP(6)  STEP(7)     \
+    STEP(8)  STEP(9)  STEP(10) STEP(11) STEP(12) STEP(13) STEP(14) STEP(15)
+
+/* The same from the second slot on (steps that look at the slot before). */
+#define FOR_EACH_LATER_SLOT(STEP)                                              \
+    STEP(1)  STEP(2)  STEP(3)  STEP(4)  STEP(5)  STEP(6)  STEP(7)              \
     STEP(8)  STEP(9)  STEP(10) STEP(11) STEP(12) STEP(13) STEP(14) STEP(15)
 
 #endif

@@ -100,8 +100,6 @@ control MyEgress(inout headers_t hdr,
                     /* Only the events whose windows are this operator's. */
                     meta.batch.kept = 0;
                     batched_event_t ev;
-                    windows_t w;
-                    w.setValid();
                     bit<32> back;
                     bool known;
                     bit<32> position;

@@ -622,8 +622,10 @@ BATCHED_STREAMS = {
     # (p4/batches.p4, BATCH_WHOLE_SLIDE); their changes keep them long.
     17: {"kind": "count", "size": 100, "slide": 100},
     18: {"kind": "count", "size": 40, "slide": 13},
+    19: {"kind": "time", "size": 400, "slide": 400},
+    20: {"kind": "time", "size": 300, "slide": 100, "lateness": 30},
 }
-LONG_SLIDES = (17, 18)
+LONG_SLIDES = (17, 18, 19, 20)
 KEYED = 16
 
 
@@ -631,7 +633,11 @@ def batch_change(rng: random.Random, s):
     """A random change of ``s``; the long-slide streams stay long."""
     if s.id not in LONG_SLIDES:
         return random_change(rng, s, BATCH_HOSTS)
-    window = WindowSpec(kind="count", size=rng.randint(20, 120), slide=rng.randint(5, 120))
+    if s.window.kind == "time":
+        window = WindowSpec(kind="time", size=rng.randint(200, 600), slide=rng.randint(100, 400),
+                            lateness=s.window.lateness)
+    else:
+        window = WindowSpec(kind="count", size=rng.randint(20, 120), slide=rng.randint(5, 120))
     return s.model_copy(update={"window": window,
                                 "operators": rng.sample(BATCH_HOSTS, rng.randint(1, len(BATCH_HOSTS)))})
 
@@ -656,17 +662,24 @@ def batch_copies(out) -> Counter:
 def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switch, monkeypatch):
     """Batches of 1 .. 16 events of the four semantics (late events among
     them) and of a stream split by key, with changes armed between batches
-    so that boundaries fall inside them, and count batches that lie in one
-    slide, which take one pass: bmv2 and the model emit the same copies,
+    so that boundaries fall inside them, and count and time batches that
+    lie in one slide, which take one pass: bmv2 and the model emit the same copies,
     byte for byte, and end with the same registers and counters.
     (tests/unit/test_batches.py holds the model's batches to its single
     events, and those to the oracle.)"""
-    whole = []
+    whole, whole_time = [], []
     take = Batches._whole_slide
-    monkeypatch.setattr(Batches, "_whole_slide", lambda *args: whole.append(take(*args)) or whole[-1])
     _proc, api = batch_switch
     rng = random.Random(seed)
     topo = batched_topology(rng)
+
+    def spy(self, stream, *args):
+        whole.append(take(self, stream, *args))
+        if topo.stream(stream).window.kind == "time":
+            whole_time.append(whole[-1])
+        return whole[-1]
+
+    monkeypatch.setattr(Batches, "_whole_slide", spy)
     plan = SplitterPlan(topo)
     model = SplitterPipeline()
     controllers = (Controller(model), Controller(api))
@@ -704,6 +717,7 @@ def test_batches_match_the_model_with_changes_inside_them(seed, rig, batch_switc
         cap.close()
     assert changes >= 10 and inside >= 3, (changes, inside)
     assert sum(whole) >= 30 and whole.count(False) >= 30, (sum(whole), len(whole))
+    assert sum(whole_time) >= 10 and whole_time.count(False) >= 10, (sum(whole_time), len(whole_time))
     got_copies, want_copies = batch_copies(got), batch_copies(want)
     assert sum(want_copies.values()) == len(want) > 100
     missing, extra = want_copies - got_copies, got_copies - want_copies
@@ -923,6 +937,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
         CEP,
         CEP_WORKLOAD,
         LONE_WORKLOAD,
+        TIME_BATCH_WORKLOAD,
         InstructionParams,
         batch_workload,
         cep_workload,
@@ -934,7 +949,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 6
+    assert len(rows) == 7
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
     cep = by[CEP, CEP_WORKLOAD]
@@ -951,9 +966,15 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     install, frames = batch_workload()
     assert len(frames(100)) == 13 and batched["copies"] == expected_copies(install, frames(100)) == 13
     assert forward["instructions_per_event"] < batched["instructions_per_event"] < tumbling["instructions_per_event"]
+    # and so do time batches in order inside one slide, which this workload's events are but for
+    # the batches that cross a slide's start
+    timed = by[BATCHES, TIME_BATCH_WORKLOAD]
+    install, frames = batch_workload(TIME_BATCH_WORKLOAD)
+    assert timed["copies"] == expected_copies(install, frames(100)) > 13
+    assert forward["instructions_per_event"] < timed["instructions_per_event"] < tumbling["instructions_per_event"]
     # one event per frame on the batches build: the plain path, with the batch build's larger header vector
     lone = by[BATCHES, LONE_WORKLOAD]
-    install, frames = batch_workload(1)
+    install, frames = batch_workload(LONE_WORKLOAD)
     assert all(not is_batch_port(frame) for frame in frames(100)) and lone["copies"] == 100
     assert tumbling["instructions_per_event"] < lone["instructions_per_event"] < 2 * tumbling["instructions_per_event"]
     assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)

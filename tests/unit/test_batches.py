@@ -162,14 +162,18 @@ def test_each_semantic_in_batches_with_changes(window):
     {"kind": "count", "size": 100, "slide": 50},
     {"kind": "count", "size": 40, "slide": 13},
     {"kind": "count", "size": 7, "slide": 30},
-], ids=["tumbling", "sliding", "sliding-extra", "gaps"])
-def test_a_count_batch_inside_one_slide_is_taken_at_once(window, monkeypatch):
-    """A count batch whose events share the first one's windows skips the
+    {"kind": "time", "size": 200, "slide": 200},
+    {"kind": "time", "size": 300, "slide": 100, "lateness": 40},
+    {"kind": "time", "size": 90, "slide": 40, "lateness": 10},
+], ids=["tumbling", "sliding", "sliding-extra", "gaps", "time-tumbling", "time-sliding-late", "time-extra-late"])
+def test_a_batch_inside_one_slide_is_taken_at_once(window, monkeypatch):
+    """A batch whose events share the first one's windows skips the
     per-event steps for the rest (p4/batches.p4, BATCH_WHOLE_SLIDE), and the
     switch still equals the one that takes a frame per event: copies, Windows
     headers, registers and counters.  Batches that cross a slide, the point
     where an event's window count drops, or a change's boundary go event by
-    event, and both kinds occur here."""
+    event, and so do time batches out of order or after a late first event;
+    both kinds occur here."""
     whole = []
     take = Batches._whole_slide
 
@@ -183,19 +187,27 @@ def test_a_count_batch_inside_one_slide_is_taken_at_once(window, monkeypatch):
     assert pair.in_batch >= 1
 
 
-def test_a_whole_slide_is_what_taking_its_events_one_by_one_writes():
+@pytest.mark.parametrize("window", [
+    {"kind": "count", "size": 100, "slide": 50},
+    {"kind": "time", "size": 100, "slide": 50, "lateness": 12},
+], ids=["count", "time"])
+def test_a_whole_slide_is_what_taking_its_events_one_by_one_writes(window):
     """The same batches through the switch with and without the whole-slide
-    step: the same frames, byte for byte, registers and counters."""
-    data = topologies.stream(SID, {"kind": "count", "size": 100, "slide": 50}, HOSTS[:4])
+    step: the same frames, byte for byte, registers and counters; time
+    batches with late events among them."""
+    data = topologies.stream(SID, window, HOSTS[:4])
     pair = Pair({**data, "batch": {"events": MAX_BATCH, "max_delay": 0.01}})
     stepwise = SplitterPipeline()
     stepwise.whole_slides = False
     Controller(stepwise).install(pair.plan)
-    rng, seq = random.Random(5), 0
+    rng, seq, newest = random.Random(5), 0, 0
     while seq < 2000:
-        k = rng.randint(1, MAX_BATCH)
-        frame = pair.template.batch([(s, s, rng.randint(0, 9), 0) for s in range(seq, seq + k)])
-        seq += k
+        events = []
+        for _ in range(rng.randint(1, MAX_BATCH)):
+            ts, newest = next_timestamp(rng, window["kind"], window.get("lateness", 0), newest)
+            events.append((seq, ts if window["kind"] == "time" else seq, rng.randint(0, 9), 0))
+            seq += 1
+        frame = pair.template.batch(events)
         assert pair.batched.process(frame) == stepwise.process(frame)
     assert pair.batched.registers == stepwise.registers and pair.batched.counters == stepwise.counters
 

@@ -20,10 +20,11 @@ control plane arms a change only after the previous transition is over,
 and a change cannot begin inside a packet that still needs the epoch before
 last; the union of the two ranges is the transition table's.
 
-A count batch that lies inside one slide needs no per-event steps past its
-first event (``_whole_slide``): all its events lie in the first one's
-windows, so the step only moves the event count and the counters on, as
-the P4 program's one pass does (p4/batches.p4, BATCH_WHOLE_SLIDE).
+A batch that lies inside one slide (a time batch also in order) needs no
+per-event steps past its first event (``_whole_slide``): all its events lie
+in the first one's windows, so the step only moves the stream's position
+(event count or newest timestamp) and the counters on, as the P4 program's
+one pass does (p4/batches.p4, BATCH_WHOLE_SLIDE).
 """
 from __future__ import annotations
 
@@ -131,8 +132,8 @@ class Batches:
             copy = self.assign(stream, ts, len(frame), key, tables)
             if not isinstance(copy, Decision):
                 copies.append((i, copy))
-                if i == 0 and self.whole_slides and self._whole_slide(stream, copy, count, before, len(frame),
-                                                                      tables):
+                if i == 0 and self.whole_slides and self._whole_slide(stream, copy, [e[3] for e in events], before,
+                                                                      len(frame), tables):
                     copies += [(j, copy) for j in range(1, count)]
                     break
         if not copies:
@@ -146,30 +147,42 @@ class Batches:
                 out.append((port, replica))
         return out
 
-    def _whole_slide(self, stream: int, first: CopyMeta, count: int, before: tuple[int, int], nbytes: int,
+    def _whole_slide(self, stream: int, first: CopyMeta, stamps: list[int], before: tuple[int, int], nbytes: int,
                      tables: dict) -> bool:
-        """BATCH_WHOLE_SLIDE (p4/batches.p4): whether every event of a count
-        batch lies in exactly the windows of its ``first``, which has just been
+        """BATCH_WHOLE_SLIDE (p4/batches.p4): whether every event of a batch
+        lies in exactly the windows of its ``first``, which has just been
         taken.  It does when they all fall into the first one's slide, on the
         same side of the slide's ``extra`` point (where the number of windows
         holding an event drops by one), and no change is switching or in
-        transition, because an armed change fires only at the next slide.
-        Then the rest of the batch is taken at once: the event count moves past
-        its last event, and each event is counted in ``stream_in``, which is
-        all that taking them one by one would write."""
+        transition, because an armed change fires only at the next slide.  A
+        time batch must also be in order from a first event that was not
+        late (``stamps``: the events' timestamps): then none of its events is
+        late, and none reaches the next slide before the last.
+        Then the rest of the batch is taken at once: the stream's position
+        (its event count, or its newest timestamp) moves to the last event,
+        and each event is counted in ``stream_in``, which is all that taking
+        them one by one would write."""
         epoch_before, in_transition = before
+        count = len(stamps)
         if count < 2 or first.by_key or in_transition or first.epoch != epoch_before or first.verdict.old_active:
             return False
         spec = WindowParams.of(*self._hit("window_spec", (stream, first.bank), tables))
-        if not spec.is_count:
-            return False
         regs = self.registers
-        following, slide_start = regs["event_count"][stream], regs["slide_start"][stream]
-        last = following + count - 2
+        if spec.is_count:
+            following = regs["event_count"][stream]
+            first_x, last = following - 1, following + count - 2
+        else:
+            first_x, last = stamps[0], stamps[-1]
+            if regs["last_ts"][stream] != first_x or any(b < a for a, b in zip(stamps, stamps[1:])):
+                return False
+        slide_start = regs["slide_start"][stream]
         if last >= regs["next_start"][stream] or \
-                (following - 1 - slide_start < spec.extra) != (last - slide_start < spec.extra):
+                (first_x - slide_start < spec.extra) != (last - slide_start < spec.extra):
             return False
-        regs["event_count"][stream] = last + 1
+        if spec.is_count:
+            regs["event_count"][stream] = last + 1
+        else:
+            regs["last_ts"][stream] = last
         self._count("stream_in", stream, nbytes, count - 1)
         return True
 
