@@ -230,18 +230,31 @@ def test_a_callgrind_dump_gives_its_instruction_total_less_header_vector_allocat
 
 
 def test_the_batches_builds_workloads_send_batches_and_lone_events_as_a_source_does():
-    """``make bench`` counts the batches build on frames of 8 events and on
-    frames of one, which go plain (docs/wire.md, "Batches"); each workload's
-    copies are what the embedded target sends for it."""
-    from testbed.dataplane.wire import batch_count, is_batch_port
-    from testbed.experiments.bench.instructions import BATCH_EVENTS, batch_workload, expected_copies
+    """``make bench`` counts the batches build on frames of 8 events, count
+    and time, and on frames of one, which go plain (docs/wire.md, "Batches");
+    each workload's copies are what the embedded target sends for it."""
+    from testbed.dataplane.wire import BATCH_LEN, EVENT_OFFSET, batch_count, is_batch_port, parse_event
+    from testbed.experiments.bench.instructions import (
+        BATCH_EVENTS,
+        LONE_WORKLOAD,
+        TIME_BATCH_WORKLOAD,
+        batch_workload,
+        expected_copies,
+    )
 
     install, frames = batch_workload()
     batched = frames(20)
     assert [batch_count(f) for f in batched] == [BATCH_EVENTS, BATCH_EVENTS, 20 - 2 * BATCH_EVENTS]
     assert expected_copies(install, batched) == 3                    # tumbling windows: one copy a batch
-    install, frames = batch_workload(1)
+    install, frames = batch_workload(TIME_BATCH_WORKLOAD)
+    timed = frames(100)
+    assert [batch_count(f) for f in timed[:2]] == [BATCH_EVENTS, BATCH_EVENTS] and len(timed) == 13
+    assert [parse_event(f[EVENT_OFFSET + BATCH_LEN:])[2] for f in timed[:2]] == [0, 10 * BATCH_EVENTS]
+    # time 1000/500, a timestamp every 10: slides of 50 events; a batch inside the first slide
+    # goes to its one window's operator, one across a slide's start to two
+    assert 13 < expected_copies(install, timed) < 2 * 13
+    install, frames = batch_workload(LONE_WORKLOAD)
     lone = frames(20)
     assert len(lone) == 20 and not any(is_batch_port(f) for f in lone)
     assert expected_copies(install, lone) == 20
-    assert batch_count(batch_workload(BATCH_EVENTS)[1](17)[-1]) == 0   # a last frame of one event goes plain
+    assert batch_count(batch_workload()[1](17)[-1]) == 0   # a last frame of one event goes plain

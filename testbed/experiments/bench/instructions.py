@@ -13,8 +13,8 @@ counted alike: the floor any program on this target pays per frame.  So is
 the CEP build (``p4/splitter_cep.p4``) with P4CEP Fig. 4's pattern over a
 window of ``CEP_WINDOW`` values (``testbed.experiments.cep``), each event
 also split to one operator.  So is the batches build
-(``p4/splitter_batches.p4``) on the first workload's events in frames of
-``BATCH_EVENTS``, and one to a frame.
+(``p4/splitter_batches.p4``) on the count and time workloads' events in
+frames of ``BATCH_EVENTS``, and on the count workload's one to a frame.
 
 bmv2 gives each packet a header vector (PHV) from a pool, and makes a new
 one, at some 40,000 instructions, only when the pool is empty.  How many it
@@ -68,14 +68,22 @@ CEP, CEP_WINDOW = "splitter_cep", 32
 CEP_WORKLOAD = f"p4cep pattern, window of {CEP_WINDOW}"
 #: The seed of the CEP workload's event values (any; fixed so that counts compare).
 CEP_SEED = 1
-#: The batches build's workloads (``InstructionParams.batches``): the first
-#: workload's stream, its events sent in frames of ``BATCH_EVENTS``.  Most of
-#: them lie in one slide and take one pass (docs/p4.md, "Batches").  And the
-#: same stream one event per frame, as a source sends an event alone: what an
-#: unbatched stream pays for sharing the switch with a batched one.
+#: The batches build's workloads (``InstructionParams.batches``): the count
+#: and the time workloads' streams, their events sent in frames of
+#: ``BATCH_EVENTS``.  Most of them lie in one slide and take one pass
+#: (docs/p4.md, "Batches").  And the count stream one event per frame, as a
+#: source sends an event alone: what an unbatched stream pays for sharing the
+#: switch with a batched one.
 BATCHES, BATCH_EVENTS = "splitter_batches", 8
 BATCH_WORKLOAD = f"count tumbling 100/100, {BATCH_EVENTS} events per frame"
+TIME_BATCH_WORKLOAD = f"time sliding 1000/500, {BATCH_EVENTS} events per frame"
 LONE_WORKLOAD = "count tumbling 100/100, one event per frame"
+#: Each batches workload: the workload whose stream it sends, and events per frame.
+BATCH_WORKLOADS: dict[str, tuple[str, int]] = {
+    BATCH_WORKLOAD: ("count tumbling 100/100", BATCH_EVENTS),
+    TIME_BATCH_WORKLOAD: ("time sliding 1000/500", BATCH_EVENTS),
+    LONE_WORKLOAD: ("count tumbling 100/100", 1),
+}
 #: Seconds without a copy after which the copies still missing are given up on.
 PATIENCE_S = 20.0
 #: How long valgrind may take to bring the switch up (it runs it some 50 times slower).
@@ -93,7 +101,7 @@ class InstructionParams(StrictModel):
     rate: Rate = Field(default=50, description="events per second, in any frames: slow enough for bmv2 under valgrind")
     workloads: list[str] = Field(default=list(WORKLOADS), min_length=1)
     cep: bool = Field(default=True, description="count the CEP build too (CEP_WORKLOAD)")
-    batches: bool = Field(default=True, description="count the batches build too (BATCH_WORKLOAD, LONE_WORKLOAD)")
+    batches: bool = Field(default=True, description="count the batches build too (BATCH_WORKLOADS)")
 
     @field_validator("workloads")
     @classmethod
@@ -238,11 +246,13 @@ def splitter_workload(label: str) -> tuple[Installer, Callable[[int], list[bytes
     return (lambda api: Controller(api).install(plan)), (lambda count: frames_of(step, count))
 
 
-def batch_workload(events: int = BATCH_EVENTS) -> tuple[Installer, Callable[[int], list[bytes]]]:
-    """The first workload's stream, batched: ``count`` events in frames of ``events``
-    (the last one shorter when ``count`` is not a multiple).  A frame of one
-    event is a plain event frame, as a source sends it (docs/wire.md, "Batches")."""
-    window, step = next(iter(WORKLOADS.values()))
+def batch_workload(label: str = BATCH_WORKLOAD) -> tuple[Installer, Callable[[int], list[bytes]]]:
+    """The batches workload ``label`` (``BATCH_WORKLOADS``): ``count`` events of
+    its stream in frames of its size (the last one shorter when ``count`` is
+    not a multiple).  A frame of one event is a plain event frame, as a
+    source sends it (docs/wire.md, "Batches")."""
+    stream, events = BATCH_WORKLOADS[label]
+    window, step = WORKLOADS[stream]
     data = one_stream(window["size"], window["slide"], OPERATORS, kind=window["kind"])
     data["streams"][0]["batch"] = {"events": events, "max_delay": 0.01}
     plan = SplitterPlan(parse_topology(data))
@@ -276,7 +286,7 @@ def workload(program: str, label: str) -> tuple[Installer, Callable[[int], list[
     if program == CEP:
         return cep_workload()
     if program == BATCHES:
-        return batch_workload(1 if label == LONE_WORKLOAD else BATCH_EVENTS)
+        return batch_workload(label)
     return splitter_workload(label)
 
 
@@ -286,7 +296,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     rows = []
     revision = program_revision()
     cases = [("splitter", label) for label in params.workloads] + ([(CEP, CEP_WORKLOAD)] if params.cep else [])
-    cases += [(BATCHES, BATCH_WORKLOAD), (BATCHES, LONE_WORKLOAD)] if params.batches else []
+    cases += [(BATCHES, label) for label in BATCH_WORKLOADS] if params.batches else []
     cases.append((FORWARD, next(iter(WORKLOADS))))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
