@@ -46,6 +46,12 @@ from testbed.dataplane.wire import (
 
 #: Where ``span`` and ``old_span`` sit among a Windows header's fields.
 SPAN, OLD_SPAN = 1, 5
+#: The byte of an event that holds ``FLAG_WINDOWS``: the low one of its
+#: big-endian flags (bytes 2 and 3).
+FLAGS_LOW_BYTE = 3
+assert FLAG_WINDOWS < 0x100
+#: That byte with ``FLAG_WINDOWS`` set, for each of its values (``bytes.translate``).
+WITH_FLAG_WINDOWS = bytes(b | FLAG_WINDOWS for b in range(256))
 
 
 @dataclass
@@ -119,8 +125,10 @@ class Batches:
         """Frames to send for a frame to the batch port that holds ``count``
         events (``wire.batch_count``: 0 for a malformed one, which is not an event)."""
         first = EVENT_OFFSET + BATCH_LEN
-        events = list(EVENT_STRUCT.iter_unpack(frame[first:first + count * EVENT_LEN]))
-        if not events or any(e[0] != events[0][0] for e in events):
+        body = frame[first:first + count * EVENT_LEN]
+        events = list(EVENT_STRUCT.iter_unpack(body))
+        # One stream: every event's first two bytes (its stream id) are the first one's.
+        if not events or body[0::EVENT_LEN] != body[0:1] * count or body[1::EVENT_LEN] != body[1:2] * count:
             self._count("non_event", 0, len(frame))
             return []
         stream = events[0][0]
@@ -128,27 +136,37 @@ class Batches:
         tables: dict = {}          # lookups kept for the batch; bmv2 repeats them in each pass
         # What BoundaryCheck reads before the first event: the epoch and the transition.
         before = (self.registers["epoch"][stream], self.registers["in_transition"][stream])
+        whole = False
         for i, (_stream, _flags, _seq, ts, key, _value) in enumerate(events):
             copy = self.assign(stream, ts, len(frame), key, tables)
             if not isinstance(copy, Decision):
                 copies.append((i, copy))
-                if i == 0 and self.whole_slides and self._whole_slide(stream, copy, [e[3] for e in events], before,
-                                                                      len(frame), tables):
-                    copies += [(j, copy) for j in range(1, count)]
+                if i == 0 and self.whole_slides and self._whole_slide(stream, copy, events, before, len(frame),
+                                                                      tables):
+                    whole = True
                     break
         if not copies:
             return []
-        decision = self._batch_destination(stream, copies, len(frame))
+        if whole:
+            # Every event lies in the first one's windows: the destination is the first one's.
+            decision = self._to(self._destination_of(stream, copy), stream, len(frame), copy)
+            self._drop_rest(stream, decision, count - 1, len(frame))
+        else:
+            decision = self._batch_destination(stream, copies, len(frame))
         out = []
         final_epoch = self.registers["epoch"][stream]
+        marked = marked_events(body)
         for port in self.replicate(decision):
-            replica = self._batch_replica(frame, stream, port, copies, final_epoch)
+            if whole:
+                replica = self._whole_replica(frame, stream, port, copy, marked)
+            else:
+                replica = self._batch_replica(frame, stream, port, copies, final_epoch, marked)
             if replica is not None:
                 out.append((port, replica))
         return out
 
-    def _whole_slide(self, stream: int, first: CopyMeta, stamps: list[int], before: tuple[int, int], nbytes: int,
-                     tables: dict) -> bool:
+    def _whole_slide(self, stream: int, first: CopyMeta, events: list[tuple], before: tuple[int, int],
+                     nbytes: int, tables: dict) -> bool:
         """BATCH_WHOLE_SLIDE (p4/batches.p4): whether every event of a batch
         lies in exactly the windows of its ``first``, which has just been
         taken.  It does when they all fall into the first one's slide, on the
@@ -156,14 +174,15 @@ class Batches:
         holding an event drops by one), and no change is switching or in
         transition, because an armed change fires only at the next slide.  A
         time batch must also be in order from a first event that was not
-        late (``stamps``: the events' timestamps): then none of its events is
-        late, and none reaches the next slide before the last.
+        late: then none of its events is
+        late, and none reaches the next slide before the last (``events``:
+        the batch's unpacked events).
         Then the rest of the batch is taken at once: the stream's position
         (its event count, or its newest timestamp) moves to the last event,
         and each event is counted in ``stream_in``, which is all that taking
         them one by one would write."""
         epoch_before, in_transition = before
-        count = len(stamps)
+        count = len(events)
         if count < 2 or first.by_key or in_transition or first.epoch != epoch_before or first.verdict.old_active:
             return False
         spec = WindowParams.of(*self._hit("window_spec", (stream, first.bank), tables))
@@ -172,6 +191,7 @@ class Batches:
             following = regs["event_count"][stream]
             first_x, last = following - 1, following + count - 2
         else:
+            stamps = [e[3] for e in events]
             first_x, last = stamps[0], stamps[-1]
             if regs["last_ts"][stream] != first_x or any(b < a for a, b in zip(stamps, stamps[1:])):
                 return False
@@ -189,7 +209,7 @@ class Batches:
     def _batch_destination(self, stream: int, copies: list[tuple[int, CopyMeta]], nbytes: int) -> Decision:
         """One destination for the batch: the range covering its events' windows."""
         cover = Cover(self.registers["epoch"][stream])
-        for copy in {id(copy): copy for _i, copy in copies}.values():     # a whole slide's once
+        for _i, copy in copies:
             cover.add(copy)
         new = cover.new.count(cover.n_ops) if cover.new else 0
         if cover.old is None:
@@ -198,10 +218,15 @@ class Batches:
             hit = self.tables["handover"].get((stream, cover.old.hi_op, cover.old.count(cover.old_n_ops),
                                                cover.new.hi_op if new else 0, new))
         decision = self._to(hit, stream, nbytes, copies[-1][1])
-        if decision.drop is not None:
-            for _more in copies[1:]:            # every event of the batch is dropped, and counted
-                self._drop(stream, decision.drop, nbytes)
+        self._drop_rest(stream, decision, len(copies) - 1, nbytes)
         return decision
+
+    def _drop_rest(self, stream: int, decision: Decision, rest: int, nbytes: int) -> None:
+        """A batch whose destination missed: the drop of its first event is
+        counted (``_to``), and so is each of the ``rest``."""
+        if decision.drop is not None:
+            for _more in range(rest):
+                self._drop(stream, decision.drop, nbytes)
 
     def _header_here(self, stream: int, port: int, copy: CopyMeta, positions: dict,
                      final_epoch: int) -> Optional[bytes]:
@@ -215,27 +240,35 @@ class Batches:
             mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
         return WINDOWS_STRUCT.pack(*fields, 0) if mine else None
 
-    def _batch_replica(self, frame: bytes, stream: int, port: int,
-                       copies: list[tuple[int, CopyMeta]], final_epoch: int) -> Optional[bytes]:
+    def _batch_replica(self, frame: bytes, stream: int, port: int, copies: list[tuple[int, CopyMeta]],
+                       final_epoch: int, marked: list[bytes]) -> Optional[bytes]:
         """The copy for ``port``: the events whose windows are its operator's,
-        each followed by its Windows header; None if there is none."""
-        parts: list[bytes] = []                      # the kept events' bytes, in frame order
-        kept = 0
+        each followed by its Windows header; None if there is none.
+        ``marked``: the batch's events as a replica carries them."""
+        parts: list[bytes] = []                      # the kept events and their headers, in frame order
         positions: dict = {}
-        header_of: dict[int, Optional[bytes]] = {}   # per copy: its Windows header here, None if not mine
         for i, copy in copies:
-            try:
-                header = header_of[id(copy)]        # the events of a whole slide share one copy
-            except KeyError:
-                header = header_of[id(copy)] = self._header_here(stream, port, copy, positions, final_epoch)
+            header = self._header_here(stream, port, copy, positions, final_epoch)
             if header is not None:
-                at = EVENT_OFFSET + BATCH_LEN + i * EVENT_LEN
-                flags = (frame[at + 2] << 8 | frame[at + 3]) | FLAG_WINDOWS
-                parts += (frame[at:at + 2], flags.to_bytes(2, "big"), frame[at + 4:at + EVENT_LEN], header)
-                kept += 1
-        if not kept:
+                parts += (marked[i], header)
+        if not parts:
             return None
-        payload = BATCH_STRUCT.pack(kept, FLAG_WINDOWS) + b"".join(parts)
+        return self._replica(frame, stream, port, len(parts) // 2, b"".join(parts))
+
+    def _whole_replica(self, frame: bytes, stream: int, port: int, copy: CopyMeta,
+                       marked: list[bytes]) -> Optional[bytes]:
+        """``_batch_replica`` for a whole slide: every event shares ``copy``'s
+        windows, so the replica holds all of them or none, each with the same
+        Windows header."""
+        header = self._header_here(stream, port, copy, {}, copy.epoch)
+        if header is None:
+            return None
+        return self._replica(frame, stream, port, len(marked), header.join(marked) + header)
+
+    def _replica(self, frame: bytes, stream: int, port: int, kept: int, events: bytes) -> Optional[bytes]:
+        """The replica for ``port`` of ``frame`` that carries ``kept`` events
+        (``events``: each followed by its Windows header), through egress."""
+        payload = BATCH_STRUCT.pack(kept, FLAG_WINDOWS) + events
         copy = self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
         if copy is not None:
             # Counted once per event, at the length the frame arrived with, as
@@ -243,3 +276,12 @@ class Batches:
             self._count("stream_out", stream, len(frame), kept)
             self._count("operator_out", port, len(frame), kept)
         return copy
+
+
+def marked_events(body: bytes) -> list[bytes]:
+    """A batch's events (``body``, the bytes after its header) as its
+    replicas carry them: each on its own, ``FLAG_WINDOWS`` set in its flags.
+    Made once per batch, for every replica."""
+    flagged = bytearray(body)
+    flagged[FLAGS_LOW_BYTE::EVENT_LEN] = flagged[FLAGS_LOW_BYTE::EVENT_LEN].translate(WITH_FLAG_WINDOWS)
+    return [flagged[at:at + EVENT_LEN] for at in range(0, len(flagged), EVENT_LEN)]

@@ -30,20 +30,24 @@ class Forwarding:
         copy = self.assign(stream, ts, nbytes, key)
         if isinstance(copy, Decision):
             return copy
+        return self._to(self._destination_of(stream, copy), stream, nbytes, copy)
+
+    def _destination_of(self, stream: int, copy: CopyMeta):
+        """The destination table's hit for the windows of one event (or of a
+        batch that lies in exactly those): the unicast, multicast or
+        transition table's entry, None on a miss."""
         verdict = copy.verdict
         active = min(verdict.active, copy.n_ops)   # with N or more windows open every operator is hit once
         old_active = min(verdict.old_active, copy.old_n_ops) if verdict.old_active else 0
         if copy.by_key:
             # One copy, to the key's operator by its index: the one-window
             # path of forwarding.p4.  Such a stream never changes.
-            hit = self._destination(stream, copy.bank, key_operator(key, copy.n_ops), 1)
-        elif old_active == 0:
-            hit = self._destination(stream, copy.bank, verdict.newest, active)
-        else:
-            # Old windows, and new ones unless active is 0: their union.
-            newest = verdict.newest if active else 0
-            hit = self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
-        return self._to(hit, stream, nbytes, copy)
+            return self._destination(stream, copy.bank, copy.key_op, 1)
+        if old_active == 0:
+            return self._destination(stream, copy.bank, verdict.newest, active)
+        # Old windows, and new ones unless active is 0: their union.
+        newest = verdict.newest if active else 0
+        return self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
 
     def assign(self, stream: int, ts: int, nbytes: int = 0, key: int = 0,
                tables: Optional[dict] = None) -> "CopyMeta | Decision":
