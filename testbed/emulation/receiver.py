@@ -22,6 +22,7 @@ import time
 from array import array
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -30,10 +31,10 @@ from testbed.dataplane.wire import (
     BATCH_STRUCT,
     BATCH_UDP_PORT,
     CEP_UDP_PORT,
-    EVENT_STRUCT,
+    EVENT_LEN,
     EVENT_UDP_PORT,
     FLAG_WINDOWS,
-    WINDOWS_STRUCT,
+    WINDOWS_LEN,
     parse_complex_events,
 )
 from testbed.emulation.heartbeat import HeartbeatSender
@@ -55,7 +56,15 @@ TIMESPEC = struct.Struct("qq")
 HEADER_COLUMNS = ("hdr_window", "hdr_span", "hdr_stride", "hdr_epoch",
                   "hdr_old_window", "hdr_old_span", "hdr_old_stride")
 COLUMNS = ("stream", "seq", "ts", "key", "value", "recv_ns") + HEADER_COLUMNS
-NO_WINDOWS = (0,) * len(HEADER_COLUMNS)
+#: An event and its Windows header as they lie in a copy (docs/wire.md), one
+#: record per event; an event that came without a header gets zeros.  Every
+#: 64-bit field is read as signed, as the columns are.
+RECORD = np.dtype([("stream", ">u2"), ("flags", ">u2"), ("seq", ">u4"), ("ts", ">i8"), ("key", ">i8"),
+                   ("value", ">i8"),
+                   ("hdr_window", ">i8"), ("hdr_span", ">u4"), ("hdr_stride", ">u2"), ("hdr_epoch", ">u2"),
+                   ("hdr_old_window", ">i8"), ("hdr_old_span", ">u4"), ("hdr_old_stride", ">u2"), ("_", ">u2")])
+assert RECORD.itemsize == EVENT_LEN + WINDOWS_LEN
+NO_HEADER = bytes(WINDOWS_LEN)
 
 
 def udp_kernel_drops() -> dict[str, int]:
@@ -67,13 +76,78 @@ def udp_kernel_drops() -> dict[str, int]:
     return {"rcvbuf_errors": fields.get("RcvbufErrors", 0), "in_errors": fields.get("InErrors", 0)}
 
 
+class Arrivals:
+    """The events received since the last part, kept as they came until the
+    part is written.
+
+    A receiver that unpacked each event as it arrived spent more CPU than
+    the embedded switch it listens to: at a few hundred thousand batched
+    events a second, its operators took the core that the source needed.
+    So a datagram only appends its events' bytes (one ``RECORD`` each) and
+    its receive time; ``table`` unpacks them all at once.
+    """
+
+    def __init__(self):
+        self.records = bytearray()
+        self.counts = array("q")      # events per datagram
+        self.stamps = array("q")      # each datagram's receive time
+
+    def __len__(self) -> int:
+        return len(self.records) // RECORD.itemsize
+
+    def event(self, data: memoryview, now: int) -> int:
+        """A frame of one event (and its Windows header if it has room for one)."""
+        if len(data) < EVENT_LEN:
+            return 0
+        if len(data) >= RECORD.itemsize:
+            self.records += data[:RECORD.itemsize]
+        else:
+            self.records += data[:EVENT_LEN]
+            self.records += NO_HEADER
+        return self._arrived(1, now)
+
+    def batch(self, data: memoryview, now: int) -> int:
+        """Every event of a batch, as if each had come alone: those its length holds."""
+        if len(data) < BATCH_STRUCT.size:
+            return 0
+        count, flags = BATCH_STRUCT.unpack_from(data)
+        body = data[BATCH_STRUCT.size:]
+        if flags & FLAG_WINDOWS:
+            count = min(count, len(body) // RECORD.itemsize)
+            self.records += body[:count * RECORD.itemsize]
+        else:
+            count = min(count, len(body) // EVENT_LEN)
+            for at in range(0, count * EVENT_LEN, EVENT_LEN):
+                self.records += body[at:at + EVENT_LEN]
+                self.records += NO_HEADER
+        return self._arrived(count, now)
+
+    def _arrived(self, count: int, now: int) -> int:
+        self.counts.append(count)
+        self.stamps.append(now)
+        return count
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The events as ``COLUMNS``: int64 arrays, in arrival order.  A
+        header whose event does not say it has one (``FLAG_WINDOWS``) reads
+        as zeros, as for an event that came without."""
+        rec = np.frombuffer(self.records, dtype=RECORD)
+        flagged = (rec["flags"] & FLAG_WINDOWS) != 0
+        out = {name: rec[name].astype(np.int64) for name in COLUMNS if name != "recv_ns"}
+        for name in HEADER_COLUMNS:
+            out[name] = np.where(flagged, out[name], 0)
+        out["recv_ns"] = np.repeat(np.frombuffer(self.stamps, dtype=np.int64),
+                                   np.frombuffer(self.counts, dtype=np.int64))
+        return {name: out[name] for name in COLUMNS}
+
+
 class Receiver:
-    """Collects events in column arrays; one per operator host."""
+    """Collects the events that reach one operator host."""
 
     def __init__(self, host: str, rundir: RunDir, spark: bool = False):
         self.host = host
         self.rundir = rundir
-        self.cols = {name: array("q") for name in COLUMNS}
+        self.arrivals = Arrivals()
         self.spark = spark
         # A receiver restarted on the host (the operator recovered) carries
         # on from its predecessor: its parts and, for progress, its count.
@@ -139,7 +213,7 @@ class Receiver:
         self.finish()
 
     def _table(self) -> pa.Table:
-        table = pa.table({name: pa.array(values, type=pa.int64()) for name, values in self.cols.items()})
+        table = pa.table({name: pa.array(values, type=pa.int64()) for name, values in self.arrivals.columns().items()})
         return table.append_column("operator", pa.array([self.host] * table.num_rows, type=pa.string()))
 
     def flush(self, final: bool = False) -> None:
@@ -151,7 +225,7 @@ class Receiver:
         got nothing still writes one empty part at the end, which says so.
         """
         self._flush_complex()
-        if not len(self.cols["seq"]) and (self.parts or not final):
+        if not len(self.arrivals) and (self.parts or not final):
             return
         table = self._table()
         path = self.rundir.receiver_events(self.host, self.parts)
@@ -161,7 +235,7 @@ class Receiver:
         if self.spark and table.num_rows:
             os.link(path, self.rundir.spark_inbox_part(self.host, self.parts))
         self.parts += 1
-        self.cols = {name: array("q") for name in COLUMNS}
+        self.arrivals = Arrivals()
 
     @property
     def complex_received(self) -> int:
@@ -199,6 +273,7 @@ class Receiver:
         """Record up to ``most`` datagrams queued on ``sock``."""
         batched = sock is self.sockets[1]
         complex_events = sock is self.sockets[2]
+        view = memoryview(buf)
         for _ in range(most):
             try:
                 n, ancdata, _flags, _addr = sock.recvmsg_into([buf], 64)
@@ -213,36 +288,9 @@ class Receiver:
             if complex_events:
                 self._record_complex(buf, n, now)
             elif batched:
-                self._record_batch(buf, n, now)
-            elif n >= EVENT_STRUCT.size:
-                self._record(buf, 0, n, now)
-
-    def _record_batch(self, buf: bytearray, n: int, now: int) -> None:
-        """Every event of a batch the splitter sent, as if each had come alone."""
-        if n < BATCH_STRUCT.size:
-            return
-        count, flags = BATCH_STRUCT.unpack_from(buf)
-        each = EVENT_STRUCT.size + (WINDOWS_STRUCT.size if flags & FLAG_WINDOWS else 0)
-        for i in range(min(count, (n - BATCH_STRUCT.size) // each)):
-            self._record(buf, BATCH_STRUCT.size + i * each, BATCH_STRUCT.size + (i + 1) * each, now)
-
-    def _record(self, buf: bytearray, at: int, end: int, now: int) -> None:
-        """The event at ``at`` (and its Windows header, before ``end``)."""
-        stream, flags, seq, ts, key, value = EVENT_STRUCT.unpack_from(buf, at)
-        if flags & FLAG_WINDOWS and end - at >= EVENT_STRUCT.size + WINDOWS_STRUCT.size:
-            header = WINDOWS_STRUCT.unpack_from(buf, at + EVENT_STRUCT.size)[:len(HEADER_COLUMNS)]
-        else:
-            header = NO_WINDOWS
-        cols = self.cols
-        for name, v in zip(HEADER_COLUMNS, header):
-            cols[name].append(v)
-        self.received += 1
-        cols["stream"].append(stream)
-        cols["seq"].append(seq)
-        cols["ts"].append(ts)
-        cols["key"].append(key - (1 << 64) if key >= 1 << 63 else key)
-        cols["value"].append(value)
-        cols["recv_ns"].append(now)
+                self.received += self.arrivals.batch(view[:n], now)
+            else:
+                self.received += self.arrivals.event(view[:n], now)
 
     def finish(self) -> None:
         # Drain what is already queued before closing, so a stop never loses events.
