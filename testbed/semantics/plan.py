@@ -102,9 +102,10 @@ def stream_destination_pairs(s: Stream) -> list[tuple[int, int]]:
     """The ``(w, c)`` pairs stream ``s``'s packets can reach.  A batch goes to
     the operators of a range of windows that covers all of its events'
     windows (or, split by key, of its keys' operators): any ``c`` up to N,
-    ending anywhere, so every pair."""
+    ending anywhere, so every pair.  A stream batched one event to a frame
+    sends no batch, and needs only its events' pairs."""
     n_ops = len(s.operators)
-    if s.batch is not None:
+    if s.sends_batches:
         return [(newest, active) for newest in range(n_ops) for active in range(1, n_ops + 1)]
     return destination_pairs(s.window.size, s.window.slide, n_ops)
 
@@ -212,7 +213,7 @@ class SplitterPlan:
         for i, op in enumerate(s.operators):
             entries.append(TableEntry(UNICAST, "to_operator", (s.id, bank, i), (self.ports[op],)))
             entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.ports[op]), (i,)))
-        if s.split == "key" and s.batch is None:
+        if s.split == "key" and not s.sends_batches:
             # Every event goes to one operator, the key's (unicast by its
             # index), with all of its windows: no groups.
             return entries
@@ -243,7 +244,7 @@ class SplitterPlan:
         # (c = 0: before the boundary, or in a gap of the new spec) to the old
         # windows alone.
         # A batch's old windows cover a range of any length up to N.
-        old_counts = range(1, (n_old if old.batch else min(max_windows(ow.size, ow.slide), n_old)) + 1)
+        old_counts = range(1, (n_old if old.sends_batches else min(max_windows(ow.size, ow.slide), n_old)) + 1)
         new_pairs = [(0, 0)] + stream_destination_pairs(new)
         for old_newest in range(n_old):
             for old_active in old_counts:

@@ -268,6 +268,13 @@ class Stream(StrictModel):
     def label(self) -> str:
         return self.name or str(self.id)
 
+    @property
+    def sends_batches(self) -> bool:
+        """Whether the source packs two events or more in a frame.  A stream
+        batched one event to a frame sends plain event frames only, and needs
+        of the switch what an unbatched stream does."""
+        return self.batch is not None and self.batch.packs_events
+
     def copies(self) -> int:
         """At most how many copies of the stream's events reach operators (each reaches <= min(cap, N);
         split by key, one)."""
@@ -529,7 +536,7 @@ class Topology(StrictModel):
         """Whether some stream sends frames of several events: only then does a
         target that builds batches into a program of its own (bmv2) run that
         build, whose larger header vector every frame pays for (docs/p4.md, "Two builds")."""
-        return any(s.batch is not None and s.batch.packs_events for s in self.streams)
+        return any(s.sends_batches for s in self.streams)
 
     def stream(self, stream_id: int) -> Stream:
         for s in self.streams:
@@ -552,14 +559,15 @@ def check_cep(topo: "Topology") -> None:
 
     The rules themselves are checked by ``CepRules``.  Both targets run the
     CEP stage in a build of their own, which takes events one per frame, so
-    a batched stream is refused beside rules.  A sink must be no stream's
+    a stream that packs events is refused beside rules (one batched a
+    single event to a frame sends plain frames, and runs).  A sink must be no stream's
     source: sources run no receiver.
     """
     assert topo.cep is not None
     streams = {s.id for s in topo.streams}
     sources = {s.source for s in topo.streams}
     for i, s in enumerate(topo.streams):
-        if s.batch is not None:
+        if s.sends_batches:
             raise _FieldError(f"streams[{i}].batch", "a topology with cep: rules takes events one per frame "
                                                      "(no switch build has both batches and the CEP stage)")
     for i, w in enumerate(topo.cep.windows):

@@ -375,3 +375,23 @@ def test_only_a_stream_that_packs_events_asks_for_the_batches_build(events, send
                                               HOSTS[:2]), **extra} for extra in batched]
     topo = topologies.build(streams, ["h1", *HOSTS])
     assert topo.sends_batches() is sends
+
+
+@pytest.mark.parametrize("split", ["windows", "key"])
+def test_a_stream_batched_one_event_to_a_frame_gets_the_unbatched_streams_tables(split):
+    """It sends no batch, so it needs no range of operators beyond its
+    events' own: the same entries and groups as the stream unbatched, where
+    a stream that packs events gets every (newest, count) pair."""
+    window = {"kind": "count", "size": 5, "slide": 5}
+
+    def plan(batch):
+        stream = {**topologies.stream(SID, window, HOSTS[:4]), "split": split}
+        if split == "key":
+            stream["query"] = {"kind": "count_by_key"}
+        if batch:
+            stream["batch"] = {"events": batch, "max_delay": 0.01}
+        plan = SplitterPlan(topologies.build([stream], ["h1", *HOSTS]))
+        return sorted(map(repr, plan.entries())), [g.ports for g in plan.groups]
+
+    assert plan(1) == plan(None)
+    assert len(plan(2)[0]) > len(plan(None)[0]) and len(plan(2)[1]) > len(plan(None)[1])

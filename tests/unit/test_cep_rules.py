@@ -97,6 +97,13 @@ def test_valid_rules_are_accepted_and_their_sinks_run_receivers(tmp_path):
     assert topo.sink_hosts() == ["h3"] and topo.receiver_hosts() == ["h2", "h3"]
 
 
+def test_a_stream_batched_one_event_to_a_frame_runs_beside_rules():
+    """Its frames are plain event frames, which the CEP build takes."""
+    one = dict(GOOD, streams=[dict(GOOD["streams"][0], batch={"events": 1, "max_delay": 0.01})])
+    topo = parse_topology(one)
+    assert topo.cep is not None and not topo.sends_batches()
+
+
 def test_valid_rules_reach_the_oracle_through_a_plan_only_read():
     topo = parse_topology(GOOD, plan_only=True)
     oracle = CepOracle(topo.cep.window_specs(), topo.cep.pattern_specs())
