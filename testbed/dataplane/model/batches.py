@@ -24,7 +24,10 @@ A batch that lies inside one slide (a time batch also in order) needs no
 per-event steps past its first event (``_whole_slide``): all its events lie
 in the first one's windows, so the step only moves the stream's position
 (event count or newest timestamp) and the counters on, as the P4 program's
-one pass does (p4/batches.p4, BATCH_WHOLE_SLIDE).
+one pass does (p4/batches.p4, BATCH_WHOLE_SLIDE).  Its destination is then
+the first event's, and each replica holds all its events or none, with one
+Windows header for all (``_whole_replica``): what the range and the
+per-event replica would give, for one event's work.
 """
 from __future__ import annotations
 
@@ -174,9 +177,8 @@ class Batches:
         holding an event drops by one), and no change is switching or in
         transition, because an armed change fires only at the next slide.  A
         time batch must also be in order from a first event that was not
-        late: then none of its events is
-        late, and none reaches the next slide before the last (``events``:
-        the batch's unpacked events).
+        late: then none of its events is late, and none reaches the next
+        slide before the last (``events``: the batch's unpacked events).
         Then the rest of the batch is taken at once: the stream's position
         (its event count, or its newest timestamp) moves to the last event,
         and each event is counted in ``stream_in``, which is all that taking
