@@ -84,7 +84,7 @@ class Arrivals:
     the embedded switch it listens to: at a few hundred thousand batched
     events a second, its operators took the core that the source needed.
     So a datagram only appends its events' bytes (one ``RECORD`` each) and
-    its receive time; ``table`` unpacks them all at once.
+    its receive time; ``columns`` unpacks them all at once.
     """
 
     def __init__(self):

@@ -161,7 +161,7 @@ class Batches:
         marked = marked_events(body)
         for port in self.replicate(decision):
             if whole:
-                replica = self._whole_replica(frame, stream, port, copy, marked)
+                replica = self._whole_replica(frame, stream, port, copy, final_epoch, marked)
             else:
                 replica = self._batch_replica(frame, stream, port, copies, final_epoch, marked)
             if replica is not None:
@@ -257,12 +257,12 @@ class Batches:
             return None
         return self._replica(frame, stream, port, len(parts) // 2, b"".join(parts))
 
-    def _whole_replica(self, frame: bytes, stream: int, port: int, copy: CopyMeta,
+    def _whole_replica(self, frame: bytes, stream: int, port: int, copy: CopyMeta, final_epoch: int,
                        marked: list[bytes]) -> Optional[bytes]:
         """``_batch_replica`` for a whole slide: every event shares ``copy``'s
         windows, so the replica holds all of them or none, each with the same
         Windows header."""
-        header = self._header_here(stream, port, copy, {}, copy.epoch)
+        header = self._header_here(stream, port, copy, {}, final_epoch)
         if header is None:
             return None
         return self._replica(frame, stream, port, len(marked), header.join(marked) + header)
