@@ -935,13 +935,16 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
         BATCH_WORKLOAD,
         BATCHES,
         CEP,
+        CEP_FLOOR,
         CEP_WORKLOAD,
+        FORWARD_EVENTS,
         LONE_WORKLOAD,
         TIME_BATCH_WORKLOAD,
         InstructionParams,
         batch_workload,
         cep_workload,
         expected_copies,
+        floor_workload,
         instructions_per_event,
     )
     from testbed.rundir import ExperimentDir
@@ -949,7 +952,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 7
+    assert len(rows) == 9
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
     cep = by[CEP, CEP_WORKLOAD]
@@ -977,4 +980,11 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     install, frames = batch_workload(LONE_WORKLOAD)
     assert all(not is_batch_port(frame) for frame in frames(100)) and lone["copies"] == 100
     assert tumbling["instructions_per_event"] < lone["instructions_per_event"] < 2 * tumbling["instructions_per_event"]
+    # the floors: reading the event costs more than forwarding the frame, the least CEP stage more
+    # again, with the oracle's complex events (as many as the CEP build's), and less than the build
+    reading, floor = by[FORWARD_EVENTS, "any"], by[CEP_FLOOR, CEP_WORKLOAD]
+    assert reading["copies"] == 100
+    assert floor["copies"] == floor_workload().copies(100) == cep["copies"]
+    assert forward["instructions_per_event"] < reading["instructions_per_event"] \
+        < floor["instructions_per_event"] < cep["instructions_per_event"]
     assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)

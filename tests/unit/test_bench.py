@@ -258,3 +258,24 @@ def test_the_batches_builds_workloads_send_batches_and_lone_events_as_a_source_d
     assert len(lone) == 20 and not any(is_batch_port(f) for f in lone)
     assert expected_copies(install, lone) == 20
     assert batch_count(batch_workload()[1](17)[-1]) == 0   # a last frame of one event goes plain
+
+
+def test_the_cep_floors_transitions_find_the_oracles_matches():
+    """cep_floor.p4 steps the p4cep pattern through ``FLOOR_TRANSITIONS`` with
+    symbol bit 0 for ``value >= 90`` and bit 1 for ``max(w) >= 0``, a miss
+    keeping the state: on the bench's events that completes exactly the
+    events the oracle completes, and its copies count them."""
+    from testbed.experiments.bench.instructions import CEP_SEED, CEP_WINDOW, FLOOR_TRANSITIONS, floor_workload
+    from testbed.experiments.cep import cep_topology, completing, event_frames
+
+    topo = cep_topology(CEP_WINDOW, 1)
+    events = event_frames(topo, 2000, CEP_SEED)[1]
+    state, window, completed = 0, [], set()
+    for event in events:
+        window = (window + [event.value])[-CEP_WINDOW:]
+        symbol = (event.value >= 90) | (max(window) >= 0) << 1
+        state, completes = FLOOR_TRANSITIONS.get((state, symbol), (state, 0))
+        if completes:
+            completed.add(event.seq)
+    assert completed == completing(topo.cep, events) and len(completed) > 100
+    assert floor_workload().copies(2000) == 2000 + len(completed)

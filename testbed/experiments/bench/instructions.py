@@ -15,6 +15,10 @@ window of ``CEP_WINDOW`` values (``testbed.experiments.cep``), each event
 also split to one operator.  So is the batches build
 (``p4/splitter_batches.p4``) on the count and time workloads' events in
 frames of ``BATCH_EVENTS``, and on the count workload's one to a frame.
+And two more programs of ``p4/baseline/`` (``floors``): forwarding that
+takes the event frame apart (``forward_events.p4``), and the least CEP stage
+for the same pattern and window (``cep_floor.p4``), so that the CEP build's
+cost can be told from what any CEP on this target must pay.
 
 bmv2 gives each packet a header vector (PHV) from a pool, and makes a new
 one, at some 40,000 instructions, only when the pool is empty.  How many it
@@ -33,7 +37,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -50,6 +54,7 @@ from testbed.semantics.batching import plan_frames
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import EventCount, Rate, StrictModel
 from testbed.semantics.topology import parse_topology
+from testbed.targets.bmv2 import toolchain
 from testbed.targets.bmv2.process import Bmv2Process
 
 #: The source's port and the operators' (2 .. 1 + OPERATORS), as in a run.
@@ -78,6 +83,23 @@ BATCHES, BATCH_EVENTS = "splitter_batches", 8
 BATCH_WORKLOAD = f"count tumbling 100/100, {BATCH_EVENTS} events per frame"
 TIME_BATCH_WORKLOAD = f"time sliding 1000/500, {BATCH_EVENTS} events per frame"
 LONE_WORKLOAD = "count tumbling 100/100, one event per frame"
+#: Programs of ``p4/baseline/`` that forward port 1 to port 2 (the table that
+#: ``Bmv2Process`` fills with ``forward=``).  ``FORWARD_EVENTS`` also parses
+#: the event; ``CEP_FLOOR`` also runs the CEP workload's pattern, compiled in,
+#: and clones each completing event to ``FLOOR_SINK_PORT``.
+FORWARD_EVENTS, CEP_FLOOR = "forward_events", "cep_floor"
+BASELINES: dict[str, Path] = {
+    FORWARD: toolchain.FORWARD_PROGRAM,
+    FORWARD_EVENTS: toolchain.P4_DIR / "baseline" / "forward_events.p4",
+    CEP_FLOOR: toolchain.P4_DIR / "baseline" / "cep_floor.p4",
+}
+#: cep_floor.p4's mirror session (FLOOR_SESSION), the group it clones to, and its port.
+FLOOR_SESSION, FLOOR_GROUP, FLOOR_SINK_PORT = 1, 1, SOURCE_PORT + 2
+#: cep_floor.p4's transition table for ``[value >= 90]; [max(w) >= 0]``
+#: under skip-till-next-match: (state, symbol) -> (next state, completes).
+#: Symbol bit 0 is the first predicate, bit 1 the second.  Any other
+#: (state, symbol) misses and keeps the state.
+FLOOR_TRANSITIONS = {(0, 0b01): (1, 0), (0, 0b11): (1, 0), (1, 0b10): (0, 1), (1, 0b11): (0, 1)}
 #: Each batches workload: the workload whose stream it sends, and events per frame.
 BATCH_WORKLOADS: dict[str, tuple[str, int]] = {
     BATCH_WORKLOAD: ("count tumbling 100/100", BATCH_EVENTS),
@@ -101,6 +123,7 @@ class InstructionParams(StrictModel):
     rate: Rate = Field(default=50, description="events per second, in any frames: slow enough for bmv2 under valgrind")
     workloads: list[str] = Field(default=list(WORKLOADS), min_length=1)
     cep: bool = Field(default=True, description="count the CEP build too (CEP_WORKLOAD)")
+    floors: bool = Field(default=True, description="count forward_events and cep_floor too (BASELINES)")
     batches: bool = Field(default=True, description="count the batches build too (BATCH_WORKLOADS)")
 
     @field_validator("workloads")
@@ -202,15 +225,28 @@ def frames_of(step: int, count: int) -> list[bytes]:
 Installer = Callable[[Any], None]
 
 
-def counted(expdir: ExperimentDir, rig: VethRig, name: str, install: Optional[Installer],
-            frames: list[bytes], rate: float, copies_expected: int, program: str = "splitter") -> tuple[int, int]:
-    """Instructions the switch spent on ``frames`` (configured by ``install``, or
-    forwarding from the source's port to port 2 without it), and the copies
-    that came out.  ``program``: which build (``CEP``, ``BATCHES``, else the splitter)."""
-    forward = None if install is not None else {SOURCE_PORT: SOURCE_PORT + 1}
+class Workload(NamedTuple):
+    """A program's workload: what configures the switch beyond forwarding
+    (None: nothing), the frames of ``count`` events, and how many copies the
+    switch must send for them."""
+
+    install: Optional[Installer]
+    frames: Callable[[int], list[bytes]]
+    copies: Callable[[int], int]
+
+
+def counted(expdir: ExperimentDir, rig: VethRig, name: str, program: str, install: Optional[Installer],
+            frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, int]:
+    """Instructions the switch spent on ``frames`` and the copies that came out.
+    ``program``: a build of the splitter (``CEP``, ``BATCHES``, else the plain
+    one), configured by ``install``; or one of ``BASELINES``, forwarding from
+    the source's port to port 2 and configured further by ``install`` if given."""
+    baseline = BASELINES.get(program)
     dumps = expdir.root / "callgrind" / name / "callgrind.out"
     dumps.parent.mkdir(parents=True, exist_ok=True)
-    proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace, forward=forward,
+    proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace,
+                       forward={SOURCE_PORT: SOURCE_PORT + 1} if baseline else None,
+                       json_path=toolchain.compile_program(program=baseline) if baseline else None,
                        cep=program == CEP, batches=program == BATCHES, dumps=dumps)
     proc.start(timeout=START_TIMEOUT_S)
     try:
@@ -281,13 +317,41 @@ def cep_workload() -> tuple[Installer, Callable[[int], list[bytes]]]:
     return install, lambda count: event_frames(topo, count, CEP_SEED)[0]
 
 
-def workload(program: str, label: str) -> tuple[Installer, Callable[[int], list[bytes]]]:
-    """How to configure ``program`` for the workload ``label``, and its frames."""
+def floor_workload() -> Workload:
+    """``cep_floor.p4`` on the CEP workload's events: its transitions and the
+    sink's session.  Each event is forwarded, and each that completes a match
+    by the oracle is cloned to the sink; no other output is right."""
+    from testbed.experiments.cep import cep_topology, completing, event_frames
+
+    topo = cep_topology(CEP_WINDOW, 1)
+
+    def install(api: Any) -> None:
+        for (state, symbol), (next_state, completes) in FLOOR_TRANSITIONS.items():
+            api.table_add("floor_transition", "step", [state, symbol], [next_state, completes])
+        api.mc_mgrp_create(FLOOR_GROUP)
+        api.mc_node_associate(FLOOR_GROUP, api.mc_node_create(0, [FLOOR_SINK_PORT]))
+        api.mirroring_add_mc(FLOOR_SESSION, FLOOR_GROUP)
+
+    def copies(count: int) -> int:
+        return count + len(completing(topo.cep, event_frames(topo, count, CEP_SEED)[1]))
+
+    return Workload(install, lambda count: event_frames(topo, count, CEP_SEED)[0], copies)
+
+
+def workload(program: str, label: str) -> Workload:
+    """How to configure ``program`` for the workload ``label``, its frames, and the copies due."""
+    if program in (FORWARD, FORWARD_EVENTS):     # no plan: the frames of the workload, forwarded
+        step = WORKLOADS[label][1]
+        return Workload(None, lambda count: frames_of(step, count), lambda count: count)
+    if program == CEP_FLOOR:
+        return floor_workload()
     if program == CEP:
-        return cep_workload()
-    if program == BATCHES:
-        return batch_workload(label)
-    return splitter_workload(label)
+        install, frames = cep_workload()
+    elif program == BATCHES:
+        install, frames = batch_workload(label)
+    else:
+        install, frames = splitter_workload(label)
+    return Workload(install, frames, lambda count: expected_copies(install, frames(count)))
 
 
 def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> list[dict[str, Any]]:
@@ -297,21 +361,20 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     revision = program_revision()
     cases = [("splitter", label) for label in params.workloads] + ([(CEP, CEP_WORKLOAD)] if params.cep else [])
     cases += [(BATCHES, label) for label in BATCH_WORKLOADS] if params.batches else []
-    cases.append((FORWARD, next(iter(WORKLOADS))))
+    first = next(iter(WORKLOADS))
+    cases += [(FORWARD_EVENTS, first), (CEP_FLOOR, CEP_WORKLOAD)] if params.floors else []
+    cases.append((FORWARD, first))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
-            if program == FORWARD:       # no plan: the frames of the workload, forwarded
-                install, frames_for = None, lambda count, step=WORKLOADS[label][1]: frames_of(step, count)
-            else:
-                install, frames_for = workload(program, label)
+            install, frames_for, copies_for = workload(program, label)
             totals = {}
             for count in (few, many):
                 frames = frames_for(count)
-                want = count if install is None else expected_copies(install, frames)
+                want = copies_for(count)
                 rate = params.rate * len(frames) / count      # the same events per second in any frames
                 for attempt in range(RETRIES + 1):
                     name = f"{program}-{len(rows)}-{count}-{attempt}"
-                    instructions, copies = counted(expdir, rig, name, install, frames, rate, want, program)
+                    instructions, copies = counted(expdir, rig, name, program, install, frames, rate, want)
                     if copies == want or attempt == RETRIES:
                         break
                     rate /= SLOWER       # frames were lost on the way in: the switch fell behind
