@@ -185,7 +185,37 @@ def instructions_section(results: Path) -> str:
     for (program, workload), counts in cases.items():
         cells = [f"{counts[i]:,}" if isinstance(counts.get(i), int) else "-" for i in range(len(benches))]
         out.append(f"| {program} | {workload} | " + " | ".join(cells) + " |")
+    floors = [(e, rows) for e, _record, rows in benches if floor_shares(rows)]
+    if floors:
+        expdir, rows = floors[-1]
+        where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
+        out += ["", f"In `{where}`, forwarding's instructions per event as a share of each CEP program's "
+                f"(the most its throughput can be of forwarding's, if throughput follows instructions): "
+                f"{floor_shares(rows)}."]
     return "\n".join(out) + "\n"
+
+
+#: The rows ``floor_shares`` reads: (program, workload) of ``make bench``'s instructions part.
+FORWARDING = {"plain forwarding": ("forward", "any"), "forwarding that reads the event": ("forward_events", "any")}
+CEP_ROWS = {"the least CEP stage (`cep_floor`)": "cep_floor", "the CEP build (`splitter_cep`)": "splitter_cep"}
+
+
+def floor_shares(rows: list[dict[str, Any]]) -> Optional[str]:
+    """What share of a CEP program's instructions per event forwarding takes,
+    for each forwarding baseline and CEP program a bench counted on P4CEP's
+    pattern: the most that program's throughput can be of forwarding's, if
+    throughput follows instructions.  None without a pair to compare."""
+    per_event = {(row.get("program"), row.get("workload")): row.get("instructions_per_event") for row in rows}
+    cep_workloads = {row.get("workload") for row in rows if row.get("program") in CEP_ROWS.values()}
+    parts = []
+    for name, key in FORWARDING.items():
+        base = per_event.get(key)
+        shares = [f"{base / per_event[program, workload]:.1%} of {label}"
+                  for label, program in CEP_ROWS.items() for workload in sorted(cep_workloads, key=str)
+                  if isinstance(base, int) and isinstance(per_event.get((program, workload)), int)]
+        if shares:
+            parts.append(f"{name} " + " and ".join(shares))
+    return "; ".join(parts) or None
 
 
 def program_of(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:

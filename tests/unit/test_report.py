@@ -178,6 +178,31 @@ def test_a_kind_with_its_own_table_gets_it_beside_the_papers_numbers(tmp_path):
         assert "Fig. 4" not in section("p4cep", newest_result("p4cep", results), tmp_path)
 
 
+def test_the_instruction_table_says_what_share_of_a_cep_programs_cost_forwarding_is(tmp_path):
+    """Under the table, from the newest bench that counted them: each forwarding
+    baseline's instructions per event as a share of each CEP program's, the
+    most that program's throughput can be of forwarding's; nothing without both."""
+    from testbed.experiments.report import floor_shares, instructions_section
+
+    rows = [{"program": "forward", "workload": "any", "instructions_per_event": 46_000},
+            {"program": "forward_events", "workload": "any", "instructions_per_event": 55_000},
+            {"program": "cep_floor", "workload": "p4cep", "instructions_per_event": 92_000},
+            {"program": "splitter_cep", "workload": "p4cep", "instructions_per_event": 460_000}]
+    assert floor_shares(rows) == (
+        "plain forwarding 50.0% of the least CEP stage (`cep_floor`) and 10.0% of the CEP build (`splitter_cep`); "
+        "forwarding that reads the event 59.8% of the least CEP stage (`cep_floor`) and 12.0% of the CEP build "
+        "(`splitter_cep`)")
+    assert floor_shares(rows[:2]) is None and floor_shares(rows[2:]) is None
+    assert floor_shares([rows[0], rows[3]]) == "plain forwarding 10.0% of the CEP build (`splitter_cep`)"
+    folder = tmp_path / "results" / "bench" / "20260101-000000"
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text(json.dumps({
+        "kind": "bench", "experiment": {"name": "bench"}, "git_revision": "a" * 40, "ours": {"instructions": rows}}))
+    last = instructions_section(tmp_path / "results").splitlines()[-1]
+    assert last.startswith("In `results/bench/20260101-000000`, forwarding's instructions per event as a share")
+    assert last.endswith(f": {floor_shares(rows)}.")
+
+
 def test_a_machine_without_stress_runs_or_benches_keeps_the_tables_the_docs_have(tmp_path):
     """results/ is not committed: a report on a machine with no stress run
     and no bench of its own must not wipe the tables an earlier machine's
