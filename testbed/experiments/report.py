@@ -4,14 +4,15 @@ No number in ``docs/evaluation.md`` is typed by hand.  Between marker
 comments (``<!-- BEGIN generated: NAME -->`` ... ``<!-- END generated: NAME -->``)
 this module writes, for each paper experiment, the paper's numbers and ours
 as the newest ``experiment.json`` holds them, with the directory and time
-they come from; an experiment with no results says so.  The run record's
-schema in ``docs/results.md`` is generated the same way, from the models
-(``testbed.rundir.schema``), the stability table of ``make stress`` from
-``results/stress/*/stability.json``, and bmv2's instructions per event
-(``docs/p4.md``) from the benches in ``results/bench/``.  ``results/`` is not
-committed, so a machine without stress runs or benches of its own leaves
-those two tables as an earlier machine's results wrote them.  Text outside the markers is left alone, and
-``--check`` says whether the docs are what the results give.
+they come from.  The run record's schema in ``docs/results.md`` is
+generated the same way, from the models (``testbed.rundir.schema``), the
+stability table of ``make stress`` from ``results/stress/*/stability.json``,
+and bmv2's instructions per event (``docs/p4.md``) from the benches in
+``results/bench/``.  ``results/`` is not committed, so a section this
+machine has no results for keeps what an earlier machine's results wrote,
+and says "Not run yet" only where the docs have nothing.  Text outside the
+markers is left alone, and ``--check`` says whether the docs are what the
+results here give.
 """
 from __future__ import annotations
 
@@ -191,13 +192,30 @@ def instructions_section(results: Path) -> str:
         where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
         out += ["", f"In `{where}`, forwarding's instructions per event as a share of each CEP program's "
                 f"(the most its throughput can be of forwarding's, if throughput follows instructions): "
-                f"{floor_shares(rows)}."]
+                f"{floor_shares(rows)}.{floor_verdict(rows)}"]
     return "\n".join(out) + "\n"
 
 
 #: The rows ``floor_shares`` reads: (program, workload) of ``make bench``'s instructions part.
 FORWARDING = {"plain forwarding": ("forward", "any"), "forwarding that reads the event": ("forward_events", "any")}
-CEP_ROWS = {"the least CEP stage (`cep_floor`)": "cep_floor", "the CEP build (`splitter_cep`)": "splitter_cep"}
+LEAST_CEP = "cep_floor"
+CEP_ROWS = {"the least CEP stage (`cep_floor`)": LEAST_CEP, "the CEP build (`splitter_cep`)": "splitter_cep"}
+
+
+#: Issue 22's bmv2 throughput target: the CEP build at n = 32 against plain forwarding.
+CEP_TARGET_SHARE = 0.8
+
+
+def floor_verdict(rows: list[dict[str, Any]]) -> str:
+    """Whether issue 22's target is within the least CEP stage's share, as a
+    sentence ("" when the bench did not count both programs)."""
+    per_event = {row.get("program"): row.get("instructions_per_event") for row in rows}
+    forward, floor = per_event.get(FORWARDING["plain forwarding"][0]), per_event.get(LEAST_CEP)
+    if not (isinstance(forward, int) and isinstance(floor, int)):
+        return ""
+    where = "within" if forward / floor >= CEP_TARGET_SHARE else "beyond"
+    return (f" Issue 22's bmv2 target, throughput at {CEP_TARGET_SHARE:.0%} of plain forwarding, is {where} "
+            "the least CEP stage's share.")
 
 
 def floor_shares(rows: list[dict[str, Any]]) -> Optional[str]:
@@ -226,11 +244,14 @@ def program_of(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     return str(revision)[:10] + (" (dirty)" if str(revision).endswith("-dirty") else "")
 
 
-def rewrite(text: str, generated: dict[str, str]) -> str:
-    """``text`` with the body between each named marker pair replaced; other text untouched."""
+def rewrite(text: str, generated: dict[str, str], if_blank: Optional[dict[str, str]] = None) -> str:
+    """``text`` with the body between each named marker pair replaced; other
+    text untouched.  A name only in ``if_blank`` replaces a body that is blank."""
+    if_blank = if_blank or {}
+
     def body(match: re.Match) -> str:
-        name = match.group("name")
-        new = generated.get(name, match.group("body"))
+        name, old = match.group("name"), match.group("body")
+        new = generated.get(name, if_blank.get(name, old) if not old.strip() else old)
         return f"{match.group(1)}{new}{match.group(4)}"
     return MARKER.sub(body, text)
 
@@ -238,21 +259,23 @@ def rewrite(text: str, generated: dict[str, str]) -> str:
 def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, str]:
     """Each generated document's new text (only the documents that have markers)."""
     root = results.parent
+    # results/ is not committed: what this machine has no results for keeps
+    # the text an earlier machine's results wrote (each names its folder,
+    # date and revision), and says "Not run yet" only where there is none.
+    sections, if_blank = {RECORD_SCHEMA: record_schema() + "\n"}, {}
     # The three tables below are no experiment's: naming one (--only stress)
-    # rewrites only them, never with an experiment's "Not run yet".
-    sections = {name: section(name, newest_result(name, results), root) for name in names
-                if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS)}
-    sections[RECORD_SCHEMA] = record_schema() + "\n"
-    # results/ is not committed: a machine without stress runs or benches of
-    # its own leaves the tables that an earlier machine's results wrote.
+    # rewrites only them.
+    for name in names:
+        if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS):
+            expdir = newest_result(name, results)
+            (sections if expdir is not None else if_blank)[name] = section(name, expdir, root)
     for name, text in ((STRESS, stress_section(results)), (INSTRUCTIONS, instructions_section(results))):
-        if not text.startswith(NOT_RUN):
-            sections[name] = text
+        (if_blank if text.startswith(NOT_RUN) else sections)[name] = text
     out = {}
     for path in sorted(docs.glob("*.md")):
         text = path.read_text()
         if MARKER.search(text):
-            out[path] = rewrite(text, sections)
+            out[path] = rewrite(text, sections, if_blank)
     return out
 
 
