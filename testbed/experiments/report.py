@@ -20,7 +20,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 from testbed import ROOT
 from testbed.rundir import ExperimentDir
@@ -244,7 +244,11 @@ def program_of(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     return str(revision)[:10] + (" (dirty)" if str(revision).endswith("-dirty") else "")
 
 
-def rewrite(text: str, generated: dict[str, str], if_blank: Optional[dict[str, str]] = None) -> str:
+#: A section's new text, or how to make it from the text the docs have.
+Generated = Union[str, Callable[[str], str]]
+
+
+def rewrite(text: str, generated: dict[str, Generated], if_blank: Optional[dict[str, str]] = None) -> str:
     """``text`` with the body between each named marker pair replaced; other
     text untouched.  A name only in ``if_blank`` replaces a body that is blank."""
     if_blank = if_blank or {}
@@ -252,8 +256,25 @@ def rewrite(text: str, generated: dict[str, str], if_blank: Optional[dict[str, s
     def body(match: re.Match) -> str:
         name, old = match.group("name"), match.group("body")
         new = generated.get(name, if_blank.get(name, old) if not old.strip() else old)
-        return f"{match.group(1)}{new}{match.group(4)}"
+        return f"{match.group(1)}{new(old) if callable(new) else new}{match.group(4)}"
     return MARKER.sub(body, text)
+
+
+def with_earlier_rows(table: str) -> Callable[[str], str]:
+    """``table`` (a header, a rule and rows named by their first cell) with the
+    rows of the docs' table that it has no row of the same name for, all in
+    the order of their names.  The stress runs' folders are named by when they
+    began, and ``results/`` is not committed: another machine's runs stay in
+    the table beside this one's."""
+    def name(row: str) -> str:
+        return row.split("|")[1].strip()
+
+    def merged(old: str) -> str:
+        head, rows = table.splitlines()[:2], table.splitlines()[2:]
+        have = {name(row) for row in rows}
+        earlier = [row for row in old.splitlines()[2:] if row.startswith("| `") and name(row) not in have]
+        return "\n".join(head + sorted(rows + earlier, key=name)) + "\n"
+    return merged
 
 
 def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, str]:
@@ -262,15 +283,20 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     # results/ is not committed: what this machine has no results for keeps
     # the text an earlier machine's results wrote (each names its folder,
     # date and revision), and says "Not run yet" only where there is none.
-    sections, if_blank = {RECORD_SCHEMA: record_schema() + "\n"}, {}
+    sections: dict[str, Generated] = {RECORD_SCHEMA: record_schema() + "\n"}
+    if_blank: dict[str, str] = {}
     # The three tables below are no experiment's: naming one (--only stress)
     # rewrites only them.
     for name in names:
         if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS):
             expdir = newest_result(name, results)
             (sections if expdir is not None else if_blank)[name] = section(name, expdir, root)
-    for name, text in ((STRESS, stress_section(results)), (INSTRUCTIONS, instructions_section(results))):
-        (if_blank if text.startswith(NOT_RUN) else sections)[name] = text
+    stress, instructions = stress_section(results), instructions_section(results)
+    if stress.startswith(NOT_RUN):
+        if_blank[STRESS] = stress
+    else:
+        sections[STRESS] = with_earlier_rows(stress)
+    (if_blank if instructions.startswith(NOT_RUN) else sections)[INSTRUCTIONS] = instructions
     out = {}
     for path in sorted(docs.glob("*.md")):
         text = path.read_text()

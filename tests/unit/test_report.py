@@ -213,6 +213,32 @@ def test_the_instruction_table_says_what_share_of_a_cep_programs_cost_forwarding
     assert floor_verdict(rows[1:]) == ""
 
 
+def test_a_stress_run_joins_the_rows_earlier_machines_left_in_the_docs(tmp_path):
+    """results/ is not committed: this machine's stress runs are written beside
+    the rows the docs have from runs that are not here, in the order of their
+    folders' names (when they began); a run that is here is written afresh."""
+    from testbed.experiments.report import STRESS
+    from testbed.experiments.stress import StressReport, SuiteRun
+
+    docs, results = doc(tmp_path, [STRESS]), tmp_path / "results"
+    header = "| results | revision | repeated | on | suite runs passed | tests that failed | verdicts passed " \
+             "every time | verdicts that did not |\n|---|---|---|---|---|---|---|---|\n"
+    earlier = ["| `20260101-000000` | aaaa | - | - | 1 of 1 | - | - | - |",
+               "| `20260105-000000` | bbbb | - | - | 0 of 1 | test_y | - | - |"]
+    text = (docs / "evaluation.md").read_text().replace("old text 42\n", header + "\n".join(earlier) + "\n")
+    (docs / "evaluation.md").write_text(text)
+    for name, passed in (("20260103-000000", True), ("20260105-000000", True)):
+        (results / "stress" / name).mkdir(parents=True)
+        run = StressReport({"workers": 2, "percent": 50}, suite=[SuiteRun({"passed": 9}, [], 60, 0 if passed else 1)])
+        (results / "stress" / name / "stability.json").write_text(json.dumps(run.as_json()))
+    assert report(docs=docs, results=results, names=[]) == [docs / "evaluation.md"]
+    rows = [line for line in (docs / "evaluation.md").read_text().splitlines() if line.startswith("| `")]
+    assert rows == [earlier[0],
+                    "| `20260103-000000` | not recorded | - | - | 1 of 1 | - | - | - |",
+                    "| `20260105-000000` | not recorded | - | - | 1 of 1 | - | - | - |"]
+    assert report(check=True, docs=docs, results=results, names=[]) == []
+
+
 def test_a_machine_without_stress_runs_or_benches_keeps_the_tables_the_docs_have(tmp_path):
     """results/ is not committed: a report on a machine with no stress run
     and no bench of its own must not wipe the tables an earlier machine's
