@@ -1,6 +1,6 @@
 /*
- * The least CEP stage on bmv2: what P4CEP's Fig. 4 pattern costs when
- * nothing in it is general.  One window of CEP_DEPTH values of the event's
+ * The least CEP stage on bmv2: what P4CEP's Fig. 4 pattern costs with none
+ * of the CEP build's generality.  One window of CEP_DEPTH values of the event's
  * value, keeping max(w); one pattern of two basic events,
  * [value >= FLOOR_FIRST_AT_LEAST]; [max(w) >= FLOOR_THEN_MAX_AT_LEAST],
  * its predicates compiled in and its state machine in a (state, symbol)
