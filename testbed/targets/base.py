@@ -128,11 +128,20 @@ class SplitterSwitch(Switch):
     def netns_path(self) -> str:
         return f"/proc/{self.pid}/ns/net"
 
+    def port_setup(self) -> list[list[str]]:
+        """Commands run on the port interfaces (in the node's namespace) before the process starts."""
+        return []
+
     def start(self, controllers) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
         self.cmd("ip link set lo up")                  # the control port's only way in
-        cmd = ["mnexec", "-a", str(self.pid)] + self.cpu_policy.prefix + cmd   # into the node's namespaces
+        inside = ["mnexec", "-a", str(self.pid)]      # into the node's namespaces
+        for setup in self.port_setup():
+            done = subprocess.run(inside + setup, capture_output=True, text=True)
+            if done.returncode:
+                raise SwitchNotReady(f"{self.name}: {' '.join(setup)} failed: {done.stderr.strip()}")
+        cmd = inside + self.cpu_policy.prefix + cmd
         self.proc = spawn(cmd, self.log_path, f"{self.target} switch {self.name}", start_new_session=True)
 
     def wait_ready(self, timeout: float = 30.0) -> None:

@@ -63,6 +63,10 @@ class SwitchProcess:
         """A new client of the contract's control API (close it when done)."""
         raise NotImplementedError
 
+    def port_setup(self) -> list[list[str]]:
+        """Commands run on the port interfaces (in the namespace) before the process starts."""
+        return []
+
     def configure(self) -> None:
         """What the switch needs once it listens, before frames flow."""
 
@@ -73,9 +77,12 @@ class SwitchProcess:
 
     def start(self, timeout: float = 30.0) -> "SwitchProcess":
         self.rundir.logs.mkdir(parents=True, exist_ok=True)
-        cmd = self.command()
-        if self.namespace is not None:
-            cmd = self.namespace.prefix() + cmd
+        inside = self.namespace.prefix() if self.namespace is not None else []
+        for setup in self.port_setup():
+            done = subprocess.run(inside + setup, capture_output=True, text=True)
+            if done.returncode:
+                raise SwitchNotReady(f"{' '.join(setup)} failed: {done.stderr.strip()}")
+        cmd = inside + self.command()
         self.proc = spawn(cmd, self.console_log, f"{self.target} {self.name}", start_new_session=True)
         try:
             wait_ready(self.proc, self._listening, f"{self.target} switch {self.name} "

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from testbed.targets.base import SplitterSwitch
 from testbed.targets.bmv2 import toolchain
 from testbed.targets.bmv2.client import Bmv2API
-from testbed.targets.bmv2.process import DEFAULT_LOG_LEVEL, simple_switch_command
+from testbed.targets.bmv2.process import DEFAULT_LOG_LEVEL, frame_sized_ring, simple_switch_command
 
 
 class Bmv2Switch(SplitterSwitch):
@@ -41,6 +41,9 @@ class Bmv2Switch(SplitterSwitch):
             program=toolchain.splitter_program(self.batches, self.cep))
         return simple_switch_command(self.json_path, self.port_map(), self.control_port,
                                      self.rundir, self.name, self.device_id, self.log_level)
+
+    def port_setup(self) -> list[list[str]]:
+        return [frame_sized_ring(intf) for _port, intf in sorted(self.port_map().items())]
 
     def versions(self) -> dict[str, str]:
         found = toolchain.versions()
