@@ -7,8 +7,8 @@ as the newest ``experiment.json`` holds them, with the directory and time
 they come from.  The run record's schema in ``docs/results.md`` is
 generated the same way, from the models (``testbed.rundir.schema``), the
 stability table of ``make stress`` from ``results/stress/*/stability.json``,
-and bmv2's instructions per event (``docs/p4.md``) from the benches in
-``results/bench/``.  ``results/`` is not committed, so a section this
+and bmv2's instructions per event and what a stopped switch's input keeps
+(``docs/p4.md``) from the benches in ``results/bench/``.  ``results/`` is not committed, so a section this
 machine has no results for keeps what an earlier machine's results wrote,
 and says "Not run yet" only where the docs have nothing.  Text outside the
 markers is left alone, and ``--check`` says whether the docs are what the
@@ -35,6 +35,7 @@ MARKER = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?
 RECORD_SCHEMA = "run-record"
 STRESS = "stress"
 INSTRUCTIONS = "bench-instructions"
+STALLED = "bench-stalled-input"
 #: Programs shown side by side in the instructions table, the newest ones.
 MAX_BENCHES = 6
 #: How a section without results begins.
@@ -159,18 +160,7 @@ def instructions_section(results: Path) -> str:
     counted (the newest bench of each), oldest first, so that a change of the
     program shows as a change along a row, and benches of one program repeated
     do not push the programs before it out of the table."""
-    benches = []
-    for path in sorted((results / "bench").glob("*")):
-        expdir = ExperimentDir(path)
-        if not expdir.is_experiment():
-            continue
-        try:
-            record = expdir.read_record()
-        except (OSError, ValueError):
-            continue
-        rows = (record.get("ours") or {}).get("instructions")
-        if rows:
-            benches.append((expdir, record, rows))
+    benches = benches_with("instructions", results)
     if not benches:
         return f"{NOT_RUN}: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
     newest_of = {program_of(record, rows): (expdir, record, rows) for expdir, record, rows in benches}
@@ -193,6 +183,42 @@ def instructions_section(results: Path) -> str:
         out += ["", f"In `{where}`, forwarding's instructions per event as a share of each CEP program's "
                 f"(the most its throughput can be of forwarding's, if throughput follows instructions): "
                 f"{floor_shares(rows)}.{floor_verdict(rows)}"]
+    return "\n".join(out) + "\n"
+
+
+def benches_with(part: str, results: Path) -> list[tuple[ExperimentDir, dict[str, Any], list[dict[str, Any]]]]:
+    """``(bench, its record, the part's rows)`` of every bench in ``results/bench/``
+    that ran ``part``, oldest first; unreadable records are passed over."""
+    found = []
+    for path in sorted((results / "bench").glob("*")):
+        expdir = ExperimentDir(path)
+        if not expdir.is_experiment():
+            continue
+        try:
+            record = expdir.read_record()
+        except (OSError, ValueError):
+            continue
+        rows = (record.get("ours") or {}).get(part)
+        if rows:
+            found.append((expdir, record, rows))
+    return found
+
+
+def stalled_section(results: Path) -> str:
+    """What a stopped switch's input kept of a burst (``make bench``, its
+    ``stalled_input`` part), from the newest bench that measured it."""
+    benches = benches_with("stalled_input", results)
+    if not benches:
+        return f"{NOT_RUN}: `make bench` measures it (its `stalled_input` part; root needed).\n"
+    expdir, record, rows = benches[-1]
+    root = results.parent
+    where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
+    out = [f"From `{where}/experiment.json` ({when}, revision {str(record.get('git_revision', '?'))[:10]}):", "",
+           "| target | ports | frames sent while stopped | kept | lost |", "|---|---|---|---|---|"]
+    for row in rows:
+        out.append(f"| {row.get('target')} | {row.get('ports')} | {row.get('burst', '-'):,} | "
+                   f"{row.get('kept', '-'):,} | {row.get('lost', '-'):,} |")
     return "\n".join(out) + "\n"
 
 
@@ -291,10 +317,10 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     # date and revision), and says "Not run yet" only where there is none.
     sections: dict[str, Generated] = {RECORD_SCHEMA: record_schema() + "\n"}
     if_blank: dict[str, str] = {}
-    # The three tables below are no experiment's: naming one (--only stress)
+    # The tables below are no experiment's: naming one (--only stress)
     # rewrites only them.
     for name in names:
-        if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS):
+        if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS, STALLED):
             expdir = newest_result(name, results)
             (sections if expdir is not None else if_blank)[name] = section(name, expdir, root)
     stress, instructions = stress_section(results), instructions_section(results)
@@ -303,6 +329,8 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     else:
         sections[STRESS] = with_earlier_rows(stress)
     (if_blank if instructions.startswith(NOT_RUN) else sections)[INSTRUCTIONS] = instructions
+    stalled = stalled_section(results)
+    (if_blank if stalled.startswith(NOT_RUN) else sections)[STALLED] = stalled
     out = {}
     for path in sorted(docs.glob("*.md")):
         text = path.read_text()

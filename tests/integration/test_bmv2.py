@@ -965,6 +965,25 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
 
 
 @needs_root
+def test_the_bench_measures_what_a_stopped_switch_keeps(tmp_path):
+    """``make bench``'s stalled_input part: the embedded switch keeps the whole
+    burst in its socket buffers; bmv2 as the testbed starts it keeps about a
+    thousand frames in its libpcap ring, and with a veth's default offloads
+    a few dozen."""
+    from testbed.experiments.bench.stalled import AS_STARTED, VETH_DEFAULTS, StalledParams, stalled_input
+    from testbed.rundir import ExperimentDir
+
+    params = StalledParams(burst=2000)
+    rows = stalled_input(["model", "bmv2"], ExperimentDir(tmp_path / "bench").create(), params)
+    by = {(row["target"], row["ports"]): row for row in rows}
+    assert set(by) == {("model", AS_STARTED), ("bmv2", AS_STARTED), ("bmv2", VETH_DEFAULTS)}
+    assert all(row["kept"] + row["lost"] == 2000 for row in rows)
+    assert by["model", AS_STARTED]["kept"] == 2000
+    assert by["bmv2", AS_STARTED]["kept"] >= 1000
+    assert by["bmv2", VETH_DEFAULTS]["kept"] < 100
+
+
+@needs_root
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not found (Debian package valgrind)")
 def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     """``make bench``'s instruction counts: the splitter costs more per event than

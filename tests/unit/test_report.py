@@ -257,3 +257,27 @@ def test_a_machine_without_stress_runs_or_benches_keeps_the_tables_the_docs_have
     assert report(docs=docs, results=results, names=[]) == [docs / "evaluation.md"]
     text = (docs / "evaluation.md").read_text()
     assert text.count("old text 42") == 1 and "| splitter | w | 1,234 |" in text
+
+
+def test_the_stalled_input_table_comes_from_the_newest_bench_that_measured_it(tmp_path):
+    """One row per target and port setup, from the newest bench with the
+    stalled_input part; benches without it are passed over."""
+    from testbed.experiments.report import stalled_section
+
+    results = tmp_path / "results"
+    assert stalled_section(results).startswith("Not run yet: `make bench`")
+
+    def bench(name, revision, ours):
+        folder = results / "bench" / name
+        folder.mkdir(parents=True)
+        (folder / "experiment.json").write_text(json.dumps({
+            "kind": "bench", "experiment": {"name": "bench"}, "git_revision": revision, "started": 0, "ours": ours}))
+
+    row = {"target": "bmv2", "ports": "as the testbed starts it", "burst": 4000, "rate": 20000.0}
+    bench("20260101-000000", "a" * 40, {"stalled_input": [row | {"kept": 33, "lost": 3967}]})
+    bench("20260102-000000", "b" * 40, {"stalled_input": [row | {"kept": 1312, "lost": 2688}]})
+    bench("20260103-000000", "c" * 40, {"oracle": {"events_per_s": 1.0}})
+    assert stalled_section(results).splitlines() == [
+        "From `results/bench/20260102-000000/experiment.json` (1970-01-01 00:00 UTC, revision bbbbbbbbbb):", "",
+        "| target | ports | frames sent while stopped | kept | lost |", "|---|---|---|---|---|",
+        "| bmv2 | as the testbed starts it | 4,000 | 1,312 | 2,688 |"]

@@ -9,7 +9,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible
-from testbed.experiments.bench import costs, figures, instructions, late, reconfig, runs
+from testbed.experiments.bench import costs, figures, instructions, late, reconfig, runs, stalled
 from testbed.experiments.bench.baseline import against_baseline
 from testbed.experiments.bench.costs import CostParams
 from testbed.experiments.bench.files import BenchFiles
@@ -17,14 +17,15 @@ from testbed.experiments.bench.instructions import InstructionParams
 from testbed.experiments.bench.late import LateParams
 from testbed.experiments.bench.reconfig import ReconfigParams
 from testbed.experiments.bench.runs import SCALE_RUNS, ScaleRun, SweepParams
+from testbed.experiments.bench.stalled import StalledParams
 from testbed.rundir import ExperimentDir
 
 Part = Literal["oracle", "pipeline", "lateness", "plan", "late_in_switch", "instructions", "reconfiguration",
-               "emulation", "scale"]
+               "stalled_input", "emulation", "scale"]
 PARTS: list[Part] = ["oracle", "pipeline", "lateness", "plan", "late_in_switch", "instructions", "reconfiguration",
-                     "emulation", "scale"]
+                     "stalled_input", "emulation", "scale"]
 #: Parts on veth pairs (root), and parts in Mininet (root and Mininet).
-VETH = {"late_in_switch", "instructions", "reconfiguration"}
+VETH = {"late_in_switch", "instructions", "reconfiguration", "stalled_input"}
 MININET = {"emulation", "scale"}
 #: A part's rows for its raw table, and its summary for ``ours``.
 Measured = tuple[list[dict[str, Any]] | pd.DataFrame, Any]
@@ -38,6 +39,7 @@ class BenchParams(KindParams):
     late: LateParams = LateParams()
     instructions: InstructionParams = InstructionParams()
     reconfiguration: ReconfigParams = ReconfigParams()
+    stalled: StalledParams = StalledParams()
     sweep: SweepParams = SweepParams()
     #: Which scale runs the ``scale`` part makes (``parts: [scale]`` runs only those).
     scale: list[ScaleRun] = Field(default=SCALE_RUNS, min_length=1)
@@ -93,7 +95,7 @@ class Bench(ExperimentKind):
         steps: dict[str, Callable[[], Measured]] = {
             "oracle": self.oracle, "pipeline": self.pipeline, "lateness": self.lateness, "plan": self.plan,
             "late_in_switch": self.late_in_switch, "instructions": self.instructions,
-            "reconfiguration": self.reconfiguration,
+            "reconfiguration": self.reconfiguration, "stalled_input": self.stalled_input,
             "emulation": self.emulation, "scale": self.scale}
         ours: dict[str, Any] = {}
         for part in self.params.parts:
@@ -151,6 +153,11 @@ class Bench(ExperimentKind):
     def reconfiguration(self) -> Measured:
         with interruptible(f"{self.spec.name}-{self.expdir.root.name}"):
             return reconfig.reconfigurations(self.targets(), self.expdir, self.params.reconfiguration)
+
+    def stalled_input(self) -> Measured:
+        with interruptible(f"{self.spec.name}-{self.expdir.root.name}"):
+            rows = stalled.stalled_input(self.targets(), self.expdir, self.params.stalled)
+        return rows, rows
 
     def emulation(self) -> Measured:
         rows = runs.rate_sweep(self.files, self.params.sweep, self.settings)
