@@ -117,7 +117,7 @@ def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, 
                   ("switch link end", far.rx_dropped + far.rx_errors if far else 0),
                   ("switch socket", max(path.switch_sockets.get(port, 0),
                                         (socket_stats.get(port) or {}).get("rx_dropped", 0)))]
-        out["sources"][host] = {"lost": lost, "where": attribute(lost, places)}
+        out["sources"][host] = {"lost": lost, "where": attribute(lost, places, uncounted_on_the_way_in(record.target))}
     for host in record.operator_hosts:
         port = str(record.switch_ports[host])
         got = int(received[received.index.get_level_values("operator") == host].sum()) if len(received) else 0
@@ -148,10 +148,22 @@ def never_left(target: str) -> str:
     return "switch egress queue (full)" if target == "bmv2" else "inside the switch"
 
 
-def attribute(lost: int, places: list[tuple[str, int]]) -> dict[str, int]:
+def uncounted_on_the_way_in(target: str) -> str:
+    """Where an event went that reached no drop counter on its way in and that
+    the switch's pipeline never counted.  On bmv2 that is the libpcap ring
+    between the port's socket and simple_switch: the kernel counts a full
+    ring's drops only for the ring's owner (``tp_drops``), not in the socket's
+    ``skmem`` that ``ss`` reads, and simple_switch does not report them (how
+    many frames the ring holds: ``docs/p4.md``, "What a stopped switch keeps").
+    The model reads its sockets directly and reports their drops, so there it
+    stays unknown."""
+    return "switch libpcap ring (no counter: the rest)" if target == "bmv2" else "unknown"
+
+
+def attribute(lost: int, places: list[tuple[str, int]], rest: str = "unknown") -> dict[str, int]:
     """``lost`` events spread over ``places`` in path order, each taking at most
     what its counter says it dropped (counters count every frame, heartbeats
-    too, so they bound rather than name); what no counter covers is ``unknown``."""
+    too, so they bound rather than name); what no counter covers is ``rest``."""
     where: dict[str, int] = {}
     left = max(0, lost)
     for place, dropped in places:
@@ -160,7 +172,7 @@ def attribute(lost: int, places: list[tuple[str, int]]) -> dict[str, int]:
             where[place] = taken
         left -= taken
     if left:
-        where["unknown"] = left
+        where[rest] = left
     return where
 
 

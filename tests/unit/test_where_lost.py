@@ -102,3 +102,17 @@ def test_on_the_model_a_copy_that_never_left_is_named_inside_the_switch(topo, ru
     lossy_run(topo, rundir, 60, {}, {}, left_the_switch=False)
     assert judged(rundir)["accounting"]["where_lost"]["operators"] == {
         "h3": {"lost": 1, "where": {"inside the switch": 1}}}
+
+
+def test_on_bmv2_an_event_no_counter_on_the_way_in_saw_is_placed_in_its_libpcap_ring(topo, rundir):
+    """A full libpcap ring's drops show in no counter outside simple_switch: on
+    bmv2 what the way in does not explain is placed there, after the counted
+    places; on the model it stays unknown."""
+    record, verdicts = lossy_run(topo, rundir, 57, {}, {"h1": 1}, target="bmv2")
+    where = judged(rundir)["accounting"]["where_lost"]["sources"]
+    assert where == {"h1": {"lost": 3, "where": {"switch socket": 1, "switch libpcap ring (no counter: the rest)": 2}}}
+    assert ("lost before the switch, from h1: 3 (switch socket 1, switch libpcap ring (no counter: the rest) 2)"
+            in verdict_summary(record, verdicts))
+    lossy_run(topo, rundir, 57, {}, {"h1": 1})
+    assert judged(rundir)["accounting"]["where_lost"]["sources"] == {
+        "h1": {"lost": 3, "where": {"switch socket": 1, "unknown": 2}}}
