@@ -130,6 +130,14 @@ def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
     assert "| elastic | repetition 2 ended in an error | | RuntimeError: no switch |" in text
 
 
+def write_bench(results, name: str, revision: str, ours: dict) -> None:
+    """A bench's experiment.json with ``ours`` as its parts' summaries, started at the epoch."""
+    folder = results / "bench" / name
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text(json.dumps({
+        "kind": "bench", "experiment": {"name": "bench"}, "git_revision": revision, "started": 0, "ours": ours}))
+
+
 def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
     """bmv2's instructions per event from every bench that counted them, oldest
     first, a column per program counted (its newest bench): a case one bench
@@ -139,17 +147,12 @@ def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
     results = tmp_path / "results"
     assert instructions_section(results).startswith("Not run yet: `make bench`")
 
-    def bench(name, revision, rows):
-        folder = results / "bench" / name
-        folder.mkdir(parents=True)
-        (folder / "experiment.json").write_text(json.dumps({
-            "kind": "bench", "experiment": {"name": "bench"}, "git_revision": revision, "ours": rows}))
-
     tumbling = {"target": "bmv2", "program": "splitter", "workload": "count tumbling 100/100"}
     forward = {"target": "bmv2", "program": "forward", "workload": "any", "p4_revision": "dddddddddddd4"}
-    bench("20260101-000000", "aaaaaaaaaaaa1", {"instructions": [tumbling | {"instructions_per_event": 296606}]})
-    bench("20260102-000000", "bbbbbbbbbbbb2", {"oracle": {"events_per_s": 1.0}})
-    bench("20260103-000000", "cccccccccccc3", {"instructions": [
+    write_bench(results, "20260101-000000", "aaaaaaaaaaaa1",
+                {"instructions": [tumbling | {"instructions_per_event": 296606}]})
+    write_bench(results, "20260102-000000", "bbbbbbbbbbbb2", {"oracle": {"events_per_s": 1.0}})
+    write_bench(results, "20260103-000000", "cccccccccccc3", {"instructions": [
         tumbling | {"instructions_per_event": 205317, "p4_revision": "dddddddddddd4"},
         forward | {"instructions_per_event": 49133}]})
     # a bench that names the commit of its p4/ is headed by it; an older one by its checkout's revision
@@ -160,7 +163,7 @@ def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
         "| splitter | count tumbling 100/100 | 296,606 | 205,317 |",
         "| forward | any | - | 49,133 |"]
     # the same program counted again: its newest bench stands for it, in its place
-    bench("20260104-000000", "eeeeeeeeeeee5", {"instructions": [
+    write_bench(results, "20260104-000000", "eeeeeeeeeeee5", {"instructions": [
         tumbling | {"instructions_per_event": 205400, "p4_revision": "dddddddddddd4"}]})
     assert instructions_section(results).splitlines()[0] == (
         "| program | workload | `results/bench/20260101-000000`, p4/ of aaaaaaaaaa "
@@ -267,16 +270,10 @@ def test_the_stalled_input_table_comes_from_the_newest_bench_that_measured_it(tm
     results = tmp_path / "results"
     assert stalled_section(results).startswith("Not run yet: `make bench`")
 
-    def bench(name, revision, ours):
-        folder = results / "bench" / name
-        folder.mkdir(parents=True)
-        (folder / "experiment.json").write_text(json.dumps({
-            "kind": "bench", "experiment": {"name": "bench"}, "git_revision": revision, "started": 0, "ours": ours}))
-
     row = {"target": "bmv2", "ports": "as the testbed starts it", "burst": 4000, "rate": 20000.0}
-    bench("20260101-000000", "a" * 40, {"stalled_input": [row | {"kept": 33, "lost": 3967}]})
-    bench("20260102-000000", "b" * 40, {"stalled_input": [row | {"kept": 1312, "lost": 2688}]})
-    bench("20260103-000000", "c" * 40, {"oracle": {"events_per_s": 1.0}})
+    write_bench(results, "20260101-000000", "a" * 40, {"stalled_input": [row | {"kept": 33, "lost": 3967}]})
+    write_bench(results, "20260102-000000", "b" * 40, {"stalled_input": [row | {"kept": 1312, "lost": 2688}]})
+    write_bench(results, "20260103-000000", "c" * 40, {"oracle": {"events_per_s": 1.0}})
     assert stalled_section(results).splitlines() == [
         "From `results/bench/20260102-000000/experiment.json` (1970-01-01 00:00 UTC, revision bbbbbbbbbb):", "",
         "| target | ports | frames sent while stopped | kept | lost |", "|---|---|---|---|---|",
