@@ -69,6 +69,11 @@ def leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
         yield prefix, json.dumps(value) if isinstance(value, list) else str(value)
 
 
+def shown(path: Path, root: Path) -> Path:
+    """``path`` relative to the checkout ``root`` when it lies inside it."""
+    return path.relative_to(root) if path.is_relative_to(root) else path
+
+
 def table(pairs: list[tuple[str, str]]) -> list[str]:
     rows = ["| key | value |", "|---|---|"]
     rows += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in pairs[:MAX_ROWS]]
@@ -83,7 +88,7 @@ def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
         return f"{NOT_RUN}: `make experiment NAME={name}` (or `make figures`) writes its results.\n"
     record = expdir.read_record()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
-    where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
+    where = shown(expdir.root, root)
     verdict = "passed its checks" if record.get("ok") else "did NOT pass its checks"
     out = [f"From `{where}/experiment.json` ({when}, revision {str(record.get('git_revision', '?'))[:10]}, "
            f"{'quick size' if record.get('quick') else 'full size'}): {verdict}.", ""]
@@ -166,7 +171,7 @@ def instructions_section(results: Path) -> str:
     newest_of = {program_of(record, rows): (expdir, record, rows) for expdir, record, rows in benches}
     benches = list(newest_of.values())[-MAX_BENCHES:]
     root = results.parent
-    heads = [f"`{e.root.relative_to(root) if e.root.is_relative_to(root) else e.root}`, "
+    heads = [f"`{shown(e.root, root)}`, "
              f"p4/ of {program_of(r, rows)}" for e, r, rows in benches]
     cases: dict[tuple[str, str], dict[int, Any]] = {}
     for i, (_expdir, _record, rows) in enumerate(benches):
@@ -179,7 +184,7 @@ def instructions_section(results: Path) -> str:
     floors = [(e, rows) for e, _record, rows in benches if floor_shares(rows)]
     if floors:
         expdir, rows = floors[-1]
-        where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
+        where = shown(expdir.root, root)
         out += ["", f"In `{where}`, forwarding's instructions per event as a share of each CEP program's "
                 f"(the most its throughput can be of forwarding's, if throughput follows instructions): "
                 f"{floor_shares(rows)}.{floor_verdict(rows)}"]
@@ -212,7 +217,7 @@ def stalled_section(results: Path) -> str:
         return f"{NOT_RUN}: `make bench` measures it (its `stalled_input` part; root needed).\n"
     expdir, record, rows = benches[-1]
     root = results.parent
-    where = expdir.root.relative_to(root) if expdir.root.is_relative_to(root) else expdir.root
+    where = shown(expdir.root, root)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
     out = [f"From `{where}/experiment.json` ({when}, revision {str(record.get('git_revision', '?'))[:10]}):", "",
            "| target | ports | frames sent while stopped | kept | lost |", "|---|---|---|---|---|"]

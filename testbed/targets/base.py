@@ -24,7 +24,7 @@ from testbed.emulation import netns
 from testbed.emulation.ports import free_loopback_port
 from testbed.emulation.procs import register_pid, spawn, stop_group, wait_ready
 from testbed.rundir import RunDir
-from testbed.targets.process import SwitchNotReady
+from testbed.targets.process import SwitchNotReady, run_port_setup
 
 __all__ = ["CPU_POLICIES", "CpuPolicy", "SplitterSwitch", "SwitchNotReady"]
 
@@ -137,10 +137,7 @@ class SplitterSwitch(Switch):
         cmd = self.command()
         self.cmd("ip link set lo up")                  # the control port's only way in
         inside = ["mnexec", "-a", str(self.pid)]      # into the node's namespaces
-        for setup in self.port_setup():
-            done = subprocess.run(inside + setup, capture_output=True, text=True)
-            if done.returncode:
-                raise SwitchNotReady(f"{self.name}: {' '.join(setup)} failed: {done.stderr.strip()}")
+        run_port_setup(inside, self.port_setup(), f"{self.target} switch {self.name}")
         cmd = inside + self.cpu_policy.prefix + cmd
         self.proc = spawn(cmd, self.log_path, f"{self.target} switch {self.name}", start_new_session=True)
 

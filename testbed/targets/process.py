@@ -23,6 +23,15 @@ class SwitchNotReady(RuntimeError):
     pass
 
 
+def run_port_setup(inside: list[str], commands: list[list[str]], switch: str) -> None:
+    """Run a switch's ``port_setup`` commands behind ``inside`` (the prefix that
+    enters its namespace); raise ``SwitchNotReady`` with the first failure's stderr."""
+    for setup in commands:
+        done = subprocess.run(inside + setup, capture_output=True, text=True)
+        if done.returncode:
+            raise SwitchNotReady(f"{switch}: {' '.join(setup)} failed: {done.stderr.strip()}")
+
+
 class SwitchProcess:
     """One switch process; ``start()`` returns once its control port accepts
     connections, ``stop()`` ends its process group.
@@ -78,10 +87,7 @@ class SwitchProcess:
     def start(self, timeout: float = 30.0) -> "SwitchProcess":
         self.rundir.logs.mkdir(parents=True, exist_ok=True)
         inside = self.namespace.prefix() if self.namespace is not None else []
-        for setup in self.port_setup():
-            done = subprocess.run(inside + setup, capture_output=True, text=True)
-            if done.returncode:
-                raise SwitchNotReady(f"{' '.join(setup)} failed: {done.stderr.strip()}")
+        run_port_setup(inside, self.port_setup(), f"{self.target} {self.name}")
         cmd = inside + self.command()
         self.proc = spawn(cmd, self.console_log, f"{self.target} {self.name}", start_new_session=True)
         try:

@@ -465,7 +465,7 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, switch):
 def test_a_stalled_switch_keeps_a_burst_of_frames_in_its_input_ring(rig, switch):
     """bmv2 stopped (SIGSTOP) while 1,000 frames arrive takes every one of them
     once it runs again: its ports' libpcap rings are sized by the MTU
-    (``frame_sized_ring``).  With a veth's default offloads they held 32."""
+    (``frame_sized_rings``).  With a veth's default offloads they held 32."""
     proc, api = switch
     topo = topology([stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2"])])
     run = Run(topo, [(1, s, s) for s in range(STALL_BURST)])

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from testbed.targets.base import SplitterSwitch
 from testbed.targets.bmv2 import toolchain
 from testbed.targets.bmv2.client import Bmv2API
-from testbed.targets.bmv2.process import DEFAULT_LOG_LEVEL, frame_sized_ring, simple_switch_command
+from testbed.targets.bmv2.process import DEFAULT_LOG_LEVEL, frame_sized_rings, simple_switch_command
 
 
 class Bmv2Switch(SplitterSwitch):
@@ -43,7 +43,7 @@ class Bmv2Switch(SplitterSwitch):
                                      self.rundir, self.name, self.device_id, self.log_level)
 
     def port_setup(self) -> list[list[str]]:
-        return [frame_sized_ring(intf) for _port, intf in sorted(self.port_map().items())]
+        return frame_sized_rings(self.port_map())
 
     def versions(self) -> dict[str, str]:
         found = toolchain.versions()

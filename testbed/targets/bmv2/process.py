@@ -34,9 +34,11 @@ FORWARD_TABLE, FORWARD_ACTION = "forward", "to_port"
 PCAP_SIZING_OFFLOADS = ("tso", "gso", "gro")
 
 
-def frame_sized_ring(intf: str) -> list[str]:
-    """The ``ethtool`` command that lets libpcap size ``intf``'s ring by its MTU."""
-    return ["ethtool", "-K", intf] + [word for feature in PCAP_SIZING_OFFLOADS for word in (feature, "off")]
+def frame_sized_rings(ports: dict[int, str], offloads: str = "off") -> list[list[str]]:
+    """The ``ethtool`` commands that let libpcap size each port's ring by its MTU
+    (``offloads="on"``: a new veth's settings, with rings of 32 frames)."""
+    switched = [word for feature in PCAP_SIZING_OFFLOADS for word in (feature, offloads)]
+    return [["ethtool", "-K", intf, *switched] for _port, intf in sorted(ports.items())]
 
 
 def notifications_address(rundir: RunDir, name: str) -> str:
@@ -114,7 +116,7 @@ class Bmv2Process(SwitchProcess):
                                      self.name, self.device_id, self.log_level)
 
     def port_setup(self) -> list[list[str]]:
-        return [frame_sized_ring(intf) for _port, intf in sorted(self.ports.items())]
+        return frame_sized_rings(self.ports)
 
     def configure(self) -> None:
         if not self.forward:
