@@ -26,7 +26,7 @@ from rich.console import Console
 
 from testbed import ROOT
 from testbed.rundir import ExperimentDir, RunDir, RunRecord, RunVerdicts
-from testbed.semantics.topology import Topology, load_topology, parse_topology, resolve_topology
+from testbed.semantics.topology import Topology, TopologyError, load_topology, parse_topology, resolve_topology
 
 TopologyLike = Union[str, Path, dict, Topology]
 
@@ -154,12 +154,25 @@ def _verdicts(by_stream: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 
 def _topology(topology: TopologyLike) -> tuple[Path, Topology]:
+    """The topology and where it came from, held to the same rules as ``testbed run``'s
+    (``TopologyError`` with one line, before anything starts).  A ``Topology`` object is
+    validated again: ``model_copy`` or ``model_construct`` would have skipped its checks."""
+    from testbed.semantics.plan import PlanError, SplitterPlan
+
     if isinstance(topology, Topology):
-        return Path(f"<{topology.name}>"), topology
-    if isinstance(topology, dict):
-        return Path(f"<{topology.get('name', 'topology')}>"), parse_topology(topology)
-    path = resolve_topology(str(topology))
-    return path, load_topology(path)
+        path = Path(f"<{topology.name}>")
+        topo = parse_topology(topology.model_dump(mode="json"), str(path))
+    elif isinstance(topology, dict):
+        path = Path(f"<{topology.get('name', 'topology')}>")
+        topo = parse_topology(topology, str(path))
+    else:
+        path = resolve_topology(str(topology))
+        topo = load_topology(path)
+    try:
+        SplitterPlan(topo)
+    except PlanError as err:
+        raise TopologyError(f"{path}: {err}") from None
+    return path, topo
 
 
 def run(topology: TopologyLike, target: Optional[str] = None, **options: Any) -> RunResult:

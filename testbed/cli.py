@@ -42,15 +42,33 @@ def _run_errors():
         _fail(f"run failed: {type(err).__name__}: {err}", 1)
 
 
-def _load(topology: str):
-    """The topology file and its validated contents, plan included; else one line and exit 2."""
+def _load(topology: str, switch_name: Optional[str] = None):
+    """The topology file and its validated contents, plan included, its switch
+    renamed to ``switch_name`` if given; else one line and exit 2."""
     from testbed.semantics.plan import load_planned
 
     try:
         path = resolve_topology(topology)
-        return path, load_planned(path)[0]
+        topo = load_planned(path)[0]
+        return path, topo.with_switch_name(switch_name) if switch_name else topo
     except TopologyError as err:
         _refuse(err)
+
+
+def _node_name(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+    """A node name given as an option, checked before anything starts: it becomes interface names."""
+    from testbed.rundir.names import UnsafeName, node_name
+
+    try:
+        return None if value is None else node_name(value, f"--{param.name.replace('_', '-')}")
+    except UnsafeName as err:
+        _refuse(err)
+
+
+#: ``--switch-name``: runs beside other runs on one machine, each with its own interfaces.
+switch_name_option = click.option(
+    "--switch-name", default=None, callback=_node_name, expose_value=True,
+    help="Name of the Mininet switch (to keep apart from others' runs); a node name, like the topology's.")
 
 
 def _refuse(err: Exception | str) -> NoReturn:
@@ -244,15 +262,16 @@ def validate(topology: str) -> None:
 @click.option("--cli", type=click.Choice(["before", "after"]), is_flag=False, flag_value="before", default=None,
               help="Open Mininet's CLI before streaming (--cli; its `stream` command streams) "
                    "or after it (--cli=after).  Leaving the CLI finishes the run.")
+@switch_name_option
 def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optional[int],
         timeout: Optional[float], spark_master: str, no_spark: bool, pcap: bool = False,
         cli: Optional[str] = None, switch_cpu: str = "fifo", spark_cpu: str = "nice",
-        window_timeout: Optional[float] = None) -> None:
+        window_timeout: Optional[float] = None, switch_name: Optional[str] = None) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
     from testbed.experiments.launch import launch
     from testbed.runs.orchestrator import RunOptions
 
-    path, topo = _load(topology)
+    path, topo = _load(topology, switch_name)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
                          spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli, switch_cpu=switch_cpu,
                          spark_cpu=spark_cpu, window_timeout_s=window_timeout)
@@ -268,8 +287,7 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
 @click.option("--quick", is_flag=True, help="The experiment's small size (its quick: section), for tests.")
 @click.option("--repeat", type=click.IntRange(min=1, max=1000), default=None,
               help="Run it this many times and report how stable each verdict was (results/<name>/<id>-repeat/).")
-@click.option("--switch-name", default=None,
-              help="Name of the Mininet switch in emulation runs (to keep apart from others' runs).")
+@switch_name_option
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Experiment directory (default: results/<name>/<id>/, or results/figures/<name>/ for all).")
 @click.option("--param", "param_pairs", multiple=True, metavar="KEY=VALUE",
@@ -304,11 +322,11 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
         _refuse("--repeat: name one experiment or scenario, not all")
     if name != "all" and path is None:
         if repeat is not None:
-            scenario, topo = _load(name)
+            scenario, topo = _load(name, switch_name)
             shared = Settings(spark=not no_spark, spark_master=spark_master, warm_spark=not spark_per_run)
             _repeat(name, repeat, out, shared, lambda o, s: _launch_scenario(topo, scenario, target, o, s))
         ctx.invoke(run, topology=name, target=target, out=out, seed=None, timeout=None,
-                   spark_master=spark_master, no_spark=no_spark)
+                   spark_master=spark_master, no_spark=no_spark, switch_name=switch_name)
         return
     try:
         settings = Settings(quick=quick, target=target, switch_name=switch_name, spark=not no_spark,

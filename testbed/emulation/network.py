@@ -22,8 +22,9 @@ from typing import Any, Optional
 from testbed import ROOT
 from testbed.emulation.impairment import Impairment, parse_duration
 from testbed.emulation.pathstats import interface_counters, socket_drops
-from testbed.emulation.procs import register_pid, spawn, stop, wait_ready
+from testbed.emulation.procs import node_run, register_pid, spawn, stop, wait_ready
 from testbed.rundir import RunDir
+from testbed.rundir.names import node_name
 from testbed.semantics.addressing import plan_addresses, subnet
 from testbed.semantics.topology import Topology
 
@@ -97,6 +98,9 @@ class SplitterNetwork:
         from mininet.net import Mininet
 
         topo = self.topo
+        # Mininet hands node and interface names to its nodes' shells: the last guard before it does.
+        for name, what in [(topo.switch.name, "switch.name"), *((h, f"hosts.{h}") for h in topo.hosts)]:
+            node_name(name, what)
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, host=_host_class())
         self.net = net
@@ -132,7 +136,7 @@ class SplitterNetwork:
         for host in net.hosts:
             # IPv6 neighbour discovery and router solicitations would only add
             # noise to the switch's non-event counter.
-            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+            node_run(host, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
         return self
 
     def start(self, ready_timeout: float = 60.0) -> "SplitterNetwork":
@@ -140,7 +144,7 @@ class SplitterNetwork:
         assert self.net is not None and self.switch is not None
         for intf in self.switch.intfList():
             if intf.name != "lo":
-                intf.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
+                node_run(intf.node, "sysctl", "-qw", f"net.ipv6.conf.{intf.name}.disable_ipv6=1")
         self.switch.start([])
         self.switch.wait_ready(ready_timeout)
         self.start_relays(ready_timeout)
@@ -169,10 +173,11 @@ class SplitterNetwork:
         hosts = {}
         for name in self.topo.hosts:
             intf = self.intf_of(name)
-            hosts[name] = interface_counters(self.host(name).cmd(f"ip -s -j link show {intf}")).get(intf, {})
+            shown = node_run(self.host(name), "ip", "-s", "-j", "link", "show", intf)
+            hosts[name] = interface_counters(shown).get(intf, {})
         # The switch has a namespace of its own (targets.base): read its ends and sockets there.
-        root = interface_counters(self.switch.cmd("ip -s -j link show"))
-        sockets = socket_drops(self.switch.cmd("ss -0 -m -p -n"), self.switch.proc.pid)
+        root = interface_counters(node_run(self.switch, "ip", "-s", "-j", "link", "show"))
+        sockets = socket_drops(node_run(self.switch, "ss", "-0", "-m", "-p", "-n"), self.switch.proc.pid)
         switch_ports, switch_sockets = {}, {}
         for intf, port in self.switch.ports.items():
             if intf.name == "lo":

@@ -209,6 +209,16 @@ def spawn(cmd: list[str], log_path: Path, what: str, host=None, **popen_args):
     return proc
 
 
+def node_run(node, *argv: str) -> str:
+    """``argv`` run to its end inside Mininet ``node``'s namespaces; its standard output.
+
+    Mininet's ``node.cmd`` hands a string to the node's shell; this passes an
+    argument list, so nothing in a name or value is ever read by a shell.
+    """
+    out, _err, _code = node.pexec(list(argv))
+    return out
+
+
 def stop(proc, grace: float = 15.0) -> None:
     """SIGTERM one child and wait for it (SIGKILL after ``grace``); forget its PID."""
     import subprocess

@@ -35,6 +35,7 @@ from testbed import ROOT
 from testbed.emulation import procs
 from testbed.emulation.veth import VethRig
 from testbed.rundir import ExperimentDir, RunDirError
+from testbed.rundir.names import UnsafeName, node_name
 from testbed.runs.record import git_revision
 from testbed.semantics.strict import StrictModel
 from testbed.semantics.topology import TopologyError
@@ -106,6 +107,13 @@ class Settings:
     #: --param KEY=VALUE: parameters of the file replaced, after quick's (any kind; its Params validate them)
     params: dict[str, Any] = field(default_factory=dict)
     console: Console = field(default_factory=lambda: Console(stderr=True))
+
+    def __post_init__(self) -> None:
+        if self.switch_name is not None:
+            try:
+                node_name(self.switch_name, "--switch-name")
+            except UnsafeName as err:
+                raise ExperimentError(str(err)) from None
 
     def overrides(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

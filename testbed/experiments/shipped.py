@@ -11,6 +11,7 @@ from typing import Iterable, Optional
 
 from testbed.experiments.base import Settings
 from testbed.rundir import RunDir
+from testbed.rundir.names import UnsafeName, path_name
 from testbed.semantics.plan import SplitterPlan, load_planned
 from testbed.semantics.topology import Topology, TopologyError, resolve_topology
 
@@ -29,8 +30,9 @@ def check_scenarios(names: Iterable[str]) -> None:
     """Raise ``ValueError`` naming the first scenario that is not a usable topology."""
     for i, name in enumerate(names):
         try:
+            path_name(name, "scenario")      # it names the experiment's run folders too
             scenario(name)
-        except TopologyError as err:
+        except (TopologyError, UnsafeName) as err:
             raise ValueError(f"[{i}]: {err}") from None
 
 
@@ -45,7 +47,7 @@ def scenario_run(topo: Topology, path: Path, target: str, rundir: RunDir, settin
     from testbed.runs.orchestrator import RunOptions
 
     if settings.switch_name:
-        topo = topo.model_copy(update={"switch": topo.switch.model_copy(update={"name": settings.switch_name})})
+        topo = topo.with_switch_name(settings.switch_name)
     options = RunOptions(target=target, out=rundir.root, spark=settings.spark,
                          spark_master=settings.spark_master, timeout=timeout, switch_cpu=settings.switch_cpu)
     settings.console.print(f"== {topo.name} on {target}")

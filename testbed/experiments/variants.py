@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import pandas as pd
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from testbed.analysis.plots import lateness_table, plot_lateness, plt, save_figure
 from testbed.experiments import paper
@@ -29,6 +29,7 @@ from testbed.experiments.base import ExperimentKind, KindParams
 from testbed.experiments.capacity import ScenarioCalibration, calibrated, machine_capacity
 from testbed.experiments.shipped import check_scenarios, plan_cost, scenario, scenario_run
 from testbed.rundir import ExperimentDir, RunDir
+from testbed.rundir.names import path_name
 from testbed.semantics.strict import FieldError as _FieldError
 from testbed.semantics.topology import Topology, TopologyError, parse_topology
 
@@ -67,6 +68,13 @@ class VariantParams(KindParams):
     exact: list[str] = []
     #: None: every variant at the topology's rates; else at rates this machine carries.
     calibration: Optional[ScenarioCalibration] = None
+
+    @field_validator("variants")
+    @classmethod
+    def _folder_names(cls, variants: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name in variants:
+            path_name(name, "variant name")       # each variant's runs are folders of the experiment
+        return variants
 
     @model_validator(mode="after")
     def _named_variants(self):

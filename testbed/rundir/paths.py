@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from testbed.rundir.names import path_name
 from testbed.rundir.record import RunDirError, RunRecord, RunVerdicts, dump, load_run, parse, read_object
 
 
@@ -212,21 +213,21 @@ class RunDir:
 
     def log(self, host: str, role: str) -> Path:
         """Log of a process: ``logs/<host>.<role>.log`` (role: source, receiver, ...)."""
-        return self.logs / f"{host}.{role}.log"
+        return self.logs / f"{path_name(host, 'host')}.{path_name(role, 'role')}.log"
 
     def switch_log(self, switch: str) -> Path:
-        return self.logs / f"{switch}.log"
+        return self.logs / f"{path_name(switch, 'switch')}.log"
 
     def bmv2_log(self, switch: str) -> Path:
         """bmv2's log.  ``--log-file X`` makes bmv2 write ``X.txt`` (its rotating
         sink adds the extension), so the switch is given this minus ``.txt``."""
-        return self.logs / f"{switch}.bmv2.txt"
+        return self.logs / f"{path_name(switch, 'switch')}.bmv2.txt"
 
     def bmv2_notifications(self, switch: str) -> Path:
-        return self.logs / f"{switch}-notifications.ipc"
+        return self.logs / f"{path_name(switch, 'switch')}-notifications.ipc"
 
     def pcap(self, intf: str) -> Path:
-        return self.pcaps / f"{intf}.pcap"
+        return self.pcaps / f"{path_name(intf, 'interface')}.pcap"
 
     # -- what host processes write while the run goes on ----------------------
     # They write at the top level and the collect phase moves them to raw/,
@@ -239,7 +240,7 @@ class RunDir:
                   "complex_events": "{host}.complex_events.{part}.parquet"}
 
     def host_file(self, kind: str, host: str, part: int = 0) -> Path:
-        return self.root / self.HOST_FILES[kind].format(host=host, part=f"{part:06d}")
+        return self.root / self.HOST_FILES[kind].format(host=path_name(host, "host"), part=f"{part:06d}")
 
     def source_events(self, host: str) -> Path:
         return self.host_file("sources", host)
@@ -289,7 +290,7 @@ class RunDir:
 
     def spark_inbox(self, host: str) -> Path:
         """Where an operator host hands its events to Spark."""
-        return self.spark_in / host
+        return self.spark_in / path_name(host, "host")
 
     def spark_inbox_part(self, host: str, part: int) -> Path:
         """One hand-over file; Spark reads every file of the inbox whose name starts with neither '.' nor '_'."""
@@ -356,7 +357,8 @@ class ExperimentDir:
         object.__setattr__(self, "root", resolved(self.root))
 
     def run(self, name: str) -> RunDir:
-        return RunDir(self.runs_folder / name)
+        """The run called ``name`` (a label such as ``L2h-bmv2``), always inside this experiment."""
+        return RunDir(self.runs_folder / path_name(name, "run name"))
 
     def paced_topology(self, target: str) -> Path:
         """The topology an adaptation experiment ran on ``target`` at another pace."""

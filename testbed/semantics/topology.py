@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from testbed import ROOT
+from testbed.rundir.names import NODE_NAME, UnsafeName, node_name
 from testbed.semantics import limits, strict
 from testbed.semantics.cep.rules import CepRules
 from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
@@ -44,8 +45,8 @@ from testbed.semantics.windows import (
 from testbed.semantics.yamlfile import read_yaml, why_unreadable
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
-#: in command lines, so they are kept short and plain.
-NAME_PATTERN = r"^[a-z][a-z0-9]{0,9}$"
+#: in command lines, so they are kept short and plain (``testbed.rundir.names``).
+NAME_PATTERN = NODE_NAME
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 # The splitter's addresses are the address plan's; named here too for the many readers of the schema.
 from testbed.semantics.addressing import SPLITTER_IP, SPLITTER_MAC  # noqa: E402,F401
@@ -436,13 +437,7 @@ class Topology(StrictModel):
     @model_validator(mode="after")
     def _cross_references(self, info: ValidationInfo):
         hosts = self.hosts
-        if self.switch.name in hosts:
-            raise _FieldError("switch.name", f"{self.switch.name!r} is also a host name")
-        longest = f"{self.switch.name}-eth{len(hosts)}"
-        if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
-            raise _FieldError("switch.name", f"with {len(hosts)} hosts the switch's interfaces are named like "
-                                             f"{longest}, longer than Linux's {limits.MAX_INTERFACE_NAME} bytes; "
-                                             f"use a shorter switch name")
+        self._check_switch_name("switch.name")
         for i, link in enumerate(self.links):
             if link.host not in hosts:
                 raise _FieldError(f"links[{i}].host", f"unknown host {link.host!r}")
@@ -537,6 +532,26 @@ class Topology(StrictModel):
         target that builds batches into a program of its own (bmv2) run that
         build, whose larger header vector every frame pays for (docs/p4.md, "Two builds")."""
         return any(s.sends_batches for s in self.streams)
+
+    def _check_switch_name(self, field: str) -> None:
+        if self.switch.name in self.hosts:
+            raise _FieldError(field, f"{self.switch.name!r} is also a host name")
+        longest = f"{self.switch.name}-eth{len(self.hosts)}"
+        if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
+            raise _FieldError(field, f"with {len(self.hosts)} hosts the switch's interfaces are named like "
+                                     f"{longest}, longer than Linux's {limits.MAX_INTERFACE_NAME} bytes; "
+                                     f"use a shorter switch name")
+
+    def with_switch_name(self, name: str, source: str = "--switch-name") -> "Topology":
+        """This topology with its switch renamed, so that runs on a shared machine
+        never meet another's interfaces; ``TopologyError`` when the name cannot be used."""
+        try:
+            node_name(name, source)
+            renamed = self.model_copy(update={"switch": self.switch.model_copy(update={"name": name})})
+            renamed._check_switch_name(source)
+        except (UnsafeName, _FieldError) as err:
+            raise TopologyError(str(err)) from None
+        return renamed
 
     def stream(self, stream_id: int) -> Stream:
         for s in self.streams:

@@ -22,7 +22,7 @@ from mininet.node import Switch
 
 from testbed.emulation import netns
 from testbed.emulation.ports import free_loopback_port
-from testbed.emulation.procs import register_pid, spawn, stop_group, wait_ready
+from testbed.emulation.procs import node_run, register_pid, spawn, stop_group, wait_ready
 from testbed.rundir import RunDir
 from testbed.targets.process import SwitchNotReady, run_port_setup
 
@@ -135,7 +135,7 @@ class SplitterSwitch(Switch):
     def start(self, controllers) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
-        self.cmd("ip link set lo up")                  # the control port's only way in
+        node_run(self, "ip", "link", "set", "lo", "up")    # the control port's only way in
         inside = ["mnexec", "-a", str(self.pid)]      # into the node's namespaces
         run_port_setup(inside, self.port_setup(), f"{self.target} switch {self.name}")
         cmd = inside + self.cpu_policy.prefix + cmd
