@@ -12,9 +12,13 @@ PYTEST_ARGS ?=
 # Debian packages: Mininet and the tools its hosts use, Java for PySpark,
 # python3-thrift for bmv2's CLI (only used when bmv2 is installed), tshark to
 # read captures with the event dissector (tools/wireshark/), valgrind to count
-# bmv2's instructions per event (make bench, and its test).
+# bmv2's instructions per event (make bench, and its test).  python3-six is
+# listed by hand: Debian 12's python3-thrift imports `six` in its protocol
+# module but does not depend on it, so on a minimal root every call to bmv2
+# would fail with "No module named 'six'" (issue 48).
 DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
-        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift tshark valgrind
+        iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift python3-six \
+        tshark valgrind
 
 .PHONY: deps debs venv experiment figures run stop clean test bench soak stress p4 plots distclean
 
