@@ -374,7 +374,7 @@ EXPERIMENTS = {
     "latency-rate-inf": (b"name: e\nkind: latency\nparams: {rate: .inf}\n", "params.rate: must be a finite"),
     "n-sweep-1e9": (b"name: e\nkind: resources\nparams: {n_sweep: [1000000000]}\n", "params.n_sweep[0]"),
     "run-name-too-long": (b"name: e\nkind: scenarios\nparams: {runs: [" + b"a" * 300 + b"]}\n",
-                          "name too long"),
+                          "cannot name a file or folder"),
 }
 
 
