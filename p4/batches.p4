@@ -322,7 +322,7 @@
         hdr.events[I].flags = hdr.events[I].flags | FLAG_WINDOWS;              \
         meta.batch.kept = meta.batch.kept + 1;                                 \
         stream_out.count(meta.idx);                                            \
-        operator_out.count(meta.copy.port);                                    \
+        operator_out.count(meta.copy.instance);                                    \
     } else if (I < meta.batch.count) {                                         \
         hdr.events[I].setInvalid();                                            \
         hdr.events_windows[I].setInvalid();                                    \

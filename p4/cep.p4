@@ -288,13 +288,13 @@ register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p
         hdr.cep_events[P].ts = hdr.event.ts;                                   \
         hdr.cep_events[P].value = meta.cep.value_##P;                          \
         hdr.cep.count = hdr.cep.count + 1;                                     \
-        cep_out.count(meta.copy.port);                                         \
+        cep_out.count(meta.copy.instance);                                         \
     }
 
 /* Inside MyEgress, for a clone the sinks' group replicated: this sink's
  * complex events, or nothing. */
 #define CEP_EGRESS                                                             \
-    cep_sinks.read(meta.cep.mine, meta.copy.port);                            \
+    cep_sinks.read(meta.cep.mine, meta.copy.instance);                            \
     meta.cep.mine = meta.cep.mine & meta.cep.matched;                          \
     if (meta.cep.mine != 0) {                                                  \
         hdr.cep.setValid();                                                    \

@@ -75,8 +75,11 @@ const bit<8> CEP_OP_GT = 6;
 /* ---- sizes -------------------------------------------------------------- */
 /* Registers and per-stream counters are indexed by the 16-bit stream id. */
 const bit<32> N_STREAMS = 65536;
-/* bmv2's default port space; operator_out is indexed by the egress port. */
+/* bmv2's default port space. */
 const bit<32> N_PORTS = 512;
+/* Operator instances are 16-bit ids: a host's port, or a shared host's
+ * instance (testbed.semantics.instances); operator_out is indexed by them. */
+const bit<32> N_INSTANCES = 65536;
 /* stream_drops index = stream * DROP_SLOTS + drop code. */
 const bit<32> DROP_SLOTS = 8;
 const bit<32> DROP_COUNTER_SIZE = 524288;  /* N_STREAMS * DROP_SLOTS */
@@ -86,7 +89,7 @@ const int STREAM_TABLE_SIZE    = 65536;  /* window_spec, operator_count: one per
 const int UNICAST_TABLE_SIZE   = 65536;  /* N per stream */
 const int MULTICAST_TABLE_SIZE = 65536;  /* fewer than 3N per stream (docs/windows.md) */
 const int TRANSITION_TABLE_SIZE = 65536; /* per changing stream: N_old * old windows * (new (w, c) pairs + 1) */
-const int EGRESS_TABLE_SIZE    = 512;    /* one per operator port */
+const int EGRESS_TABLE_SIZE    = 65536;  /* one per operator instance */
 const int POSITION_TABLE_SIZE  = 65536;  /* operator_position, previous_position: N per stream and bank */
 
 /* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */

@@ -1,11 +1,13 @@
 /*
- * Egress: address every copy to the operator host behind its port, and
- * tell it which of the event's windows are its own (the windows header).
+ * Egress: address every copy to its operator instance, and tell it which
+ * of the event's windows are its own (the windows header).
  *
- * The rewrite is keyed on standard_metadata.egress_port, the port this
- * copy leaves on, so it is right for unicast and for each replica of a
- * multicast group alike.  A copy for a port without an entry is dropped.
- * stream_out / operator_out count the copies that actually leave.
+ * The rewrite is keyed on the copy's instance: the rid of the multicast
+ * node that made the replica, or, when that is 0 (unicast, or a node of
+ * whole hosts), the port the copy leaves on (testbed.semantics.instances).
+ * So it is right for unicast and for each replica of a group alike.  A copy
+ * for an instance without an entry is dropped.  stream_out / operator_out
+ * count the copies that actually leave.
  */
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4
@@ -14,25 +16,22 @@ control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
     counter(N_STREAMS, CounterType.packets_and_bytes) stream_out;   /* copies sent, per stream */
-    counter(N_PORTS, CounterType.packets_and_bytes) operator_out;   /* copies sent, per egress port */
+    counter(N_INSTANCES, CounterType.packets_and_bytes) operator_out; /* copies sent, per operator instance */
 #ifdef CEP
     counter(N_PORTS, CounterType.packets_and_bytes) cep_out;        /* complex events sent, per sink port */
 #endif
 
-    /* Destination MAC and IP of the operator host; the UDP checksum covers
-     * the destination IP, so it is switched off (0) rather than left stale.
-     * The IPv4 checksum is recomputed in MyComputeChecksum. */
+    /* Destination MAC and IP of the operator instance; the UDP checksum
+     * covers the destination IP, so it is switched off (0) rather than left
+     * stale.  The IPv4 checksum is recomputed in MyComputeChecksum. */
     action rewrite_dst(mac_addr_t mac, ipv4_addr_t ip) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.checksum = 0;
-        /* Set in the action, where p4c cannot fold it into the counters'
-         * calls below, each of which would get a temporary of its own. */
-        meta.copy.port = (bit<32>)standard_metadata.egress_port;
     }
 
     table egress_rewrite {
-        key = { standard_metadata.egress_port : exact @name("port"); }
+        key = { meta.copy.instance : exact @name("instance"); }
         actions = { rewrite_dst; @defaultonly NoAction; }
         const default_action = NoAction();
         size = EGRESS_TABLE_SIZE;
@@ -48,7 +47,7 @@ control MyEgress(inout headers_t hdr,
         key = {
             meta.stream                   : exact @name("stream");
             meta.epoch.bank               : exact @name("bank");
-            standard_metadata.egress_port : exact @name("port");
+            meta.copy.instance            : exact @name("instance");
         }
         actions = { set_position; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -62,7 +61,7 @@ control MyEgress(inout headers_t hdr,
     table previous_position {
         key = {
             meta.stream                   : exact @name("stream");
-            standard_metadata.egress_port : exact @name("port");
+            meta.copy.instance            : exact @name("instance");
         }
         actions = { set_previous_position; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -77,6 +76,10 @@ control MyEgress(inout headers_t hdr,
         bool batched = false;
 #endif
         if (hdr.event.isValid() || batched) {
+            meta.copy.instance = (bit<32>)standard_metadata.egress_port;
+            if (standard_metadata.egress_rid != 0) {
+                meta.copy.instance = (bit<32>)standard_metadata.egress_rid;
+            }
             if (egress_rewrite.apply().hit) {
                 /* Each position table is applied here once, for a single
                  * event and a batch alike. */
@@ -122,7 +125,7 @@ control MyEgress(inout headers_t hdr,
 #endif
                 {
                     stream_out.count(meta.idx);
-                    operator_out.count(meta.copy.port);
+                    operator_out.count(meta.copy.instance);
                     sent = true;
 
                     /* The windows of the event this operator owns: round robin

@@ -118,19 +118,21 @@ control MyIngress(inout headers_t hdr,
         standard_metadata.egress_spec = port;
     }
 
+    /* A group also serves one operator: an instance on a shared host is
+     * reached through a node of its own, whose rid names it (egress.p4). */
+    action to_group(bit<16> mgid) {
+        standard_metadata.mcast_grp = mgid;
+    }
+
     table unicast {
         key = {
             meta.stream               : exact @name("stream");
             meta.epoch.bank           : exact @name("bank");
             meta.verdict.newest_op    : exact @name("newest_op");
         }
-        actions = { to_operator; @defaultonly NoAction; }
+        actions = { to_operator; to_group; @defaultonly NoAction; }
         const default_action = NoAction();
         size = UNICAST_TABLE_SIZE;
-    }
-
-    action to_group(bit<16> mgid) {
-        standard_metadata.mcast_grp = mgid;
     }
 
     table multicast {

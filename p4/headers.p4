@@ -164,7 +164,7 @@ struct copy_meta_t {
     bit<32> old_active;
     bit<32> position;
     bit<32> old_position;
-    bit<32> port;           /* egress_port as a counter index (egress_rewrite) */
+    bit<32> instance;       /* the copy's operator instance: its replica's rid, else its egress port */
 }
 
 #ifdef BATCHES

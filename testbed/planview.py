@@ -57,7 +57,8 @@ def print_plan(topo: Topology, k: int) -> None:
             for col in ("mgid", "ports", "operators"):
                 groups.add_column(col)
             for g in sorted(sp.groups.values(), key=lambda g: g.mgid):
-                groups.add_row(str(g.mgid), " ".join(map(str, g.ports)), ", ".join(g.hosts))
+                replicas = " ".join(str(p) for _rid, ports in g.nodes for p in ports)
+                groups.add_row(str(g.mgid), replicas, ", ".join(g.hosts))
             console.print(groups)
         events = Table(title=f"first {k} events")
         for col in ("seq", "ts", "windows", "operators"):

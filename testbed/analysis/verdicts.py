@@ -34,6 +34,7 @@ from testbed.analysis.check import (
 from testbed.analysis.operatorlag import summarize
 from testbed.rundir import RunDir, RunRecord, RunVerdicts, SparkLag, read_json
 from testbed.runs.progress import exit_text
+from testbed.semantics.instances import host_of
 
 
 def account(record: RunRecord, rundir: RunDir, sources: pd.DataFrame, deliveries: pd.DataFrame,
@@ -85,8 +86,7 @@ def account(record: RunRecord, rundir: RunDir, sources: pd.DataFrame, deliveries
     if dead:
         # A receiver that died recorded nothing after its death: what its operator
         # misses is lost there, not in the network.
-        out["lost_at_dead_receivers"] = {host: sum(s["lost_per_operator"].get(host, 0)
-                                                   for s in out["streams"].values()) for host in sorted(dead)}
+        out["lost_at_dead_receivers"] = {host: lost_at_host(out["streams"], host) for host in sorted(dead)}
     return out
 
 
@@ -118,11 +118,13 @@ def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, 
                   ("switch socket", max(path.switch_sockets.get(port, 0),
                                         (socket_stats.get(port) or {}).get("rx_dropped", 0)))]
         out["sources"][host] = {"lost": lost, "where": attribute(lost, places, uncounted_on_the_way_in(record.target))}
+    # The switch counts a port's copies; a host that runs several instances adds theirs up.
+    host_of_received = received.index.get_level_values("operator").map(host_of) if len(received) else None
     for host in record.operator_hosts:
         port = str(record.switch_ports[host])
-        got = int(received[received.index.get_level_values("operator") == host].sum()) if len(received) else 0
+        got = int(received[host_of_received == host].sum()) if len(received) else 0
         lost = max(0, switch.ports.get(port, 0) - got)
-        inside = max(0, sum(s["lost_per_operator"].get(host, 0) for s in streams.values()) - lost)
+        inside = max(0, lost_at_host(streams, host) - lost)
         if lost + inside == 0:
             continue
         where = {never_left(record.target): inside} if inside else {}
@@ -137,6 +139,11 @@ def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, 
             where |= attribute(lost, places)
         out["operators"][host] = {"lost": lost + inside, "where": where}
     return out
+
+
+def lost_at_host(streams: dict[str, Any], host: str) -> int:
+    """Copies the check missed at ``host``'s operator instances, over all streams."""
+    return sum(n for s in streams.values() for op, n in s["lost_per_operator"].items() if host_of(op) == host)
 
 
 def never_left(target: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Optional, Protocol, Sequence
 from testbed.semantics.cep.automaton import MAX_COMPARISONS
 from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
 from testbed.semantics.cep.rules import MAX_CEP_WINDOWS, MAX_PATTERNS
-from testbed.semantics.limits import DROP_PORT, N_PORTS, N_STREAMS, TABLE_SIZES  # noqa: F401
+from testbed.semantics.limits import DROP_PORT, N_INSTANCES, N_PORTS, N_STREAMS, TABLE_SIZES  # noqa: F401
 from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
 DROP_SLOTS = 8            # drop counter index = stream * DROP_SLOTS + code
@@ -85,7 +85,7 @@ HEADER_TABLES = ("operator_position", "previous_position")
 COUNTERS = {
     "stream_in": N_STREAMS,                 # events accepted into the pipeline, per stream
     "stream_out": N_STREAMS,                # copies sent to operators, per stream
-    "operator_out": N_PORTS,                # copies sent, per egress port (= operator host)
+    "operator_out": N_INSTANCES,            # copies sent, per operator instance (a whole host's is its port)
     "stream_drops": N_STREAMS * DROP_SLOTS, # per stream and drop code
     "non_event": 1,                         # frames that are not events (nor heartbeats)
     "heartbeats": N_PORTS,                  # operator hosts' heartbeats, per ingress port
@@ -133,6 +133,7 @@ PORT_BITS = 9     # v1model's port_t
 BANK_KEY = Key("bank", 1)
 OP_KEY = Key("newest_op", 32)
 ACTIVE_KEY = Key("active", 32)
+INSTANCE_KEY = Key("instance", 32)
 TO_OPERATOR = ActionSpec((Param("port", "int", PORT_BITS),))
 TO_GROUP = ActionSpec((Param("mgid", "int", 16),))
 
@@ -159,17 +160,20 @@ SCHEMA: dict[str, TableSpec] = {
                                     Param("extra", "int", 64), Param("size", "int", 64),
                                     Param("n_ops", "int", 32), Param("tail", "int", 64))),
     }),
-    "unicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY), {"to_operator": TO_OPERATOR}),
+    # One operator: out of its port, or through its own group (an instance on a shared host).
+    "unicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY), {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
     "multicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY, ACTIVE_KEY), {"to_group": TO_GROUP}),
     "handover": TableSpec(INGRESS, (STREAM_KEY, Key("old_op", 32), Key("old_active", 32), OP_KEY, ACTIVE_KEY),
                             {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
-    "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS),),
+    # Egress keys on the copy's operator instance (testbed.semantics.instances):
+    # its replica's rid, or its egress port when that is 0.
+    "egress_rewrite": TableSpec(EGRESS, (INSTANCE_KEY,),
                                 {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),
-    # Where the operator behind an egress port stands in a stream's list:
-    # which of the event's windows its copy carries (the Windows header).
-    "operator_position": TableSpec(EGRESS, (STREAM_KEY, BANK_KEY, Key("port", PORT_BITS)),
+    # Where the copy's operator instance stands in a stream's list: which of
+    # the event's windows its copy carries (the Windows header).
+    "operator_position": TableSpec(EGRESS, (STREAM_KEY, BANK_KEY, INSTANCE_KEY),
                                    {"set_position": ActionSpec((Param("position", "int", 32),))}),
-    "previous_position": TableSpec(EGRESS, (STREAM_KEY, Key("port", PORT_BITS)),
+    "previous_position": TableSpec(EGRESS, (STREAM_KEY, INSTANCE_KEY),
                                    {"set_previous_position": ActionSpec((Param("position", "int", 32),))}),
 }
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).

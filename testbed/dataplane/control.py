@@ -39,10 +39,15 @@ class Change:
                 "applied_at": self.applied_at, "install_s": self.install_s, "operations": self.operations}
 
 
+def group_calls(group: MulticastGroup) -> int:
+    """Control calls that create ``group``: the group, then each node created and associated."""
+    return 1 + 2 * len(group.nodes)
+
+
 class Controller:
     """Pushes a plan to a switch and reads its counters back."""
 
-    #: Control calls per multicast group: create the group, create its node, associate them.
+    #: Control calls per multicast group of one node: create the group, create its node, associate them.
     CALLS_PER_GROUP = 3
 
     #: How often ``change`` polls the switch while it waits for a stream.
@@ -50,8 +55,8 @@ class Controller:
 
     def __init__(self, api: SwitchAPI):
         self.api = api
-        #: mgid -> node handle of every group this controller created, for ``clear``.
-        self.nodes: dict[int, int] = {}
+        #: mgid -> node handles of every group this controller created, for ``clear``.
+        self.nodes: dict[int, list[int]] = {}
         #: (table, match) -> entry handle, so that a change can replace a bank.
         self.handles: dict[tuple[str, tuple[int, ...]], int] = {}
         #: stream id -> the configuration in force (or armed), for the next change.
@@ -73,27 +78,30 @@ class Controller:
         t2 = time.perf_counter()
         self.streams.update({sid: sp.stream for sid, sp in plan.streams.items()})
         return {"groups_s": t1 - t0, "tables_s": t2 - t1, "groups": len(plan.groups), "entries": len(entries),
-                "operations": self.CALLS_PER_GROUP * len(plan.groups) + len(entries)}
+                "operations": sum(map(group_calls, plan.groups)) + len(entries)}
 
     def fork(self, api: SwitchAPI) -> "Controller":
         """A controller of the same switch over another connection, knowing
         what this one installed (groups, entry handles, configurations)."""
         other = Controller(api)
-        other.nodes, other.handles, other.streams = dict(self.nodes), dict(self.handles), dict(self.streams)
+        other.nodes = {mgid: list(handles) for mgid, handles in self.nodes.items()}
+        other.handles, other.streams = dict(self.handles), dict(self.streams)
         return other
 
     def _create_groups(self, groups: Sequence[MulticastGroup]) -> int:
-        """Create the groups this switch does not have yet; returns how many."""
-        made = 0
+        """Create the groups this switch does not have yet, each with its nodes; returns the calls made."""
+        calls = 0
         for group in groups:
             if group.mgid in self.nodes:
                 continue
             self.api.mc_mgrp_create(group.mgid)
-            handle = self.api.mc_node_create(group.mgid, list(group.ports))
-            self.api.mc_node_associate(group.mgid, handle)
-            self.nodes[group.mgid] = handle
-            made += 1
-        return made
+            handles = self.nodes[group.mgid] = []
+            for rid, ports in group.nodes:
+                handle = self.api.mc_node_create(rid, list(ports))
+                self.api.mc_node_associate(group.mgid, handle)
+                handles.append(handle)
+            calls += group_calls(group)
+        return calls
 
     def _add(self, entry: TableEntry) -> None:
         handle = self.api.table_add(entry.table, entry.action,
@@ -137,14 +145,14 @@ class Controller:
         prepared = plan.change(self.streams[sid], new, bank)
         deleted = self._delete_where(lambda table, match: match[0] != sid or not (
             table in TRANSITION or (table in BANKED and match[1] == bank)))
-        made = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
+        group_ops = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
         for entry in prepared.entries:
             self._add(entry)
         armed_at = time.time()      # the write below arms it somewhere in its round trip
         self.api.register_write("armed", sid, 1)
         install_s = time.perf_counter() - t0
         self.streams[sid] = new
-        ops = deleted + self.CALLS_PER_GROUP * made + len(prepared.entries) + 3
+        ops = deleted + group_ops + len(prepared.entries) + 3
         return Change(sid, new, epoch + 1, armed_at, install_s, ops, timings={"waited_s": waited})
 
     def wait_applied(self, change: Change, timeout: float = 10.0) -> Change:
@@ -170,8 +178,9 @@ class Controller:
         their groups: bmv2 leaves a destroyed group's nodes dangling."""
         for table in SCHEMA:
             self.api.table_clear(table)
-        for mgid, handle in self.nodes.items():
-            self.api.mc_node_destroy(handle)
+        for mgid, handles in self.nodes.items():
+            for handle in handles:
+                self.api.mc_node_destroy(handle)
             self.api.mc_mgrp_destroy(mgid)
         self.nodes.clear()
         self.handles.clear()

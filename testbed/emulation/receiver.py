@@ -14,6 +14,7 @@ final status, with the kernel's UDP drop counters of this host, then exits.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import select
 import socket
@@ -21,6 +22,7 @@ import struct
 import time
 from array import array
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +42,7 @@ from testbed.dataplane.wire import (
 from testbed.emulation.heartbeat import HeartbeatSender
 from testbed.emulation.procs import run_until_signalled
 from testbed.rundir import RunDir, read_json, write_json_atomic
+from testbed.semantics.instances import instance_name
 
 STATUS_EVERY_S = 0.2
 #: How often newly received events are written as a part (and handed to Spark).
@@ -52,6 +55,13 @@ MAX_DATAGRAM = 4096
 DRAIN_AT_ONCE = 256
 SO_TIMESTAMPNS = 35            # = SCM_TIMESTAMPNS: kernel receive time as a timespec
 TIMESPEC = struct.Struct("qq")
+#: Linux's IP_PKTINFO (Python 3.11's socket module lacks the name), and the
+#: struct in_pktinfo it delivers: interface index, local address, and the
+#: header's destination address.
+IP_PKTINFO = 8
+IN_PKTINFO = struct.Struct("i4s4s")
+#: Room for both control messages a datagram comes with.
+ANCILLARY_BYTES = 128
 #: The Windows header's fields, as columns (all 0 when a copy carries none).
 HEADER_COLUMNS = ("hdr_window", "hdr_span", "hdr_stride", "hdr_epoch",
                   "hdr_old_window", "hdr_old_span", "hdr_old_stride")
@@ -91,11 +101,12 @@ class Arrivals:
         self.records = bytearray()
         self.counts = array("q")      # events per datagram
         self.stamps = array("q")      # each datagram's receive time
+        self.instances = array("q")   # each datagram's operator instance on this host (0 for a whole host)
 
     def __len__(self) -> int:
         return len(self.records) // RECORD.itemsize
 
-    def event(self, data: memoryview, now: int) -> int:
+    def event(self, data: memoryview, now: int, instance: int = 0) -> int:
         """A frame of one event (and its Windows header if it has room for one)."""
         if len(data) < EVENT_LEN:
             return 0
@@ -104,9 +115,9 @@ class Arrivals:
         else:
             self.records += data[:EVENT_LEN]
             self.records += NO_HEADER
-        return self._arrived(1, now)
+        return self._arrived(1, now, instance)
 
-    def batch(self, data: memoryview, now: int) -> int:
+    def batch(self, data: memoryview, now: int, instance: int = 0) -> int:
         """Every event of a batch, as if each had come alone: those its length holds."""
         if len(data) < BATCH_STRUCT.size:
             return 0
@@ -120,12 +131,17 @@ class Arrivals:
             for at in range(0, count * EVENT_LEN, EVENT_LEN):
                 self.records += body[at:at + EVENT_LEN]
                 self.records += NO_HEADER
-        return self._arrived(count, now)
+        return self._arrived(count, now, instance)
 
-    def _arrived(self, count: int, now: int) -> int:
+    def _arrived(self, count: int, now: int, instance: int) -> int:
         self.counts.append(count)
         self.stamps.append(now)
+        self.instances.append(instance)
         return count
+
+    def instance_of_events(self) -> np.ndarray:
+        """Each event's instance, in arrival order."""
+        return np.repeat(np.frombuffer(self.instances, dtype=np.int64), np.frombuffer(self.counts, dtype=np.int64))
 
     def columns(self) -> dict[str, np.ndarray]:
         """The events as ``COLUMNS``: int64 arrays, in arrival order.  A
@@ -141,11 +157,37 @@ class Arrivals:
         return {name: out[name] for name in COLUMNS}
 
 
-class Receiver:
-    """Collects the events that reach one operator host."""
+def instance_index(ancdata, first_address: Optional[int], count: int) -> int:
+    """The instance a datagram was addressed to, from its ``IP_PKTINFO``: 0 on a
+    whole host (``first_address`` None), and -1 for an address outside the host's
+    ``count`` instances (the check then finds the copy at the host itself, where
+    no instance is)."""
+    if first_address is None:
+        return 0
+    for level, kind, data in ancdata:
+        if level == socket.IPPROTO_IP and kind == IP_PKTINFO:
+            index = int.from_bytes(IN_PKTINFO.unpack_from(data)[2], "big") - first_address
+            return index if 0 <= index < count else -1
+    return -1
 
-    def __init__(self, host: str, rundir: RunDir, spark: bool = False):
+
+class Receiver:
+    """Collects the events that reach one operator host, for each of its instances.
+
+    A host that runs several operator instances (``testbed.semantics.instances``)
+    has one receiver for all of them: the splitter addresses each instance at
+    an IP of its own, in ``instance_network``, and each datagram's destination
+    (``IP_PKTINFO``) says whose it is.  So memory grows with the events, not
+    with the instances.
+    """
+
+    def __init__(self, host: str, rundir: RunDir, spark: bool = False, instances: int = 1,
+                 instance_network: Optional[str] = None):
         self.host = host
+        #: Operator names by instance index; a whole host's one instance is the host.
+        self.operators = [instance_name(host, i, instances) for i in range(instances)]
+        self.first_address = int(ipaddress.ip_network(instance_network).network_address) + 1 \
+            if instances > 1 and instance_network else None
         self.rundir = rundir
         self.arrivals = Arrivals()
         self.spark = spark
@@ -174,6 +216,7 @@ class Receiver:
         # The kernel stamps each datagram on arrival, so recv_ns measures the
         # network and the splitter, not how busy this process was.
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)     # each datagram's destination address
         sock.bind(("0.0.0.0", port))
         sock.setblocking(False)
         return sock
@@ -214,7 +257,17 @@ class Receiver:
 
     def _table(self) -> pa.Table:
         table = pa.table({name: pa.array(values, type=pa.int64()) for name, values in self.arrivals.columns().items()})
-        return table.append_column("operator", pa.array([self.host] * table.num_rows, type=pa.string()))
+        if len(self.operators) == 1:
+            return table.append_column("operator", pa.array([self.host] * table.num_rows, type=pa.string()))
+        # Dictionary-encoded while built: one name per instance, an index per event.
+        names = pa.array(self.operators + [self.host], type=pa.string())
+        index = self.arrivals.instance_of_events()
+        index = np.where((index >= 0) & (index < len(self.operators)), index, len(self.operators))
+        operator = pa.DictionaryArray.from_arrays(pa.array(index, type=pa.int32()), names).cast(pa.string())
+        return table.append_column("operator", operator)
+
+    def instance_of(self, ancdata) -> int:
+        return instance_index(ancdata, self.first_address, len(self.operators))
 
     def flush(self, final: bool = False) -> None:
         """Write what was received since the last flush as the next part.
@@ -276,7 +329,7 @@ class Receiver:
         view = memoryview(buf)
         for _ in range(most):
             try:
-                n, ancdata, _flags, _addr = sock.recvmsg_into([buf], 64)
+                n, ancdata, _flags, _addr = sock.recvmsg_into([buf], ANCILLARY_BYTES)
             except (BlockingIOError, InterruptedError):
                 return
             now = None
@@ -288,9 +341,9 @@ class Receiver:
             if complex_events:
                 self._record_complex(buf, n, now)
             elif batched:
-                self.received += self.arrivals.batch(view[:n], now)
+                self.received += self.arrivals.batch(view[:n], now, self.instance_of(ancdata))
             else:
-                self.received += self.arrivals.event(view[:n], now)
+                self.received += self.arrivals.event(view[:n], now, self.instance_of(ancdata))
 
     def finish(self) -> None:
         # Drain what is already queued before closing, so a stop never loses events.
@@ -310,8 +363,11 @@ def main(argv=None) -> None:
     ap.add_argument("--heartbeat", nargs=5, metavar=("INTF", "MAC", "IP", "SWITCH_MAC", "SWITCH_IP"),
                     help="Send heartbeats to the splitter on INTF (docs/wire.md, 'Heartbeats').")
     ap.add_argument("--heartbeat-interval", type=float, default=HEARTBEAT_INTERVAL_S)
+    ap.add_argument("--instances", type=int, default=1, help="Operator instances the host runs.")
+    ap.add_argument("--instance-network", default=None,
+                    help="Where the instances are addressed: instance i at the network's address i + 1.")
     args = ap.parse_args(argv)
-    receiver = Receiver(args.host, RunDir(args.out), args.spark)
+    receiver = Receiver(args.host, RunDir(args.out), args.spark, args.instances, args.instance_network)
     heartbeat = None
     if args.heartbeat:
         intf, mac, ip, switch_mac, switch_ip = args.heartbeat

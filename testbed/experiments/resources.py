@@ -139,7 +139,7 @@ def plan_row(plan: SplitterPlan) -> dict[str, Any]:
     return {**{t: cost.get(t, 0) for t in SCHEMA}, "entries": entries,
             "windows_header_entries": sum(cost.get(t, 0) for t in HEADER_TABLES),
             "multicast_groups": cost["multicast_groups"], "multicast_ports": cost["multicast_ports"],
-            "control_calls": Controller.CALLS_PER_GROUP * cost["multicast_groups"] + sum(
+            "control_calls": cost["multicast_groups"] + 2 * cost["multicast_nodes"] + sum(
                 cost.get(t, 0) for t in SCHEMA),
             "register_bytes": bits / 8, "register_bytes_allocated": sum(REGISTERS.values()) * N_STREAMS / 8}
 

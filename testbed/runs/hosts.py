@@ -20,6 +20,7 @@ from testbed.emulation import procs
 from testbed.rundir import Fault, RunDir, read_json
 from testbed.runs.parts import Network, Process
 from testbed.semantics.addressing import plan_addresses
+from testbed.semantics.instances import instance_counts, placement_order, shared_networks
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, Topology
 
 
@@ -42,6 +43,10 @@ class HostProcesses:
         cmd = [sys.executable, "-m", "testbed.emulation.receiver", "--host", name, "--out", str(self.rundir.root)]
         if spark:
             cmd.append("--spark")
+        count = self.topo.hosts[name].instances
+        if count > 1:
+            network = shared_networks(placement_order(self.topo), instance_counts(self.topo.hosts))[name]
+            cmd += ["--instances", str(count), "--instance-network", str(network)]
         if self.topo.adapt is not None and self.topo.adapt.failover:
             ip, mac = plan_addresses(self.topo)[name]
             cmd += ["--heartbeat", self.network.intf_of(name), mac, ip, SPLITTER_MAC, SPLITTER_IP]

@@ -339,11 +339,16 @@ class Run:
         return {s.id: sent_events(s, self.topo.seed) for s in self.topo.streams}
 
     def switch_counters(self) -> SwitchCounters:
+        instances = self.plan.instances.values()
         counters = Controller(self.api).stream_counters([s.id for s in self.topo.streams],
-                                                        sorted(self.plan.ports.values()))
+                                                        sorted(inst.id for inst in instances))
+        # Per port, as the path's other counters are: a shared host's instances add up.
+        by_port: dict[int, int] = {}
+        for inst in instances:
+            by_port[inst.port] = by_port.get(inst.port, 0) + counters["ports"][inst.id]
         port_stats = getattr(self.api, "port_stats", None)
         return SwitchCounters(streams={str(k): v for k, v in counters["streams"].items()},
-                              ports={str(k): v for k, v in counters["ports"].items()},
+                              ports={str(k): v for k, v in sorted(by_port.items())},
                               non_event=counters["non_event"], socket=port_stats() if port_stats else {})
 
     def write_topology(self) -> None:

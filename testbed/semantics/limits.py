@@ -20,9 +20,11 @@ N_STREAMS = 1 << EVENT_FIELD_BITS["stream"]
 #: bmv2's default port space; v1model drops what is sent to its last port.
 N_PORTS = 512
 DROP_PORT = N_PORTS - 1
+#: Operator instance ids are 16 bits (a multicast replica's rid): testbed.semantics.instances.
+N_INSTANCES = 1 << 16
 #: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
 TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
-               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_PORTS,
+               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_INSTANCES,
                "operator_position": 65536, "previous_position": 65536}
 #: Widths of the action parameters the limits below guard (p4/ingress actions).
 WINDOWS_PER_EVENT_BITS = 32      # set_count_window's full and cap

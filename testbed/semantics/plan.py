@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from testbed.semantics.addressing import plan_addresses
+from testbed.semantics.instances import instance_counts, placement_order, plan_instances
 from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
 from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import late_slides, max_windows, windows_per_position
@@ -66,14 +67,29 @@ class TableEntry:
 
 @dataclass(frozen=True)
 class MulticastGroup:
-    """A PRE group: one node with ``rid = mgid`` replicating to ``ports``."""
+    """A PRE group.  The operators that are whole hosts share one node with
+    rid 0, replicating to their ``ports``; each instance of a shared host has
+    a node of its own, whose rid is its instance id (``shared``: ``(id, port)``
+    pairs), so that egress knows which of the host's instances a replica is for."""
 
     mgid: int
     ports: tuple[int, ...]
-    hosts: tuple[str, ...]
+    hosts: tuple[str, ...]       # the operators replicated to: rid 0's in port order, then the shared ones
+    shared: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def nodes(self) -> list[tuple[int, tuple[int, ...]]]:
+        """``(rid, ports)`` of each node the group holds."""
+        own = [(0, self.ports)] if self.ports else []
+        return own + [(rid, (port,)) for rid, port in self.shared]
+
+    @property
+    def replicas(self) -> int:
+        return len(self.ports) + len(self.shared)
 
     def as_json(self) -> dict[str, Any]:
-        return {"ports": list(self.ports), "hosts": list(self.hosts), "rid": self.mgid}
+        return {"ports": list(self.ports), "hosts": list(self.hosts), "rid": 0,
+                **({"instances": [list(pair) for pair in self.shared]} if self.shared else {})}
 
 
 def destination_pairs(size: int, slide: int, n_ops: int) -> list[tuple[int, int]]:
@@ -159,11 +175,14 @@ class SplitterPlan:
         self.topology = topology
         self.ports = topology.switch_ports()
         self.addresses = plan_addresses(topology)
+        #: Every operator instance a host can run, by name.
+        self.instances = plan_instances(placement_order(topology), instance_counts(topology.hosts), self.ports,
+                                        self.addresses)
         self._group_ids: dict[tuple[int, ...], MulticastGroup] = {}
         self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
-        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (self.ports[h],),
-                                  (self.addresses[h][1], self.addresses[h][0]))
-                       for h in topology.receiver_hosts()]
+        receiving = set(topology.receiver_hosts())
+        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (inst.id,), (inst.mac, inst.ip))
+                       for inst in self.instances.values() if inst.host in receiving]
         if checked:
             self._check_capacity()
 
@@ -179,15 +198,33 @@ class SplitterPlan:
                             f"group ids are 16 bits ({MAX_GROUPS} groups)")
 
     # -- derivation ----------------------------------------------------
-    def _group_for(self, hosts: list[str]) -> MulticastGroup:
-        """Groups are shared by every stream that replicates to the same ports."""
-        ports = tuple(sorted(self.ports[h] for h in hosts))
-        group = self._group_ids.get(ports)
+    def _group_for(self, operators: list[str]) -> MulticastGroup:
+        """Groups are shared by every stream that replicates to the same instances."""
+        members = [self.instances[op] for op in operators]
+        ids = tuple(sorted(inst.id for inst in members))
+        group = self._group_ids.get(ids)
         if group is None:
-            by_port = {self.ports[h]: h for h in hosts}
-            group = MulticastGroup(len(self._group_ids) + 1, ports, tuple(by_port[p] for p in ports))
-            self._group_ids[ports] = group
+            whole = sorted((inst for inst in members if not inst.shared), key=lambda inst: inst.port)
+            shared = sorted((inst for inst in members if inst.shared), key=lambda inst: inst.id)
+            group = MulticastGroup(len(self._group_ids) + 1, tuple(inst.port for inst in whole),
+                                   tuple(inst.name for inst in whole + shared),
+                                   tuple((inst.id, inst.port) for inst in shared))
+            self._group_ids[ids] = group
         return group
+
+    def _to_one(self, table: str, match: tuple, operator: str, groups: dict[int, MulticastGroup]) -> TableEntry:
+        """A copy for one operator: out of its port, or, for an instance on a
+        shared host, through a group of its one node (its rid names the instance)."""
+        inst = self.instances[operator]
+        if not inst.shared:
+            return TableEntry(table, "to_operator", match, (inst.port,))
+        group = self._group_for([operator])
+        groups[group.mgid] = group
+        return TableEntry(table, "to_group", match, (group.mgid,))
+
+    def instance_id(self, operator: str) -> int:
+        """The egress key of an operator instance: its port, or its id on a shared host."""
+        return self.instances[operator].id
 
     def _plan_stream(self, s: Stream) -> StreamPlan:
         """The stream's first configuration, in bank 0."""
@@ -211,8 +248,8 @@ class SplitterPlan:
                               (w.slide, full, extra, cap, fixed, w.origin or 0, w.lateness))
         entries = [spec, TableEntry(OPERATOR_COUNT, SPLIT_ACTIONS[s.split], (s.id, bank), (n_ops,))]
         for i, op in enumerate(s.operators):
-            entries.append(TableEntry(UNICAST, "to_operator", (s.id, bank, i), (self.ports[op],)))
-            entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.ports[op]), (i,)))
+            entries.append(self._to_one(UNICAST, (s.id, bank, i), op, groups))
+            entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.instance_id(op)), (i,)))
         if s.split == "key" and not s.sends_batches:
             # Every event goes to one operator, the key's (unicast by its
             # index), with all of its windows: no groups.
@@ -235,7 +272,8 @@ class SplitterPlan:
         n_old = len(old.operators)
         change.entries.append(TableEntry(PREVIOUS_SPEC, "set_previous", (old.id,),
                                          (ow.slide, full, extra, ow.size, n_old, transition_tail(old, new))))
-        change.entries.extend(TableEntry(PREVIOUS_POSITION, "set_previous_position", (old.id, self.ports[op]), (i,))
+        change.entries.extend(TableEntry(PREVIOUS_POSITION, "set_previous_position", (old.id, self.instance_id(op)),
+                                         (i,))
                               for i, op in enumerate(old.operators))
         change.entries.extend(self._bank_entries(new, bank, change.groups))
         # Old windows of an event in the transition: up to ceil(size/slide) of
@@ -254,7 +292,7 @@ class SplitterPlan:
                     hosts = list(dict.fromkeys(old_set + new_set))
                     match = (old.id, old_newest, old_active, newest, active)
                     if len(hosts) == 1:
-                        change.entries.append(TableEntry(HANDOVER, "to_operator", match, (self.ports[hosts[0]],)))
+                        change.entries.append(self._to_one(HANDOVER, match, hosts[0], change.groups))
                         continue
                     group = self._group_for(hosts)
                     change.groups[group.mgid] = group
@@ -276,13 +314,18 @@ class SplitterPlan:
     def host_of_port(self) -> dict[int, str]:
         return {p: h for h, p in self.ports.items()}
 
+    def operator_of_id(self) -> dict[int, str]:
+        """``instance id -> operator instance`` (a whole host's id is its port)."""
+        return {inst.id: name for name, inst in self.instances.items()}
+
     def cost(self) -> dict[str, int]:
         """What installing the plan takes, in entries and groups."""
         counts: dict[str, int] = {}
         for e in self.entries():
             counts[e.table] = counts.get(e.table, 0) + 1
         counts["multicast_groups"] = len(self._group_ids)
-        counts["multicast_ports"] = sum(len(g.ports) for g in self._group_ids.values())
+        counts["multicast_ports"] = sum(g.replicas for g in self._group_ids.values())
+        counts["multicast_nodes"] = sum(len(g.nodes) for g in self._group_ids.values())
         return counts
 
 

@@ -24,6 +24,7 @@ from pydantic import (
 
 from testbed import ROOT
 from testbed.rundir.names import NODE_NAME, UnsafeName, node_name
+from testbed.semantics import instances as instances_
 from testbed.semantics import limits, strict
 from testbed.semantics.cep.rules import CepRules
 from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
@@ -48,6 +49,8 @@ from testbed.semantics.yamlfile import read_yaml, why_unreadable
 #: in command lines, so they are kept short and plain (``testbed.rundir.names``).
 NAME_PATTERN = NODE_NAME
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+#: An operator in a stream's list: a host, or one instance of a host that runs several.
+OperatorName = Annotated[str, Field(pattern=instances_.OPERATOR_NAME)]
 # The splitter's addresses are the address plan's; named here too for the many readers of the schema.
 from testbed.semantics.addressing import SPLITTER_IP, SPLITTER_MAC  # noqa: E402,F401
 
@@ -209,7 +212,7 @@ class Stream(StrictModel):
     name: Optional[str] = None
     source: Name
     window: WindowSpec
-    operators: list[Name] = Field(min_length=1)
+    operators: list[OperatorName] = Field(min_length=1)
     events: Annotated[int, at_most(MAX_EVENTS, "events are numbered by the 32-bit seq field")] = Field(gt=0)
     rate: float = Field(ge=limits.MIN_RATE, le=limits.MAX_RATE, description="events per second")
     timestamps: Timestamps = Timestamps()
@@ -340,6 +343,9 @@ class Stream(StrictModel):
 class Host(StrictModel):
     ip: Optional[str] = None
     mac: Optional[str] = None
+    #: Operator instances the host runs (``testbed.semantics.instances``): with
+    #: more than one, each has an address of its own, and one receiver serves all.
+    instances: int = Field(default=1, ge=1, le=instances_.MAX_INSTANCES_PER_HOST)
 
     @model_validator(mode="before")
     @classmethod
@@ -438,6 +444,7 @@ class Topology(StrictModel):
     def _cross_references(self, info: ValidationInfo):
         hosts = self.hosts
         self._check_switch_name("switch.name")
+        self._check_instances()
         for i, link in enumerate(self.links):
             if link.host not in hosts:
                 raise _FieldError(f"links[{i}].host", f"unknown host {link.host!r}")
@@ -453,9 +460,9 @@ class Topology(StrictModel):
             if s.source not in hosts:
                 raise _FieldError(f"streams[{i}].source", f"unknown host {s.source!r}")
             for j, op in enumerate(s.operators):
-                if op not in hosts:
+                if instances_.host_of(op) not in hosts:
                     raise _FieldError(f"streams[{i}].operators[{j}]", f"unknown host {op!r}")
-                if op == s.source:
+                if instances_.host_of(op) == s.source:
                     raise _FieldError(f"streams[{i}].operators[{j}]", f"{op!r} is the stream's source")
         addrs: dict[str, str] = {}
         for name, h in hosts.items():
@@ -502,19 +509,9 @@ class Topology(StrictModel):
         return {name: i + 1 for i, name in enumerate(self.hosts)}
 
     def operator_hosts(self) -> list[str]:
-        """Every host that is, or may become, an operator: of a stream, of a
-        scheduled change, or in an elastic policy's pool."""
-        seen: dict[str, None] = {}
-        for s in self.streams:
-            for op in s.operators:
-                seen.setdefault(op, None)
-        for entry in self.schedule:
-            for op in (entry.change.operators or ()) if entry.change else ():
-                seen.setdefault(op, None)
-        for policy in self.adapt.elastic if self.adapt else ():
-            for op in policy.pool:
-                seen.setdefault(op, None)
-        return list(seen)
+        """Every host that runs, or may come to run, an operator instance: of a
+        stream, of a scheduled change, or in an elastic policy's pool."""
+        return list(dict.fromkeys(instances_.host_of(op) for op in self.operator_instances()))
 
     def sink_hosts(self) -> list[str]:
         """Every host that receives complex events (``cep:`` rules' sinks)."""
@@ -532,6 +529,85 @@ class Topology(StrictModel):
         target that builds batches into a program of its own (bmv2) run that
         build, whose larger header vector every frame pays for (docs/p4.md, "Two builds")."""
         return any(s.sends_batches for s in self.streams)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _instances_named(cls, data: Any) -> Any:
+        """A host that runs several instances, listed as an operator, stands for
+        all of them (``testbed.semantics.instances``).  The lists are expanded
+        here, before they are validated, so every reader after sees instances."""
+        if not isinstance(data, dict) or not isinstance(data.get("hosts"), dict):
+            return data
+        counts = {h: v["instances"] if isinstance(v, dict) and type(v.get("instances")) is int else 1
+                  for h, v in data["hosts"].items()}
+
+        def expanded(listed: Any, where: str) -> Any:
+            if not isinstance(listed, list) or not all(isinstance(op, str) for op in listed):
+                return listed          # the field's own validation says what is wrong
+            try:
+                return instances_.expand(listed, counts)
+            except instances_.InstanceError as err:
+                raise _FieldError(where + str(err).split(":")[0], str(err).split(": ", 1)[1]) from None
+
+        data = dict(data)
+        if isinstance(data.get("streams"), list):
+            data["streams"] = [
+                {**s, "operators": expanded(s.get("operators"), f"streams[{i}].operators")}
+                if isinstance(s, dict) and "operators" in s else s
+                for i, s in enumerate(data["streams"])]
+        if isinstance(data.get("schedule"), list):
+            data["schedule"] = [
+                {**e, "change": {**e["change"], "operators": expanded(e["change"].get("operators"),
+                                                                      f"schedule[{i}].change.operators")}}
+                if isinstance(e, dict) and isinstance(e.get("change"), dict) and "operators" in e["change"] else e
+                for i, e in enumerate(data["schedule"])]
+        return data
+
+    def _check_instances(self) -> None:
+        """What hosts that run several instances cannot do (yet)."""
+        counts = instances_.instance_counts(self.hosts)
+        shared = [h for h, k in counts.items() if k > 1]
+        if len(shared) > instances_.MAX_SHARED_HOSTS:
+            raise _FieldError(f"hosts.{shared[instances_.MAX_SHARED_HOSTS]}.instances",
+                              f"at most {instances_.MAX_SHARED_HOSTS} hosts run several instances "
+                              f"(each takes a /16 of {instances_.INSTANCE_NETWORKS})")
+        total = sum(counts[h] for h in shared)
+        if total > instances_.MAX_SHARED_INSTANCES:
+            raise _FieldError("hosts", f"{total} instances on shared hosts, more than the "
+                                       f"{instances_.MAX_SHARED_INSTANCES} that 16-bit instance ids leave them")
+        for name, h in self.hosts.items():
+            if shared and h.ip and ipaddress.ip_address(h.ip.split("/")[0]) in instances_.INSTANCE_NETWORKS:
+                raise _FieldError(f"hosts.{name}.ip", f"{h.ip} lies in {instances_.INSTANCE_NETWORKS}, where "
+                                                      f"the instances of shared hosts are addressed")
+        for i, s in enumerate(self.streams):
+            if counts.get(s.source, 1) > 1:
+                raise _FieldError(f"streams[{i}].source", f"{s.source!r} runs operator instances; a source "
+                                                          f"host runs none")
+        if shared and self.adapt is not None:
+            raise _FieldError("adapt", f"failover and elastic pools work on whole hosts; host {shared[0]!r} runs "
+                                       f"several instances (not supported together yet)")
+        for rule in self.cep.complex_events if self.cep else ():
+            for sink in rule.sinks:
+                if counts.get(sink, 1) > 1:
+                    raise _FieldError("cep", f"sink {sink!r} runs several operator instances; a sink runs one")
+
+    def instance_hosts(self) -> dict[str, str]:
+        """``operator instance -> host`` for every instance a stream or change names."""
+        return {op: instances_.host_of(op) for op in self.operator_instances()}
+
+    def operator_instances(self) -> list[str]:
+        """Every operator instance of a stream, of a scheduled change, or in an elastic pool, in that order."""
+        seen: dict[str, None] = {}
+        for s in self.streams:
+            for op in s.operators:
+                seen.setdefault(op, None)
+        for entry in self.schedule:
+            for op in (entry.change.operators or ()) if entry.change else ():
+                seen.setdefault(op, None)
+        for policy in self.adapt.elastic if self.adapt else ():
+            for op in policy.pool:
+                seen.setdefault(op, None)
+        return list(seen)
 
     def _check_switch_name(self, field: str) -> None:
         if self.switch.name in self.hosts:
@@ -628,9 +704,9 @@ def check_schedule(topo: "Topology") -> None:
                 raise ScheduleError(f"{where}.stream", f"no stream {c.stream}")
             old = streams[c.stream]
             for j, op in enumerate(c.operators or ()):
-                if op not in topo.hosts:
+                if instances_.host_of(op) not in topo.hosts:
                     raise ScheduleError(f"{where}.operators[{j}]", f"unknown host {op!r}")
-                if op == old.source:
+                if instances_.host_of(op) == old.source:
                     raise ScheduleError(f"{where}.operators[{j}]", f"{op} is the stream's source")
             try:
                 window = WindowSpec.model_validate(c.window) if c.window is not None else old.window

@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from typing import Optional
 import pytest
 
 from support.changes import next_timestamp, random_change
-from support.topologies import build
+from support.topologies import build, topology_data
 from support.topologies import stream as stream_data
 from support.veth import Capture, VethRig, by_event, event_key, running, send_frames, send_in_steps
 from testbed import ROOT
@@ -55,7 +56,7 @@ from testbed.dataplane.wire import (
 )
 from testbed.semantics.limits import MAX_BATCH
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.topology import SPLITTER_IP, WindowSpec
+from testbed.semantics.topology import SPLITTER_IP, WindowSpec, parse_topology
 from testbed.semantics.windows import MAX_LATE_SLIDES
 from testbed.targets.bmv2 import toolchain
 
@@ -130,13 +131,15 @@ class Run:
         """Expected ports per event, and drops per (stream, reason)."""
         oracles = {s.id: s.oracle() for s in self.topo.streams}
         ports, drops = {}, Counter()
+        self.oracle_operators: dict[tuple[int, int], list[str]] = {}
         for sid, seq, ts in self.events:
             if sid not in oracles:
                 ports[(sid, seq)] = []
                 drops[(sid, UNKNOWN_STREAM)] += 1
                 continue
             v = oracles[sid].step(seq, ts, seq)       # every frame's key is its seq
-            ports[(sid, seq)] = sorted(self.plan.ports[h] for h in v.operators)
+            ports[(sid, seq)] = sorted(self.plan.instances[op].port for op in v.operators)
+            self.oracle_operators[(sid, seq)] = sorted(v.operators)
             if v.dropped:
                 drops[(sid, v.dropped)] += 1
         return ports, drops
@@ -283,9 +286,9 @@ def test_key_split_matches_model_and_oracle(semantic, rig, switch):
 # ----------------------------------------------------------------------
 # differential: random specs, awkward inputs
 # ----------------------------------------------------------------------
-def random_streams(rng: random.Random) -> list[dict]:
+def random_streams(rng: random.Random, ops: Optional[list[str]] = None) -> list[dict]:
     """Five streams covering what the division-free algorithm must get right."""
-    ops = [f"h{i}" for i in range(2, VETH_PORTS + 1)]
+    ops = ops or [f"h{i}" for i in range(2, VETH_PORTS + 1)]
     out = []
     # count, slide does not divide size, N smaller than the overlap
     slide = rng.randint(2, 5)
@@ -379,6 +382,36 @@ def test_differential_random_specs(seed, rig, switch):
             assert api.register_read(name, sid) == run.model.register_read(name, sid), (name, sid)
 
 
+#: Hosts of the rig that run several operator instances (testbed.semantics.instances).
+SHARED = {"h2": 6, "h3": 3}
+
+
+@needs_root
+@pytest.mark.parametrize("seed", [7, 8])
+def test_instances_on_shared_hosts_match_the_model_and_the_oracle(seed, rig, switch):
+    """Instances on shared hosts are reached through nodes named by their rid, and
+    egress keys on the instance: bmv2 = model = oracle, every copy addressed to the
+    oracle's instance, and operator_out counted per instance alike."""
+    _proc, api = switch
+    rng = random.Random(seed)
+    ops = [f"{h}.{i}" for h, k in SHARED.items() for i in range(k)] + [f"h{i}" for i in range(4, VETH_PORTS + 1)]
+    data = topology_data(random_streams(rng, ops), VETH_PORTS, name="bmv2shared")
+    data["hosts"].update({h: {"instances": k} for h, k in SHARED.items()})
+    topo = parse_topology(data)
+    assert any(inst.shared for inst in SplitterPlan(topo).instances.values())
+    run = Run(topo, random_events(rng, topo, 3000))
+    want = run.model_output()
+    got = run.through_bmv2(rig, api)
+    assert_same(run, got, want)
+    by_ip = {inst.ip: name for name, inst in run.plan.instances.items()}
+    addressed = {key: sorted(by_ip[socket.inet_ntoa(frame[30:34])] for _port, frame in copies)
+                 for key, copies in got.items()}
+    assert addressed == {key: ops for key, ops in run.oracle_operators.items() if ops}
+    assert {name.split(".")[0] for names in addressed.values() for name in names if "." in name} == set(SHARED)
+    for inst in run.plan.instances.values():
+        assert api.counter_read("operator_out", inst.id) == run.model.counter_read("operator_out", inst.id)
+
+
 # ----------------------------------------------------------------------
 # control plane
 # ----------------------------------------------------------------------
@@ -412,7 +445,7 @@ def test_control_plane_state_reads_back_as_planned(switch):
         assert entries == model.table_entries(table), table
         assert [{k: v for k, v in e.items() if k != "handle"} for e in entries] == planned_entries(plan, table)
         assert sorted(e["handle"] for e in entries) == list(range(len(entries)))
-    planned_groups = {g.mgid: [(g.mgid, list(g.ports))] for g in plan.groups}
+    planned_groups = {g.mgid: [(rid, list(ports)) for rid, ports in g.nodes] for g in plan.groups}
     for dump in (api.mc_dump(), model.mc_dump()):
         assert {mgid: [(n["rid"], n["ports"]) for n in nodes] for mgid, nodes in dump.items()} == planned_groups
     assert api.mc_dump() == model.mc_dump()
@@ -443,7 +476,8 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, switch):
     for target in (run.model, api):
         for g in run.plan.groups:
             target.mc_mgrp_create(g.mgid)
-            target.mc_node_associate(g.mgid, target.mc_node_create(g.mgid, list(g.ports)))
+            for rid, ports in g.nodes:
+                target.mc_node_associate(g.mgid, target.mc_node_create(rid, list(ports)))
         for e in run.plan.entries():
             if e.table == "egress_rewrite" and e.match[0] == run.plan.ports["h3"]:
                 continue

@@ -201,7 +201,8 @@ def test_switch_cli_reads_what_plan_and_accounting_predict(tmp_path, target):
         assert len({e["handle"] for e in dump}) == len(dump)
         assert sorted(({k: v for k, v in e.items() if k != "handle"} for e in dump),
                       key=lambda e: e["match"]) == planned[table], table
-    assert runtime_output.groups(printed) == {g.mgid: [(g.mgid, list(g.ports))] for g in plan.groups}
+    assert runtime_output.groups(printed) == {g.mgid: [(rid, list(ports)) for rid, ports in g.nodes]
+                                              for g in plan.groups}
 
     # the counters the run's accounting reports
     counters = runtime_output.counters(printed)

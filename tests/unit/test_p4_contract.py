@@ -88,7 +88,7 @@ def test_the_limits_use_the_programs_widths():
      "registers"),
     (("register<bit<64>>(CEP_RING_CELLS) cep_ring;", "register<bit<64>>(CEP_WINDOWS) cep_ring;"), "registers"),
     (("const bit<8> CEP_OP_GE = 5;", "const bit<8> CEP_OP_GE = 7;"), "CEP_OP_GE"),
-    (("actions = { to_operator; @defaultonly NoAction; }", "actions = { @defaultonly NoAction; }"),
+    (("actions = { to_operator; to_group; @defaultonly NoAction; }", "actions = { to_group; @defaultonly NoAction; }"),
      "unicast actions"),
 ])
 def test_a_drifted_program_is_caught(edit, found):

@@ -21,11 +21,11 @@ def run_plan(topo, events_by_stream):
     plan = SplitterPlan(topo)
     pipe = SplitterPipeline()
     Controller(pipe).install(plan)
-    hosts = plan.host_of_port()
+    operators = plan.operator_of_id()
     out = []
     for sid, seq, ts in events_by_stream:
         d = pipe.ingress(sid, ts)
-        out.append((sid, seq, sorted(hosts[p] for p in pipe.replicate(d)), d.drop))
+        out.append((sid, seq, sorted(operators[i] for _port, i in pipe.replicate(d)), d.drop))
     return out
 
 

@@ -57,7 +57,8 @@ def test_mc_dump_and_counters_after_traffic(installed):
     out = run_script(model, f"mc_dump\ncounter_read stream_in 7\ncounter_read MyEgress.stream_out 7\n"
                             f"counter_read stream_drops {drop_counter_index(11, 'unknown_stream')}\n"
                             f"register_read event_count 7\nregister_read MyIngress.slides.newest_op 7\n")
-    assert runtime_output.groups(out) == {g.mgid: [(g.mgid, list(g.ports))] for g in plan.groups}
+    assert runtime_output.groups(out) == {g.mgid: [(rid, list(ports)) for rid, ports in g.nodes]
+                                          for g in plan.groups}
     counters = runtime_output.counters(out)
     assert counters[("stream_in", 7)] == model.counter_read("stream_in", 7)
     assert counters[("stream_in", 7)][1] == 10
@@ -66,7 +67,7 @@ def test_mc_dump_and_counters_after_traffic(installed):
     registers = runtime_output.registers(out)
     assert registers[("event_count", 7)] == 10
     assert registers[("MyIngress.slides.newest_op", 7)] == model.register_read("newest_op", 7)
-    assert "  -> (L1h=0, rid=1) -> (ports=[" in out
+    assert "  -> (L1h=0, rid=0) -> (ports=[" in out
 
 
 def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
@@ -90,7 +91,7 @@ def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
 
 @pytest.mark.parametrize("line,message", [
     ("table_dump nosuch", "Error: Invalid table name (nosuch)"),
-    ("table_add unicast to_group 1 0 1 => 1", "Error: Table unicast has no action to_group"),
+    ("table_add multicast to_operator 1 0 1 2 => 1", "Error: Table multicast has no action to_operator"),
     ("table_add unicast to_operator 1 1 => 1", "Error: Table unicast needs 3 key fields"),
     ("table_add unicast to_operator 70000 0 1 => 1", "Error: Error while parsing 70000 - "),
     ("table_add unicast to_operator 1 2 1 => 1", "Error: Error while parsing 2 - "),

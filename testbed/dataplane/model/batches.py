@@ -159,11 +159,11 @@ class Batches:
         out = []
         final_epoch = self.registers["epoch"][stream]
         marked = marked_events(body)
-        for port in self.replicate(decision):
+        for port, instance in self.replicate(decision):
             if whole:
-                replica = self._whole_replica(frame, stream, port, copy, final_epoch, marked)
+                replica = self._whole_replica(frame, stream, instance, copy, final_epoch, marked)
             else:
-                replica = self._batch_replica(frame, stream, port, copies, final_epoch, marked)
+                replica = self._batch_replica(frame, stream, instance, copies, final_epoch, marked)
             if replica is not None:
                 out.append((port, replica))
         return out

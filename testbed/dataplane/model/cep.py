@@ -62,18 +62,18 @@ class CepStage:
         if mgid is None:
             return []                      # an unconfigured session clones nothing, as in bmv2
         out = []
-        for port in self.replicate(Decision(mgid=mgid)):
-            mine = [p for p in sorted(matched) if self.registers["cep_sinks"][port] >> p & 1]
+        for port, instance in self.replicate(Decision(mgid=mgid)):
+            mine = [p for p in sorted(matched) if self.registers["cep_sinks"][instance] >> p & 1]
             if not mine:
                 continue
             payload = CEP_STRUCT.pack(len(mine), 0) + b"".join(
                 COMPLEX_EVENT_STRUCT.pack(matched[p][0], 0, matched[p][1], stream, 0, seq, ts,
                                           in_type(matched[p][2], "value"))       # 64 bits, sent signed
                 for p in mine)
-            sent = self.egress(port, with_payload(frame, payload, CEP_UDP_PORT, checksum=False))
+            sent = self.egress(instance, with_payload(frame, payload, CEP_UDP_PORT, checksum=False))
             if sent is not None:
                 for _p in mine:
-                    self._count("cep_out", port, len(frame))
+                    self._count("cep_out", instance, len(frame))
                 out.append((port, sent))
         return out
 

@@ -17,9 +17,9 @@ def copy_back(newest: int, n_ops: int, position: int) -> int:
 class Egress:
     """The Windows header of a copy, and the rewrite of its addresses."""
 
-    def _windows_header(self, stream: int, port: int, copy: CopyMeta) -> bytes:
-        """The Windows header of the copy for ``port`` (egress.p4)."""
-        return WINDOWS_STRUCT.pack(*self._windows_fields(stream, port, copy), 0)
+    def _windows_header(self, stream: int, instance: int, copy: CopyMeta) -> bytes:
+        """The Windows header of the copy for operator ``instance`` (egress.p4)."""
+        return WINDOWS_STRUCT.pack(*self._windows_fields(stream, instance, copy), 0)
 
     def _windows_fields(self, stream: int, port: int, copy: CopyMeta,
                         positions: Optional[dict] = None, superseded: bool = False) -> tuple[int, ...]:
@@ -52,10 +52,11 @@ class Egress:
         return (window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
                 old_window, old_span, copy.old_n_ops & 0xFFFF)
 
-    def egress(self, port: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
-        """MyEgress: address the copy to the host behind ``port`` and, for a
-        copy of an event, insert its Windows header after the event header."""
-        hit = self.tables["egress_rewrite"].get((port,))
+    def egress(self, instance: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
+        """MyEgress: address the copy to operator ``instance`` (its port, for a
+        whole host) and, for a copy of an event, insert its Windows header
+        after the event header."""
+        hit = self.tables["egress_rewrite"].get((instance,))
         if hit is None:
             return None
         mac, ip = hit[1]

@@ -96,15 +96,18 @@ class Forwarding:
         self._count("stream_drops", drop_counter_index(stream, reason), nbytes)
         return Decision(drop=reason)
 
-    def replicate(self, decision: Decision) -> list[int]:
-        """Egress ports for a decision (the PRE's job for multicast)."""
+    def replicate(self, decision: Decision) -> list[tuple[int, int]]:
+        """``(egress port, instance)`` of each copy a decision makes (the PRE's
+        job for multicast).  A copy's instance is its node's rid, or its port
+        where that is 0, as egress.p4 reads it (``testbed.semantics.instances``)."""
         if decision.port is not None:
-            return [decision.port]
+            return [(decision.port, decision.port)]
         if decision.mgid is not None:
-            ports: list[int] = []
+            copies: list[tuple[int, int]] = []
             for handle in self.mc_groups.get(decision.mgid, ()):
-                ports.extend(self.mc_nodes[handle][1])
-            return ports
+                rid, ports = self.mc_nodes[handle]
+                copies.extend((port, rid or port) for port in ports)
+            return copies
         return []
 
     def process(self, frame: bytes, in_port: int = 0) -> list[tuple[int, bytes]]:
@@ -124,12 +127,12 @@ class Forwarding:
         # The CEP stage sees every event, whatever the splitter does with it;
         # its frames to the sinks are an I2E clone's, enqueued first (p4/cep.p4).
         out = self.cep(frame, event) if self.cep_on else []
-        for port in self.replicate(decision):
-            rewritten = self.egress(port, frame, self._windows_header(stream, port, decision.copy))
+        for port, instance in self.replicate(decision):
+            rewritten = self.egress(instance, frame, self._windows_header(stream, instance, decision.copy))
             if rewritten is not None:
                 # Counted at the length the frame arrived with, as bmv2
                 # counts packet_length before the deparser grows the copy.
                 self._count("stream_out", stream, len(frame))
-                self._count("operator_out", port, len(frame))
+                self._count("operator_out", instance, len(frame))
                 out.append((port, rewritten))
         return out

@@ -1,0 +1,155 @@
+"""Operator instances on shared hosts (``testbed.semantics.instances``): how a topology
+names them, how the plan addresses them, and what the embedded switch makes of it.
+
+A host with ``instances: K`` runs K operator instances.  Listed as an operator it
+stands for all of them; ``<host>.<i>`` names one.  Each instance has an id (a whole
+host's is its port) that egress keys on, and an IP address of its own.
+"""
+from __future__ import annotations
+
+import random
+import re
+import socket
+from collections import Counter
+
+import pytest
+
+from support import topologies
+from testbed.dataplane.control import Controller, group_calls
+from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows, event_frame
+from testbed.emulation.receiver import IN_PKTINFO, IP_PKTINFO, Arrivals, instance_index
+from testbed.semantics.instances import FIRST_SHARED_ID, expand, host_of
+from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.topology import SPLITTER_IP, TopologyError, parse_topology, resolve_topology
+from testbed.semantics.topology import load_topology as load
+
+COUNT = {"kind": "count", "size": 4, "slide": 2}
+
+
+def shared(streams, instances: dict[str, int], hosts: int = 5, **extra):
+    data = topologies.topology_data(streams, hosts, **extra)
+    data["hosts"].update({h: {"instances": k} for h, k in instances.items()})
+    return data
+
+
+def test_a_shared_host_in_an_operators_list_stands_for_all_its_instances():
+    topo = parse_topology(shared([topologies.stream(1, COUNT, ["h3", "h2", "h4.1"])], {"h2": 3, "h4": 2}))
+    assert topo.streams[0].operators == ["h3", "h2.0", "h2.1", "h2.2", "h4.1"]
+    assert topo.operator_hosts() == ["h3", "h2", "h4"]
+    assert topo.instance_hosts()["h4.1"] == "h4"
+    again = parse_topology(topo.model_dump(mode="json"))          # what run.json keeps reads back the same
+    assert again.streams[0].operators == topo.streams[0].operators
+
+
+@pytest.mark.parametrize("operators,instances,field,message", [
+    (["h2.3"], {"h2": 3}, "streams[0].operators[0]", "runs 3 instances"),
+    (["h2.0"], {}, "streams[0].operators", "h2"),
+    (["h3.0"], {"h2": 2}, "streams[0].operators[0]", "runs one instance"),
+    (["h9.0"], {"h2": 2}, "streams[0].operators[0]", "unknown host 'h9'"),
+    (["h2", "h2.1"], {"h2": 2}, "streams[0].operators", "listed twice: h2.1"),
+    (["h2.01"], {"h2": 2}, "streams[0].operators[0]", "pattern"),
+])
+def test_an_operator_that_names_no_instance_is_refused(operators, instances, field, message):
+    with pytest.raises(TopologyError, match="^<topology>: " + field.replace("[", r"\[").replace("]", r"\]")) as err:
+        parse_topology(shared([topologies.stream(1, COUNT, operators)], instances))
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda d: d["streams"][0].update(source="h2"), "streams[0].source"),
+    (lambda d: d["hosts"]["h3"].update(ip="10.17.0.9"), "hosts.h3.ip"),
+    (lambda d: d.update(adapt={"failover": True}), "adapt"),
+    (lambda d: d["hosts"]["h2"].update(instances=0), "hosts.h2.instances"),
+])
+def test_what_a_shared_host_cannot_do_is_refused_up_front(edit, field):
+    data = shared([topologies.stream(1, COUNT, ["h3", "h4"])], {"h2": 2})
+    edit(data)
+    with pytest.raises(TopologyError, match=re.escape(f"<topology>: {field}: ")):
+        parse_topology(data)
+
+
+def test_a_topology_without_instances_plans_as_it_always_did():
+    """Egress keys on ports, every group is one node with rid 0 over its ports."""
+    for path in sorted(resolve_topology("cbsw1").parent.glob("*.yaml")):
+        topo = load(path)
+        plan = SplitterPlan(topo)
+        assert {name: inst.id for name, inst in plan.instances.items()} == plan.ports, path
+        assert all(g.nodes == [(0, g.ports)] and not g.shared for g in plan.groups), path
+        assert [e.match[0] for e in plan.egress] == [plan.ports[h] for h in topo.receiver_hosts()], path
+
+
+def test_instances_get_ids_past_the_ports_addresses_of_their_own_and_nodes_named_by_them():
+    topo = parse_topology(shared([topologies.stream(1, COUNT, ["h2", "h3"])], {"h2": 3}))
+    plan = SplitterPlan(topo)
+    h2 = [plan.instances[f"h2.{i}"] for i in range(3)]
+    assert [i.id for i in h2] == [FIRST_SHARED_ID, FIRST_SHARED_ID + 1, FIRST_SHARED_ID + 2]
+    assert [i.ip for i in h2] == ["10.16.0.1", "10.16.0.2", "10.16.0.3"]
+    assert {i.mac for i in h2} == {plan.addresses["h2"][1]} and {i.port for i in h2} == {plan.ports["h2"]}
+    assert plan.instances["h3"].id == plan.ports["h3"]
+    unicast = [e for e in plan.entries() if e.table == "unicast"]
+    assert [e.action for e in unicast] == ["to_group"] * 3 + ["to_operator"]
+    groups = {g.mgid: g for g in plan.groups}
+    assert groups[unicast[0].params[0]].nodes == [(FIRST_SHARED_ID, (plan.ports["h2"],))]
+    mixed = groups[next(e.params[0] for e in plan.entries() if e.table == "multicast" and e.match[2] == 3)]
+    assert mixed.nodes == [(0, (plan.ports["h3"],)), (FIRST_SHARED_ID + 2, (plan.ports["h2"],))]
+    assert {e.match[0] for e in plan.egress} == {plan.ports["h3"], *(i.id for i in h2)}
+    assert Controller(SplitterPipeline()).install(plan)["operations"] == \
+        sum(group_calls(g) for g in plan.groups) + len(plan.entries())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_embedded_switch_addresses_each_copy_to_the_oracles_instance(seed):
+    """Frames through the model: each copy's destination IP is an instance the oracle
+    gives the event, and its Windows header names exactly that instance's windows."""
+    rng = random.Random(seed)
+    instances = {"h2": rng.randint(2, 9), "h3": rng.randint(2, 5)}
+    pool = expand(["h2", "h3", "h4", "h5"], instances)
+    size, slide = rng.randint(1, 9), rng.randint(1, 9)
+    window = {"kind": "count", "size": size, "slide": slide}
+    topo = parse_topology(shared([topologies.stream(1, window, rng.sample(pool, rng.randint(1, len(pool))),
+                                                    events=300)], instances))
+    plan = SplitterPlan(topo)
+    pipe = SplitterPipeline()
+    Controller(pipe).install(plan)
+    by_ip = {inst.ip: name for name, inst in plan.instances.items()}
+    oracle = topo.streams[0].oracle()
+    ip, mac = plan.addresses["h1"]
+    copies = Counter()
+    for seq in range(300):
+        verdict = oracle.step(seq, seq)
+        out = pipe.process(event_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, 1, seq, seq))
+        got = {by_ip[socket.inet_ntoa(frame[30:34])]: frame for _port, frame in out}
+        assert sorted(got) == sorted(verdict.operators), seq
+        copies.update(got.keys())
+        for name, frame in got.items():
+            assert plan.instances[name].port == next(p for p, f in out if f is frame)
+            fields = WINDOWS_STRUCT.unpack_from(frame, 14 + 20 + 8 + 32)
+            carried = sorted(copy_windows(fields[0], fields[1], fields[2]))
+            assert carried == sorted(w for w in verdict.windows if oracle.owner(w) == name), (seq, name)
+    assert copies, "no event reached an operator"
+    for name, inst in plan.instances.items():
+        assert pipe.counter_read("operator_out", inst.id)[1] == copies[name], name
+
+
+def ancillary(destination: str):
+    return [(socket.IPPROTO_IP, IP_PKTINFO, IN_PKTINFO.pack(2, socket.inet_aton(destination),
+                                                            socket.inet_aton(destination)))]
+
+
+def test_a_receiver_tells_instances_apart_by_the_datagrams_destination():
+    first = int.from_bytes(socket.inet_aton("10.16.0.1"), "big")
+    assert instance_index(ancillary("10.16.0.1"), first, 4) == 0
+    assert instance_index(ancillary("10.16.0.4"), first, 4) == 3
+    assert instance_index(ancillary("10.16.0.5"), first, 4) == -1       # not one of the host's instances
+    assert instance_index([], first, 4) == -1
+    assert instance_index(ancillary("10.0.0.3"), None, 1) == 0           # a whole host has one instance
+    arrivals = Arrivals()
+    frame = bytes(64)
+    arrivals.event(memoryview(frame), 1, instance=2)
+    arrivals.event(memoryview(frame), 2, instance=0)
+    assert list(arrivals.instance_of_events()) == [2, 0]
+
+
+def test_host_of_an_instance():
+    assert host_of("h12.40") == "h12" and host_of("h12") == "h12"
