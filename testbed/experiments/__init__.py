@@ -19,6 +19,8 @@ kind is a module and one line in ``KINDS``:
   (P4CEP Fig. 4; issue 22);
 - ``cepadapt``: CEP patterns installed, replaced and removed mid-stream,
   against the oracle (issue 22);
+- ``scale``: whole runs at N operator instances on shared hosts, N swept to a
+  thousand and more, both targets (S4's scale live; issue 43);
 - ``variants``: one topology with a patch per run (real-world data against
   lateness; window splitting against key splitting under skew; issue 24);
 - ``adaptation``: a topology whose streams change, fail or scale while they
@@ -46,6 +48,7 @@ KINDS = {
     "batching": "testbed.experiments.batching:BatchCapacity",
     "cep": "testbed.experiments.cep:CepWindowCost",
     "cepadapt": "testbed.experiments.cepadapt:CepAdaptation",
+    "scale": "testbed.experiments.scale:ScaleRuns",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "variants": "testbed.experiments.variants:Variants",
     "bench": "testbed.experiments.bench.kind:Bench",
