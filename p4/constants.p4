@@ -86,11 +86,13 @@ const bit<32> DROP_COUNTER_SIZE = 524288;  /* N_STREAMS * DROP_SLOTS */
 
 /* Table capacities (exact-match entries). */
 const int STREAM_TABLE_SIZE    = 65536;  /* window_spec, operator_count: one per stream */
-const int UNICAST_TABLE_SIZE   = 65536;  /* N per stream */
-const int MULTICAST_TABLE_SIZE = 65536;  /* fewer than 3N per stream (docs/windows.md) */
+/* Sized for 4,096 streams of N = 64 (S4's scale, issue 43): bmv2 allocates
+ * an exact-match table's entries as they are added, not up front. */
+const int UNICAST_TABLE_SIZE   = 262144; /* N per stream */
+const int MULTICAST_TABLE_SIZE = 262144; /* fewer than 3N per stream (docs/windows.md) */
 const int TRANSITION_TABLE_SIZE = 65536; /* per changing stream: N_old * old windows * (new (w, c) pairs + 1) */
 const int EGRESS_TABLE_SIZE    = 65536;  /* one per operator instance */
-const int POSITION_TABLE_SIZE  = 65536;  /* operator_position, previous_position: N per stream and bank */
+const int POSITION_TABLE_SIZE  = 262144; /* operator_position, previous_position: N per stream and bank */
 
 /* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */
 const bit<32> DROP_NONE           = 0;

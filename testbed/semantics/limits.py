@@ -24,8 +24,8 @@ DROP_PORT = N_PORTS - 1
 N_INSTANCES = 1 << 16
 #: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
 TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
-               "unicast": 65536, "multicast": 65536, "handover": 65536, "egress_rewrite": N_INSTANCES,
-               "operator_position": 65536, "previous_position": 65536}
+               "unicast": 1 << 18, "multicast": 1 << 18, "handover": 65536, "egress_rewrite": N_INSTANCES,
+               "operator_position": 1 << 18, "previous_position": 1 << 18}
 #: Widths of the action parameters the limits below guard (p4/ingress actions).
 WINDOWS_PER_EVENT_BITS = 32      # set_count_window's full and cap
 GROUP_ID_BITS = 16               # to_group's mgid

@@ -28,6 +28,7 @@ from testbed.semantics import instances as instances_
 from testbed.semantics import limits, strict
 from testbed.semantics.cep.rules import CepRules
 from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
+from testbed.semantics.families import expand_families
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
 from testbed.semantics.queries import QUERIES, QUERY_KINDS, query
 from testbed.semantics.replay import resolve_replays
@@ -536,6 +537,8 @@ class Topology(StrictModel):
         """A host that runs several instances, listed as an operator, stands for
         all of them (``testbed.semantics.instances``).  The lists are expanded
         here, before they are validated, so every reader after sees instances."""
+        if isinstance(data, dict) and "streams" in data:
+            data = {**data, "streams": expand_families(data["streams"])}      # a family's members, written out
         if not isinstance(data, dict) or not isinstance(data.get("hosts"), dict):
             return data
         counts = {h: v["instances"] if isinstance(v, dict) and type(v.get("instances")) is int else 1

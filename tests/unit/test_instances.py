@@ -73,6 +73,8 @@ def test_a_topology_without_instances_plans_as_it_always_did():
     """Egress keys on ports, every group is one node with rid 0 over its ports."""
     for path in sorted(resolve_topology("cbsw1").parent.glob("*.yaml")):
         topo = load(path)
+        if any(h.instances > 1 for h in topo.hosts.values()):
+            continue
         plan = SplitterPlan(topo)
         assert {name: inst.id for name, inst in plan.instances.items()} == plan.ports, path
         assert all(g.nodes == [(0, g.ports)] and not g.shared for g in plan.groups), path
@@ -153,3 +155,51 @@ def test_a_receiver_tells_instances_apart_by_the_datagrams_destination():
 
 def test_host_of_an_instance():
     assert host_of("h12.40") == "h12" and host_of("h12") == "h12"
+
+
+# ---------------------------------------------------------------------------
+# stream families (testbed.semantics.families)
+# ---------------------------------------------------------------------------
+FAMILY_WINDOWS = [{"kind": "count", "size": 2, "slide": 1}, {"kind": "time", "size": 3, "slide": 3}]
+
+
+def family_topology(**family):
+    entry = {"family": {"count": 5, "windows": FAMILY_WINDOWS, **family}, "id": 10, "name": "f",
+             "source": "h1", "operators": ["h2", "h3"], "events": 8, "rate": 4}
+    return topologies.topology_data([entry, topologies.stream(1, COUNT, ["h4"])], 5)
+
+
+def test_a_family_stands_for_its_members_as_if_each_were_written_out():
+    topo = parse_topology(family_topology(sources=["h1", "h5"]))
+    members = topo.streams[:5]
+    assert [s.id for s in members] == [10, 11, 12, 13, 14] and topo.streams[5].id == 1
+    assert [s.window.kind for s in members] == ["count", "time", "count", "time", "count"]
+    assert [s.source for s in members] == ["h1", "h5", "h1", "h5", "h1"]
+    assert [s.name for s in members] == ["f-0", "f-1", "f-2", "f-3", "f-4"]
+    written = topologies.topology_data([
+        {"id": 10 + k, "name": f"f-{k}", "source": ["h1", "h5"][k % 2], "window": FAMILY_WINDOWS[k % 2],
+         "operators": ["h2", "h3"], "events": 8, "rate": 4} for k in range(5)] + [topologies.stream(1, COUNT, ["h4"])],
+        5)
+    assert topo == parse_topology(written)
+    assert SplitterPlan(topo).cost() == SplitterPlan(parse_topology(written)).cost()
+
+
+@pytest.mark.parametrize("family,field", [
+    ({"count": 0}, "streams[0].family.count"),
+    ({"count": 65530}, "streams[0].family.count"),            # ids 10 .. 65539 pass 16 bits
+    ({"windows": []}, "streams[0].family.windows"),
+    ({"bogus": 1}, "streams[0].family.bogus"),
+    ({"windows": [{"kind": "count", "size": 0, "slide": 1}]}, "streams[0].window.size"),
+])
+def test_a_family_that_cannot_be_written_out_is_refused(family, field):
+    with pytest.raises(TopologyError, match=re.escape(f"<topology>: {field}: ")):
+        parse_topology(family_topology(**family))
+
+
+def test_the_shipped_scale_topologies_validate_and_plan():
+    streams = load(resolve_topology("s4s4096"))
+    assert len(streams.streams) == 4096 and {len(s.operators) for s in streams.streams} == {64}
+    assert {s.window.kind for s in streams.streams} == {"count", "time"}
+    instances = load(resolve_topology("s4n1024"))
+    assert len(instances.streams[0].operators) == 1024
+    assert SplitterPlan(instances).cost()["egress_rewrite"] == 1024
