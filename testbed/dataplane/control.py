@@ -73,8 +73,7 @@ class Controller:
         self._create_groups(plan.groups)
         t1 = time.perf_counter()
         entries = plan.entries()
-        for entry in entries:
-            self._add(entry)
+        self._add_all(entries)
         t2 = time.perf_counter()
         self.streams.update({sid: sp.stream for sid, sp in plan.streams.items()})
         return {"groups_s": t1 - t0, "tables_s": t2 - t1, "groups": len(plan.groups), "entries": len(entries),
@@ -103,10 +102,17 @@ class Controller:
             calls += group_calls(group)
         return calls
 
-    def _add(self, entry: TableEntry) -> None:
-        handle = self.api.table_add(entry.table, entry.action,
-                                    [str(v) for v in entry.match], [str(v) for v in entry.params])
-        self.handles[(entry.table, tuple(int(v) for v in entry.match))] = int(handle)
+    #: Entries handed to ``table_add_many`` at once: one request to the embedded switch.
+    BATCH = 2048
+
+    def _add_all(self, entries: Sequence[TableEntry]) -> None:
+        """Add ``entries`` in order, in batches (``SwitchAPI.table_add_many``)."""
+        for start in range(0, len(entries), self.BATCH):
+            batch = entries[start:start + self.BATCH]
+            # Values go as the plan holds them (ints, and MACs and IPs as text): every target reads both.
+            handles = self.api.table_add_many([(e.table, e.action, list(e.match), list(e.params)) for e in batch])
+            for entry, handle in zip(batch, handles):
+                self.handles[(entry.table, tuple(int(v) for v in entry.match))] = int(handle)
 
     def _delete_where(self, keep) -> int:
         """Delete the entries this controller added whose (table, match) ``keep`` refuses."""
@@ -146,8 +152,7 @@ class Controller:
         deleted = self._delete_where(lambda table, match: match[0] != sid or not (
             table in TRANSITION or (table in BANKED and match[1] == bank)))
         group_ops = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
-        for entry in prepared.entries:
-            self._add(entry)
+        self._add_all(prepared.entries)
         armed_at = time.time()      # the write below arms it somewhere in its round trip
         self.api.register_write("armed", sid, 1)
         install_s = time.perf_counter() - t0

@@ -342,13 +342,9 @@ class Run:
         instances = self.plan.instances.values()
         counters = Controller(self.api).stream_counters([s.id for s in self.topo.streams],
                                                         sorted(inst.id for inst in instances))
-        # Per port, as the path's other counters are: a shared host's instances add up.
-        by_port: dict[int, int] = {}
-        for inst in instances:
-            by_port[inst.port] = by_port.get(inst.port, 0) + counters["ports"][inst.id]
         port_stats = getattr(self.api, "port_stats", None)
         return SwitchCounters(streams={str(k): v for k, v in counters["streams"].items()},
-                              ports={str(k): v for k, v in sorted(by_port.items())},
+                              ports=copies_per_port(instances, counters["ports"]),
                               non_event=counters["non_event"], socket=port_stats() if port_stats else {})
 
     def write_topology(self) -> None:
@@ -381,3 +377,11 @@ class Run:
         """What the lifecycle stops last, however the run ended: the Spark application."""
         if self.spark is not None:
             self.spark.stop()
+
+
+def copies_per_port(instances, per_instance: dict[int, int]) -> dict[str, int]:
+    """``operator_out`` per port, as the path's other counters are: a shared host's instances add up."""
+    by_port: dict[int, int] = {}
+    for inst in instances:
+        by_port[inst.port] = by_port.get(inst.port, 0) + per_instance[inst.id]
+    return {str(port): n for port, n in sorted(by_port.items())}

@@ -75,6 +75,9 @@ class ControlState:
         self._handles[table][handle] = key
         return handle
 
+    def table_add_many(self, entries: Sequence[Sequence[Any]]) -> list[int]:
+        return [self.table_add(*entry) for entry in entries]
+
     def table_delete(self, table: str, handle: int) -> None:
         self._table(table)
         try:
@@ -190,7 +193,8 @@ class ControlState:
             return hit
 
 def _fitting(value: int, bits: int, what: str) -> int:
-    to_bytes(value, bits, what)    # raises ValueError naming ``what`` when it does not fit
+    if value < 0 or value >> bits:
+        to_bytes(value, bits, what)    # raises ValueError naming ``what``
     return value
 
 

@@ -19,6 +19,9 @@ from testbed.targets.bmv2.program import ProgramInfo, short_name
 
 #: Context id of the single P4 program in a bmv2 switch.
 CXT_ID = 0
+#: Entries ``table_add_many`` sends before it reads their replies: the replies of
+#: a chunk fit the socket buffers, so neither side ever waits on the other's.
+PIPELINED = 512
 THRIFT_TIMEOUT_MS = 30_000
 
 
@@ -113,9 +116,9 @@ class Bmv2API:
         raise Bmv2Error(f"{what}: {code}")
 
     # -- tables -------------------------------------------------------------
-    def table_add(self, table: str, action: str, match_keys: Sequence[Any],
-                  action_params: Sequence[Any] = ()) -> int:
-        """Add an exact-match entry; values may be ints or strings (MAC, IPv4, decimal, 0x..)."""
+    def _entry_args(self, table: str, action: str, match_keys: Sequence[Any],
+                    action_params: Sequence[Any] = ()) -> tuple:
+        """``bm_mt_add_entry``'s arguments for one entry, checked as ``table_add`` promises."""
         t = self.program.table(table)
         a = self.program.action(t, action)
         if len(match_keys) != len(t.key_widths):
@@ -131,8 +134,35 @@ class Bmv2API:
         kinds = param_kinds(short_name(t.name), short_name(a.name)) or [None] * len(a.param_widths)
         data = [to_bytes(to_int(v, kind), w, f"{action}({name})")
                 for v, kind, w, name in zip(action_params, kinds, a.param_widths, a.param_names)]
+        return (CXT_ID, t.name, key, a.name, data, std.BmAddEntryOptions())
+
+    def table_add(self, table: str, action: str, match_keys: Sequence[Any],
+                  action_params: Sequence[Any] = ()) -> int:
+        """Add an exact-match entry; values may be ints or strings (MAC, IPv4, decimal, 0x..)."""
         return self._call(f"table_add {table} {action} {list(match_keys)}", self.client.bm_mt_add_entry,
-                          CXT_ID, t.name, key, a.name, data, std.BmAddEntryOptions())
+                          *self._entry_args(table, action, match_keys, action_params))
+
+    def table_add_many(self, entries: Sequence[Sequence[Any]]) -> list[int]:
+        """``table_add`` of each entry, pipelined: every request of a chunk is sent
+        before the first reply is read, so the chunk costs one round trip, not one
+        per entry.  bmv2 serves one connection's requests in order.  Every reply
+        is read even after a refusal, so the connection stays in step."""
+        handles: list[int] = []
+        for start in range(0, len(entries), PIPELINED):
+            chunk = [tuple(e) for e in entries[start:start + PIPELINED]]
+            args = [self._entry_args(*entry) for entry in chunk]
+            for one in args:
+                self.client.send_bm_mt_add_entry(*one)
+            refused = None
+            for table, action, match_keys, *_ in chunk:
+                try:
+                    handles.append(self._call(f"table_add {table} {action} {list(match_keys)}",
+                                              self.client.recv_bm_mt_add_entry))
+                except Bmv2Error as err:
+                    refused = refused or err
+            if refused is not None:
+                raise refused
+        return handles
 
     def table_delete(self, table: str, handle: int) -> None:
         t = self.program.table(table)
