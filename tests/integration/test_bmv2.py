@@ -236,7 +236,8 @@ def test_p4build_cli_prints_outputs():
                          cwd=ROOT)
     assert res.returncode == 0, res.stderr
     expected = [*toolchain.outputs(), *toolchain.outputs(program=toolchain.BATCH_PROGRAM),
-                *toolchain.outputs(program=toolchain.CEP_PROGRAM), *toolchain.outputs(program=toolchain.FORWARD_PROGRAM)]
+                *toolchain.outputs(program=toolchain.CEP_PROGRAM),
+                *toolchain.outputs(program=toolchain.FORWARD_PROGRAM)]
     assert res.stdout.split() == [str(p) for p in expected]
 
 

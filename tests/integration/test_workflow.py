@@ -267,7 +267,8 @@ def test_api_lists_an_experiments_runs(reference_run, tmp_path):
     for stamp in ("20240101-000000", "20240102-000000"):
         expdir = results / "wfexp" / stamp
         shutil.copytree(reference_run.path, expdir / "runs" / "wfw1", ignore=shutil.ignore_patterns("pcaps"))
-        (expdir / "experiment.json").write_text('{"kind": "scenarios", "ours": {"runs": {"wfw1": {"ok": true, "run_dir": "runs/wfw1"}}}}')
+        (expdir / "experiment.json").write_text(
+            '{"kind": "scenarios", "ours": {"runs": {"wfw1": {"ok": true, "run_dir": "runs/wfw1"}}}}')
     runs = api.experiment("wfexp", results=results)
     assert list(runs) == ["wfw1"]
     assert runs["wfw1"].path == (results / "wfexp" / "20240102-000000" / "runs" / "wfw1").resolve()

@@ -107,7 +107,8 @@ def test_experiment_returns_the_newest_results_runs(tmp_path):
         for name in runs:
             write_run(tmp_path / "e" / stamp / "runs" / name)
         listed = {n: {"run_dir": f"runs/{n}"} for n in runs}
-        (tmp_path / "e" / stamp / "experiment.json").write_text(json.dumps({"kind": "scenarios", "ours": {"runs": listed}}))
+        (tmp_path / "e" / stamp / "experiment.json").write_text(
+            json.dumps({"kind": "scenarios", "ours": {"runs": listed}}))
     runs = api.experiment("e", results=tmp_path)
     assert list(runs) == ["x", "y"] and runs["y"].path.parent.parent.name == "20240102-000000"
     assert list(api.experiment(tmp_path / "e" / "20240101-000000")) == ["x"]

@@ -59,7 +59,8 @@ def test_collect_merges_host_files_and_moves_them_to_raw(sliding, rundir):
 
 
 def test_a_run_where_no_operator_recorded_anything_is_still_accounted_and_drawn(sliding, rundir):
-    """Every receiver killed before its first flush: the tables exist, empty, and every copy is lost after the switch."""
+    """Every receiver killed before its first flush: the tables exist, empty, and every copy is lost after the
+    switch."""
     from testbed.analysis.plots import plot_run
 
     oracle_run(sliding, rundir)

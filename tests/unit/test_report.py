@@ -14,7 +14,8 @@ def experiment(root: Path, name: str, ours: dict, started: float = 1.7e9, ok: bo
     folder = root / name
     folder.mkdir(parents=True)
     (folder / "experiment.json").write_text(json.dumps({
-        "kind": "resources", "experiment": {"name": name}, "started": started, "git_revision": "abcdef0123456", "quick": False,
+        "kind": "resources", "experiment": {"name": name}, "started": started, "git_revision": "abcdef0123456",
+        "quick": False,
         "ok": ok, "paper": {"s4_fig7": {"source": "S4, Fig. 7", "max_operators": 457000}}, "ours": ours,
         "skipped": {"compiled": "p4c not found"}}))
     return folder
