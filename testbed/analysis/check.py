@@ -31,7 +31,7 @@ class StreamCheck:
     stream: int
     sent: int = 0
     expected: int = 0          # (event, operator) copies the oracle asks for
-    delivered: int = 0         # expected copies that arrived
+    delivered: int = 0         # expected copies deliveries.parquet holds (each counted once)
     missing: int = 0           # expected copies that did not arrive (event reached the switch)
     extra: int = 0
     duplicates: int = 0
@@ -51,10 +51,19 @@ class StreamCheck:
         return self.lost_on_link + self.lost_before_switch
 
     @property
+    def delivered_nothing(self) -> bool:
+        """Events were expected and not one copy of them was recorded.  A loss
+        can be explained (a lossy link, a failed operator), but a verdict
+        needs evidence: a stream that delivered nothing has none."""
+        return self.delivered == 0 and (self.expected > 0 or self.lost > 0)
+
+    @property
     def ok(self) -> bool:
         """Every event the switch saw went where the definition says.  Events a
-        lossy link dropped are named and explained; any other loss fails."""
-        return not (self.missing or self.extra or self.duplicates or self.lost_before_switch)
+        lossy link dropped are named and explained; any other loss fails, and
+        so does a stream that delivered nothing at all."""
+        return not (self.missing or self.extra or self.duplicates or self.lost_before_switch
+                    or self.delivered_nothing)
 
     def as_json(self) -> dict[str, Any]:
         return {"sent": self.sent, "expected_deliveries": self.expected, "delivered": self.delivered,
@@ -176,7 +185,12 @@ def check_frames(record: RunRecord, sources: pd.DataFrame, deliveries: pd.DataFr
         res.missing, res.extra, res.duplicates = sum(missing.values()), sum(extra.values()), sum(twice.values())
         res.missing_by_operator = dict(sorted(Counter(op for (_, op), n in missing.items()
                                                       for _ in range(n)).items()))
-        res.delivered = res.expected - res.missing
+        # What was recorded, not what the oracle asked for less what is unexplained:
+        # copies excused by a failure were not delivered either.
+        res.delivered = sum((exp.copies & counts).values())
+        if res.delivered_nothing:
+            res.examples.append(f"nothing delivered: {res.expected} copies expected, none recorded"
+                                + (f"; {res.lost} events lost before the switch" if res.lost else ""))
         res.examples += [f"missing: seq {seq} at {op}" for seq, op in sorted(missing)[:5]]
         res.examples += [f"extra: seq {seq} at {op}" for seq, op in sorted(extra)[:5]]
         res.examples += [f"duplicate: seq {seq} at {op} x{counts[(seq, op)]}" for seq, op in sorted(twice)[:5]]

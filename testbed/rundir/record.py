@@ -162,7 +162,7 @@ class FrameVerdict(Model):
 
     sent: int
     expected_deliveries: int
-    delivered: int
+    delivered: int = Field(description="expected copies deliveries.parquet holds, each once")
     missing: int
     missing_by_operator: dict[str, int]
     extra: int
@@ -172,7 +172,7 @@ class FrameVerdict(Model):
     lost_at_failed_operators: int
     windows_affected_by_failure: list[int]
     undelivered_by_design: dict[str, int]
-    ok: bool
+    ok: bool = Field(description="nothing missing, extra or twice, nothing lost before the switch, something delivered")
     examples: list[str]
 
 

@@ -1,0 +1,109 @@
+"""A check fails unless it has evidence (issue 46).
+
+Every verdict ``testbed check`` gives rests on a file of the run: the
+deliveries per stream on deliveries.parquet (and sources.parquet), the
+windows on windows.parquet and its reference, the complex events on each
+sink's record and Spark's reference.  A run written here
+(``support.evidence``) passes; damaging any one piece of its evidence must
+make the verdict that rests on it fail, or, for a file the record says the
+run wrote, make the check refuse the run in one line.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+from click.testing import CliRunner
+
+from support.evidence import OPERATORS, STREAM, write_checked_run
+from support.records import record_of, switch_saw
+from testbed.analysis.check import check_frames
+from testbed.cli import main
+from testbed.rundir import RunDir
+
+
+def check(rundir: RunDir):
+    return CliRunner().invoke(main, ["check", str(rundir.root)])
+
+
+def edit(table: str, change: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[RunDir], None]:
+    """A damage: ``change`` applied to one of the run's tables."""
+    def damage(rundir: RunDir) -> None:
+        path = getattr(rundir, table)
+        change(pd.read_parquet(path)).to_parquet(path)
+    return damage
+
+
+def remove(table: str) -> Callable[[RunDir], None]:
+    return lambda rundir: getattr(rundir, table).unlink()
+
+
+def set_cell(row: int, column: str, value) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(df: pd.DataFrame) -> pd.DataFrame:
+        df.loc[df.index[row], column] = value
+        return df
+    return change
+
+
+def other_operator(df: pd.DataFrame) -> pd.DataFrame:
+    first = df.index[0]
+    df.loc[first, "operator"] = next(op for op in OPERATORS if op not in set(df[df["seq"] == df.loc[first, "seq"]]
+                                                                              ["operator"]))
+    return df
+
+
+# ---------------------------------------------------------------------------
+# delivered is what deliveries.parquet holds
+# ---------------------------------------------------------------------------
+def lone_operator_killed(recorded: int, events: int = 2000):
+    """Stream 7, every event to its one operator h2, which a schedule killed;
+    h2 recorded its first ``recorded`` copies."""
+    from support import topologies
+
+    topo = topologies.build([topologies.stream(7, {"kind": "count", "size": 10, "slide": 10}, ["h2"],
+                                               events=events)], 2)
+    sources = pd.DataFrame({"stream": 7, "seq": range(events), "ts": range(events), "send_ns": range(events)})
+    deliveries = pd.DataFrame({"stream": 7, "seq": range(recorded), "operator": "h2"})
+    record = record_of({"7": topo.streams[0].record()}, switch=switch_saw(7, events, out=events),
+                       adaptation={"failures": [{"host": "h2", "how": "kill", "at": 100e-9}]})
+    return check_frames(record, sources, deliveries)[7]
+
+
+def test_delivered_counts_the_copies_recorded_not_the_ones_excused():
+    r = lone_operator_killed(recorded=100)
+    assert (r.expected, r.delivered, r.lost_at_failed, r.missing) == (2000, 100, 1900, 0)
+    assert r.ok          # h2 recorded every copy up to its failure: the rest is the failure's
+    assert r.as_json()["delivered"] == 100
+
+
+def test_a_stream_that_delivered_nothing_fails_whatever_explains_it():
+    r = lone_operator_killed(recorded=0)
+    assert (r.delivered, r.lost_at_failed) == (0, 2000)
+    assert not r.ok
+    assert "nothing delivered: 2000 copies expected, none recorded" in r.examples
+
+
+def test_delivered_and_what_was_extra_or_twice_add_up_to_the_recorded_rows(tmp_path):
+    from testbed.analysis.verdicts import frame_check
+
+    rundir = write_checked_run(tmp_path / "r")
+    d = pd.read_parquet(rundir.deliveries)
+    stray = d.iloc[[0]].assign(operator="h4")           # seq 0 is in window 0 alone, h2's
+    recorded = pd.concat([d.drop(index=d.index[3]), d.iloc[[5]], stray])
+    recorded.to_parquet(rundir.deliveries)
+    r = frame_check(rundir.read_record(), rundir)[STREAM]
+    assert (r.delivered, r.missing, r.extra, r.duplicates) == (22, 1, 1, 1)
+    assert r.delivered + r.extra + r.duplicates == len(recorded)
+
+
+def test_check_fails_a_run_whose_every_operator_was_killed_before_recording(tmp_path):
+    """All three operators failed and deliveries.parquet has no row: exit 1, not 0."""
+    rundir = write_checked_run(tmp_path / "r", spark={})
+    deliveries = pd.read_parquet(rundir.deliveries)
+    deliveries.iloc[:0].to_parquet(rundir.deliveries)
+    record = rundir.read_record()
+    record.adaptation = {"failures": [{"host": op, "how": "kill", "at": 0.0} for op in OPERATORS]}
+    rundir.write_record(record)
+    result = check(rundir)
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"stream {STREAM}: FAIL sent=12 expected=23 delivered=0 ")
