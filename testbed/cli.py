@@ -359,16 +359,16 @@ def check(run_dir: Path) -> None:
 
     The run's facts (run.json) are not touched.  Exit 1 on any violation.
     """
-    from testbed.analysis.check import require_run
+    from testbed.analysis.check import require_evidence
     from testbed.analysis.verdicts import evaluate, verdict_summary
     from testbed.rundir import RunDir
 
     rundir = RunDir(run_dir)
     with _run_dir_errors(run_dir):
-        with_windows = rundir.windows.exists()
-        record = require_run(rundir, ("sources", "deliveries")
-                             + (("windows", "windows_reference") if with_windows else ()))
-        verdicts = evaluate(record, rundir, with_windows=with_windows or record.spark_failed() is not None)
+        # Whether windows are judged is the record's word, not the files': a
+        # run with Spark whose windows are gone is refused, not passed without them.
+        record = require_evidence(rundir)
+        verdicts = evaluate(record, rundir, with_windows=record.spark_started() or rundir.windows.exists())
     for line in verdict_summary(record, verdicts):
         click.echo(line)
     sys.exit(0 if verdicts.ok else 1)

@@ -16,6 +16,7 @@ import copy
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pandas as pd
@@ -263,6 +264,39 @@ def require_run(rundir: RunDir, tables: tuple[str, ...], analysis: bool = False)
         if unknown:
             raise RunDirError(f"{path}: stream {unknown[0]} is not among {rundir.record.name}'s streams "
                               f"({', '.join(record.streams) or 'none'})")
+    return record
+
+
+#: The tables every collected run writes, with Spark or without.
+RUN_TABLES = ("sources", "deliveries")
+
+
+def spark_tables(record: RunRecord, rundir: RunDir) -> tuple[str, ...]:
+    """The tables of the Spark application a run's check reads: the windows and
+    their reference, and with ``cep:`` rules Spark's complex events.  Whenever
+    the record says the application finished (``RunRecord.spark_computed``)
+    they are part of the run; windows found without that fact (a hand-made
+    run) are judged all the same."""
+    computed = record.spark_computed()
+    tables = ("windows", "windows_reference") if computed or rundir.windows.exists() else ()
+    return tables + (("complex_events_reference",) if computed and (record.topology or {}).get("cep") else ())
+
+
+def promised_but_missing(path: Path) -> RunDirError:
+    """A table the Spark application wrote by the record's word, and that is not there."""
+    return RunDirError(f"{path}: missing, though run.json says the Spark application finished and wrote it")
+
+
+def require_evidence(rundir: RunDir) -> RunRecord:
+    """``require_run`` with every table the run's record says it wrote: a run
+    whose windows are gone is refused, not judged as a run without Spark."""
+    record = require_run(rundir, RUN_TABLES)
+    tables = spark_tables(record, rundir)
+    if record.spark_computed():
+        for table in tables:
+            if not getattr(rundir, table).exists():
+                raise promised_but_missing(getattr(rundir, table))
+    rundir.require(tables)
     return record
 
 

@@ -8,7 +8,9 @@ as the events, operator sets or windows it changed.  Per stream it compares:
 - the events sent, by ``seq``: present in both, same ``ts``, ``key`` and ``value``;
 - per event, the operators that received it, copies counted (a duplicate is a difference);
 - the windows, by (window, key): same operator, event count and result
-  (``check.compare_windows``), when both runs computed windows.
+  (``check.compare_windows``), when both runs
+  computed windows.  A run whose record says its Spark application finished
+  and whose windows are gone is refused, not compared as a run without Spark.
 
 Times (send, receive, completion) always differ between runs and are not
 compared.
@@ -20,8 +22,8 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from testbed.analysis.check import WindowCheck, compare_windows
-from testbed.rundir import RunDir
+from testbed.analysis.check import RUN_TABLES, WindowCheck, compare_windows, promised_but_missing
+from testbed.rundir import RunDir, RunRecord
 
 EXAMPLES = 5
 #: How window differences are worded: B's side, A's side, only in A, only in B.
@@ -100,17 +102,27 @@ def _deliveries(diff: StreamDiff, a: pd.DataFrame, b: pd.DataFrame, seqs: pd.Ind
         diff.examples.append(f"seq {seq}: A {', '.join(ops) or 'nobody'}  B {', '.join(rb[seq]) or 'nobody'}")
 
 
-def _frame(rundir: RunDir, path_name: str) -> Optional[pd.DataFrame]:
-    path = getattr(rundir, path_name)
-    return pd.read_parquet(path) if path.exists() else None
+def _windows(rundir: RunDir, record: RunRecord) -> tuple[Optional[pd.DataFrame], str]:
+    """The run's windows, or why it has none; ``RunDirError`` when its record
+    says the Spark application wrote them and they are gone."""
+    if rundir.windows.exists():
+        return pd.read_parquet(rundir.windows), ""
+    if record.spark_computed():
+        raise promised_but_missing(rundir.windows)
+    if record.spark_failed() is not None:
+        return None, "its Spark application failed"
+    return None, "run without Spark" if not record.spark_started() else "it ended before its Spark application finished"
 
 
 def compare_runs(a: RunDir, b: RunDir) -> dict[int, StreamDiff]:
     """Every stream of either run, with how it differs."""
-    streams_a = a.require(("sources", "deliveries")).streams
-    streams_b = b.require(("sources", "deliveries")).streams
-    frames = {side: {name: _frame(rundir, name) for name in ("sources", "deliveries", "windows")}
-              for side, rundir in (("a", a), ("b", b))}
+    records = {"a": a.require(RUN_TABLES), "b": b.require(RUN_TABLES)}
+    frames, why_not = {}, {}
+    for side, rundir in (("a", a), ("b", b)):
+        windows, why_not[side] = _windows(rundir, records[side])
+        frames[side] = {"sources": pd.read_parquet(rundir.sources), "deliveries": pd.read_parquet(rundir.deliveries),
+                        "windows": windows}
+    streams_a, streams_b = records["a"].streams, records["b"].streams
     out: dict[int, StreamDiff] = {}
     for sid in sorted({int(s) for s in streams_a} | {int(s) for s in streams_b}):
         diff = StreamDiff(sid, _definition(streams_a.get(str(sid), {}), streams_b.get(str(sid), {})))
@@ -119,9 +131,10 @@ def compare_runs(a: RunDir, b: RunDir) -> dict[int, StreamDiff]:
         columns = ["seq", "ts", "key", "value"]
         seqs = _events(diff, part["a"]["sources"][columns], part["b"]["sources"][columns])
         _deliveries(diff, part["a"]["deliveries"], part["b"]["deliveries"], seqs)
-        missing = [side.upper() for side in ("a", "b") if part[side]["windows"] is None]
+        missing = [side for side in ("a", "b") if part[side]["windows"] is None]
         if missing:
-            diff.windows_note = f"not compared: no windows in {' and '.join(missing)} (run without Spark)"
+            diff.windows_note = "not compared: " + "; ".join(f"no windows in {side.upper()} ({why_not[side]})"
+                                                             for side in missing)
         else:
             checks = compare_windows(part["b"]["windows"], part["a"]["windows"], labels=WINDOW_LABELS)
             diff.windows = checks.get(sid, WindowCheck(sid))

@@ -228,28 +228,40 @@ def frame_check(record: RunRecord, rundir: RunDir) -> dict[int, StreamCheck]:
                         read_link_drops(rundir))
 
 
+def why_no_windows(record: RunRecord) -> Optional[str]:
+    """Why a run that started its Spark application has no windows to check:
+    the application failed, or the run ended before it finished; ``None``
+    when nothing in the record says they are missing."""
+    failure = record.spark_failed()
+    if failure is not None:
+        return f"the Spark application failed: {failure.splitlines()[0]}"
+    if record.spark_started() and record.spark is None:
+        return "the run ended before its Spark application finished" + (f" ({record.error})" if record.error else "")
+    return None
+
+
 def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
              frames: Optional[dict[int, StreamCheck]] = None) -> Verdicts:
     """Check the run's deliveries (and windows, ``with_windows``) and write
     ``verdicts.json``; ``frames`` is the frame check if it was already made.
 
-    A run that asked for windows whose Spark application failed is not
+    A run that asked for windows and has none (``why_no_windows``) is not
     ``ok``: its windows were never checked."""
     sources, deliveries = pd.read_parquet(rundir.sources), pd.read_parquet(rundir.deliveries)
     verdicts = Verdicts(frames if frames is not None else
                         check_frames(record, sources, deliveries, read_link_drops(rundir)))
-    failure = record.spark_failed()
-    if with_windows and failure is None:
+    missing = why_no_windows(record) if with_windows else None
+    if with_windows and missing is None:
         # Windows a failed operator owned are the failure's: named, not failures of the splitter.
         verdicts.windows = check_windows(rundir, record, failed_operators_windows(verdicts.frames))
     elif with_windows:
-        verdicts.windows_not_computed = f"the Spark application failed: {failure.splitlines()[0]}"
+        verdicts.windows_not_computed = missing
     verdicts.not_applied = not_applied(record)
     rules = rules_of(record)
     if rules is not None:
         received = pd.read_parquet(rundir.complex_events) if rundir.complex_events.exists() else None
         verdicts.complex_events = check_complex_events(rules, sources, verdicts.frames, received)
-        if with_windows and failure is None:
+        if with_windows and missing is None:
             reference = rundir.complex_events_reference
             if reference.exists():
                 verdicts.complex_events_spark = check_against_spark(rules, pd.read_parquet(reference), received)
@@ -257,7 +269,7 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
                 verdicts.complex_events_spark_missing = f"{reference}: missing (the Spark job computed no reference)"
     accounting = account(record, rundir, sources, deliveries, verdicts.frames)
     verdicts.where_lost = where_lost_lines(accounting)
-    if with_windows and failure is None and (record.spark or {}).get("live"):
+    if with_windows and missing is None and (record.spark or {}).get("live"):
         verdicts.spark_lag = spark_lag(summarize(record.spark, sources, deliveries), accounting)
     rundir.write_verdicts(RunVerdicts(
         checked_at=time.time(), ok=verdicts.ok, not_applied=verdicts.not_applied,

@@ -148,6 +148,16 @@ class RunRecord(Model):
         """The Spark application's error, if it failed."""
         return (self.spark or {}).get("error")
 
+    def spark_started(self) -> bool:
+        """The run had the operators' Spark application (``--no-spark`` leaves both facts unset)."""
+        return self.spark_master is not None or self.spark is not None
+
+    def spark_computed(self) -> bool:
+        """The Spark application finished: its analysis is recorded, so the
+        windows, their reference and the complex events' reference it writes
+        before the analysis are part of the run."""
+        return self.spark is not None and self.spark_failed() is None
+
     def stream_changes(self, sid: int | str) -> list[dict[str, Any]]:
         return self.changes.get(str(sid), [])
 

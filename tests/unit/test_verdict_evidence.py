@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from support.evidence import OPERATORS, STREAM, write_checked_run
@@ -107,3 +108,63 @@ def test_check_fails_a_run_whose_every_operator_was_killed_before_recording(tmp_
     result = check(rundir)
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"stream {STREAM}: FAIL sent=12 expected=23 delivered=0 ")
+
+
+# ---------------------------------------------------------------------------
+# a file the record says the run wrote is never silently missing
+# ---------------------------------------------------------------------------
+#: Files run.json says the run wrote: gone, the check refuses the run in one line naming the file.
+PROMISED = ["sources", "deliveries", "windows", "windows_reference", "complex_events_reference"]
+
+
+@pytest.mark.parametrize("table", PROMISED)
+def test_a_file_the_record_promises_is_never_silently_missing(tmp_path, table):
+    rundir = write_checked_run(tmp_path / "r")
+    path = getattr(rundir, table)
+    path.unlink()
+    result = check(rundir)
+    assert result.exit_code == 2, result.output
+    assert f"{path}: missing" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_run_whose_spark_failed_is_judged_without_windows_and_fails(tmp_path):
+    """No windows, as the record says: not a missing file, and not a pass either."""
+    rundir = write_checked_run(tmp_path / "r", spark={"spark": {"error": "executor lost", "computed": False},
+                                                      "spark_master": "local[2]"})
+    rundir.windows.unlink()
+    rundir.windows_reference.unlink()
+    rundir.complex_events_reference.unlink()
+    result = check(rundir)
+    assert result.exit_code == 1 and "windows: not computed (the Spark application failed: executor lost)" \
+        in result.output
+
+
+def test_a_run_without_spark_needs_no_windows(tmp_path):
+    rundir = write_checked_run(tmp_path / "r", spark={})
+    for table in ("windows", "windows_reference", "complex_events_reference"):
+        getattr(rundir, table).unlink()
+    result = check(rundir)
+    assert result.exit_code == 0, result.output
+    assert "windows" not in result.output and "against Spark's reference" not in result.output
+
+
+def compare(a: RunDir, b: RunDir, *options: str):
+    return CliRunner().invoke(main, ["compare", str(a.root), str(b.root), *options])
+
+
+def test_compare_refuses_a_run_with_spark_whose_windows_are_gone(tmp_path):
+    a, b = write_checked_run(tmp_path / "a"), write_checked_run(tmp_path / "b")
+    b.windows.unlink()
+    result = compare(a, b)
+    assert result.exit_code == 2, result.output
+    assert f"{b.windows}: missing, though run.json says the Spark application finished" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_compare_says_why_a_run_has_no_windows(tmp_path):
+    a = write_checked_run(tmp_path / "a")
+    b = write_checked_run(tmp_path / "b", spark={"spark": {"error": "executor lost"}, "spark_master": "local[2]"})
+    b.windows.unlink()
+    result = compare(a, b)
+    assert "windows not compared: no windows in B (its Spark application failed)" in result.output
