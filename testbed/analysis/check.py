@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+import numpy as np
 import pandas as pd
 
 from testbed.rundir import RunDir, RunDirError, RunRecord
@@ -372,6 +373,21 @@ class WindowCheck:
                 "ok": self.ok, "examples": self.examples[:10]}
 
 
+def unequal(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Where two columns differ.  A missing value or NaN equals nothing, not
+    even itself: a result nobody computed must never pass for the reference's."""
+    return ~(a == b).fillna(False).astype(bool)
+
+
+def results_differ(got: pd.Series, ref: pd.Series) -> pd.Series:
+    """Where two window results differ by more than rounding (relative 1e-9).
+    Only finite numbers can agree: NaN differs from everything, and an
+    infinite reference would otherwise stretch the tolerance over any result."""
+    got, ref = got.astype(float), ref.astype(float)
+    close = np.isfinite(got) & np.isfinite(ref) & ((got - ref).abs() <= 1e-9 * ref.abs().clip(lower=1))
+    return ~close
+
+
 #: How ``compare_windows`` words its examples: the produced side, the
 #: reference side, a window only the reference has, one only produced.
 CHECK_LABELS = ("got", "reference", "missing", "extra")
@@ -432,11 +448,10 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
         res.missing -= int((lost & (rows["_merge"] == "left_only")).sum())
         rows = rows[~lost]
         both = rows[rows["_merge"] == "both"]
-        short = both["n_events"] < both["n_events_ref"]
-        tolerance = 1e-9 * both["result_ref"].abs().clip(lower=1)
-        wrong = ~short & ((both["n_events"] != both["n_events_ref"])
-                          | ((both["result"] - both["result_ref"]).abs() > tolerance)
-                          | (both["operator"] != both["operator_ref"]))
+        short = (both["n_events"] < both["n_events_ref"]).fillna(False).astype(bool)
+        wrong = ~short & (unequal(both["n_events"], both["n_events_ref"])
+                          | results_differ(both["result"], both["result_ref"])
+                          | unequal(both["operator"], both["operator_ref"]))
         res.incomplete, res.mismatched = int(short.sum()), int(wrong.sum())
         res.matching = len(both) - res.incomplete - res.mismatched
         for _, row in both[short | wrong].head(5).iterrows():

@@ -8,7 +8,7 @@ as the events, operator sets or windows it changed.  Per stream it compares:
 - the events sent, by ``seq``: present in both, same ``ts``, ``key`` and ``value``;
 - per event, the operators that received it, copies counted (a duplicate is a difference);
 - the windows, by (window, key): same operator, event count and result
-  (``check.compare_windows``), when both runs
+  (``check.compare_windows``; a NaN result equals nothing), when both runs
   computed windows.  A run whose record says its Spark application finished
   and whose windows are gone is refused, not compared as a run without Spark.
 
@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from testbed.analysis.check import RUN_TABLES, WindowCheck, compare_windows, promised_but_missing
+from testbed.analysis.check import RUN_TABLES, WindowCheck, compare_windows, promised_but_missing, unequal
 from testbed.rundir import RunDir, RunRecord
 
 EXAMPLES = 5
@@ -75,8 +75,8 @@ def _events(diff: StreamDiff, a: pd.DataFrame, b: pd.DataFrame) -> pd.Index:
     diff.events = len(both)
     diff.only_a = int((merged["_merge"] == "left_only").sum())
     diff.only_b = int((merged["_merge"] == "right_only").sum())
-    other = both[(both["ts_a"] != both["ts_b"]) | (both["key_a"] != both["key_b"])
-                 | (both["value_a"] != both["value_b"])]
+    other = both[unequal(both["ts_a"], both["ts_b"]) | unequal(both["key_a"], both["key_b"])
+                 | unequal(both["value_a"], both["value_b"])]
     diff.content = len(other)
     for _, row in merged[merged["_merge"] != "both"].head(EXAMPLES).iterrows():
         diff.examples.append(f"seq {row['seq']}: sent only in {'A' if row['_merge'] == 'left_only' else 'B'}")

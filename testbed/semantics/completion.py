@@ -140,8 +140,9 @@ def live_differences(windows: pd.DataFrame) -> dict[int, list[int]]:
     if "live_result" not in windows.columns:
         return {}
     live = windows[windows["emitted_by"] == COMPLETE]
-    differs = (live["live_n_events"] != live["n_events"]) | ~np.isclose(
-        live["live_result"].astype(float), live["result"].astype(float), equal_nan=True)
+    # NaN equals nothing, itself included: a NaN emitted live and kept is no agreement.
+    same_count = (live["live_n_events"] == live["n_events"]).fillna(False).astype(bool)
+    differs = ~same_count | ~np.isclose(live["live_result"].astype(float), live["result"].astype(float))
     return {int(sid): sorted(set(rows["window"].astype(int))) for sid, rows in live[differs].groupby("stream")}
 
 

@@ -10,6 +10,7 @@ run wrote, make the check refuse the run in one line.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import pandas as pd
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 
 from support.evidence import OPERATORS, STREAM, write_checked_run
 from support.records import record_of, switch_saw
-from testbed.analysis.check import check_frames
+from testbed.analysis.check import check_frames, compare_windows
 from testbed.cli import main
 from testbed.rundir import RunDir
 
@@ -168,3 +169,55 @@ def test_compare_says_why_a_run_has_no_windows(tmp_path):
     b.windows.unlink()
     result = compare(a, b)
     assert "windows not compared: no windows in B (its Spark application failed)" in result.output
+
+
+# ---------------------------------------------------------------------------
+# NaN equals nothing
+# ---------------------------------------------------------------------------
+def windows_with(result: float) -> pd.DataFrame:
+    return pd.DataFrame({"stream": 1, "window": [0, 1], "key": None, "operator": "a",
+                         "result": [1.0, result], "n_events": 2})
+
+
+@pytest.mark.parametrize("got, ref", [(math.nan, math.nan), (math.nan, 2.0), (2.0, math.nan),
+                                      (math.inf, math.inf), (2.0, math.inf)])
+def test_a_result_that_is_not_a_number_matches_nothing(got, ref):
+    r = compare_windows(windows_with(got), windows_with(ref))[1]
+    assert (r.matching, r.mismatched) == (1, 1) and not r.ok
+
+
+def test_a_window_count_that_is_missing_matches_nothing():
+    got = windows_with(2.0).astype({"n_events": "float64"})
+    got.loc[1, "n_events"] = math.nan
+    r = compare_windows(got, windows_with(2.0))[1]
+    assert (r.matching, r.mismatched) == (1, 1) and not r.ok
+
+
+def test_a_window_emitted_live_as_nan_never_agrees_with_its_final_row():
+    from testbed.semantics.completion import live_differences
+
+    windows = pd.DataFrame({"stream": 1, "window": [0, 1], "result": [3.0, math.nan], "n_events": [3, 3],
+                            "emitted_by": "complete", "live_result": [3.0, math.nan], "live_n_events": [3, 3]})
+    assert live_differences(windows) == {1: [1]}
+
+
+@pytest.mark.parametrize("in_a, in_b", [(math.nan, math.nan), (math.nan, 1.0), (1.0, math.nan)])
+def test_compare_finds_a_nan_result_different_from_anything(tmp_path, in_a, in_b):
+    import json
+
+    a, b = write_checked_run(tmp_path / "a"), write_checked_run(tmp_path / "b")
+    edit("windows", set_cell(2, "result", in_a))(a)
+    edit("windows", set_cell(2, "result", in_b))(b)
+    result = compare(a, b, "--json")
+    assert result.exit_code == 1, result.output
+    diff = json.loads(result.output)["streams"][str(STREAM)]
+    assert diff["same"] is False and diff["windows"]["mismatched"] == 1
+
+
+def test_compare_finds_a_missing_value_different_from_anything(tmp_path):
+    a, b = write_checked_run(tmp_path / "a"), write_checked_run(tmp_path / "b")
+    for rundir in (a, b):
+        edit("sources", lambda s: s.astype({"value": "float64"}).pipe(set_cell(3, "value", math.nan)))(rundir)
+    result = compare(a, b)
+    assert result.exit_code == 1 and f"stream {STREAM}: DIFFERS events 12 (0 only in A, 0 only in B, 1 with" \
+        in result.output
