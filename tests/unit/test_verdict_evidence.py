@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from support.evidence import OPERATORS, STREAM, write_checked_run
+from support.evidence import OPERATORS, SINK, STREAM, write_checked_run
 from support.records import record_of, switch_saw
 from testbed.analysis.check import check_frames, compare_windows
 from testbed.cli import main
@@ -221,3 +221,55 @@ def test_compare_finds_a_missing_value_different_from_anything(tmp_path):
     result = compare(a, b)
     assert result.exit_code == 1 and f"stream {STREAM}: DIFFERS events 12 (0 only in A, 0 only in B, 1 with" \
         in result.output
+
+
+# ---------------------------------------------------------------------------
+# every verdict rests on evidence: damage it and the verdict fails
+# ---------------------------------------------------------------------------
+STREAM_LINE = f"stream {STREAM}: FAIL"
+WINDOWS_LINE = f"stream {STREAM} windows: FAIL"
+SINK_LINE = f"complex events at {SINK}: FAILED"
+SPARK_SINK_LINE = f"complex events at {SINK} against Spark's reference: FAILED"
+
+
+#: (what is damaged, how, the line of the verdict that must fail)
+DAMAGES = [
+    ("a copy never recorded", edit("deliveries", lambda d: d.drop(index=d.index[3])), STREAM_LINE),
+    ("a copy recorded twice", edit("deliveries", lambda d: pd.concat([d, d.iloc[[3]]])), STREAM_LINE),
+    ("a copy at an operator that does not own it", edit("deliveries", other_operator), STREAM_LINE),
+    ("no copy recorded", edit("deliveries", lambda d: d.iloc[:0]), STREAM_LINE),
+    ("an event the source never sent", edit("sources", lambda s: s.drop(index=s.index[5])), STREAM_LINE),
+    ("a window's result changed", edit("windows", set_cell(2, "result", 99.0)), WINDOWS_LINE),
+    ("a window's result NaN", edit("windows", set_cell(2, "result", math.nan)), WINDOWS_LINE),
+    ("the reference's result NaN", edit("windows_reference", set_cell(2, "result", math.nan)), WINDOWS_LINE),
+    ("both results NaN", lambda r: [edit(t, set_cell(2, "result", math.nan))(r) for t in ("windows",
+                                                                                        "windows_reference")],
+     WINDOWS_LINE),
+    ("a window short of an event", edit("windows", set_cell(4, "n_events", 1)), WINDOWS_LINE),
+    ("a window at another operator", edit("windows", set_cell(4, "operator", "h9")), WINDOWS_LINE),
+    ("a window never produced", edit("windows", lambda w: w.drop(index=w.index[0])), WINDOWS_LINE),
+    ("a window the reference lacks", edit("windows_reference", lambda w: w.drop(index=w.index[0])), WINDOWS_LINE),
+    ("a complex event never received", edit("complex_events", lambda c: c.drop(index=c.index[1])), SINK_LINE),
+    ("a complex event's value changed", edit("complex_events", set_cell(1, "value", 7)), SINK_LINE),
+    ("no complex event recorded", remove("complex_events"), SINK_LINE),
+    ("Spark's reference short of a complex event", edit("complex_events_reference", lambda c: c.iloc[1:]),
+     SPARK_SINK_LINE),
+]
+
+def test_the_undamaged_run_passes_every_verdict(tmp_path):
+    result = check(write_checked_run(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"stream {STREAM}: OK") and lines[1].startswith(f"stream {STREAM} windows: OK")
+    assert f"complex events at {SINK}: OK received=6 expected=6" in lines
+    assert f"complex events at {SINK} against Spark's reference: OK received=6 expected=6" in lines
+
+
+@pytest.mark.parametrize("what, damage, verdict", DAMAGES, ids=[d[0] for d in DAMAGES])
+def test_damaged_evidence_fails_the_verdict_resting_on_it(tmp_path, what, damage, verdict):
+    rundir = write_checked_run(tmp_path / "r")
+    damage(rundir)
+    result = check(rundir)
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith(verdict) for line in result.output.splitlines()), result.output
+    assert rundir.read_verdicts().ok is False
