@@ -175,8 +175,9 @@ class Keys(StrictModel):
 
 
 class Disorder(StrictModel):
-    """Send ``fraction`` of the events late: each such event goes out after the
-    events up to ``max_delay`` timestamp units newer than itself."""
+    """Send ``fraction`` of the events late: each such event waits until the
+    stream is up to ``max_delay`` timestamp units past it; no other event moves
+    (``testbed.semantics.workload.send_order``)."""
 
     fraction: float = Field(ge=0, le=1)
     max_delay: Int64 = Field(gt=0, description="timestamp units")

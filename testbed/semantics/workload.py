@@ -69,13 +69,40 @@ def sent_events(stream: Stream, seed: int) -> dict[str, np.ndarray]:
         late = rng.random(n) < p.disorder.fraction
         delay[late] = rng.integers(1, p.disorder.max_delay, int(late.sum()), endpoint=True)
     twice = rng.random(n) < p.duplicate
-    # A late event goes out after every event whose timestamp is at most its
-    # own plus its delay; the rest keep their order.
-    # Clamped so that a replay's timestamps near 2**63 cannot wrap round and go first.
-    order = np.argsort(events["ts"] + np.minimum(delay, MAX_INT64 - events["ts"]), kind="stable")
+    order = send_order(events["ts"], delay)
     order = order[kept[order]]
     copies = np.repeat(order, np.where(twice[order], 2, 1))
     second = np.zeros(len(copies), dtype=np.int8)
     second[1:] = copies[1:] == copies[:-1]
     out = {name: column[copies] for name, column in events.items()}
     return dict(out, copy=second, delayed=delay[copies] > 0)
+
+
+def send_order(ts: np.ndarray, delay: np.ndarray) -> np.ndarray:
+    """Indices of the events in the order a source sends them when the events
+    with a positive ``delay`` go out late (docs/queries.md, "Perturbed sources").
+
+    Order is data: a replayed file or a dataset arrives out of order on its
+    own, and that order is what the run is about.  So only the delayed events
+    move.  Each waits for the stream to catch up with it: it goes out just
+    before the first event after it, among those sent on time, by which the
+    newest timestamp sent on time has reached its own timestamp plus its delay
+    (at the end if none does).  Delayed events waiting for the same event go
+    in the order of timestamp plus delay.  Every event sent on time keeps its
+    place relative to the others.  On a stream in timestamp order that is the
+    same as sorting by timestamp plus delay, as the sources did before.
+    """
+    n = len(ts)
+    late = delay > 0
+    on_time = np.flatnonzero(~late)
+    # Clamped so that a replay's timestamps near 2**63 cannot wrap round and go first.
+    due = ts + np.minimum(delay, MAX_INT64 - ts)
+    newest = np.maximum.accumulate(ts[on_time])
+    waiting = np.flatnonzero(late)
+    # The first event on time after each delayed one, and the first by which the stream reached its due time.
+    after = np.searchsorted(on_time, waiting, side="right")
+    caught_up = np.searchsorted(newest, due[waiting], side="left")
+    release = np.arange(n, dtype=np.int64)
+    release[waiting] = np.append(on_time, n)[np.maximum(after, caught_up)]    # n: after the last event
+    # Sorted by the slot each event goes out at, a delayed event just ahead of the event that releases it.
+    return np.lexsort((np.arange(n), np.where(late, due, 0), ~late, release))
