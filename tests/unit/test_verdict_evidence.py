@@ -141,6 +141,16 @@ def test_a_run_whose_spark_failed_is_judged_without_windows_and_fails(tmp_path):
         in result.output
 
 
+def test_a_run_that_ended_before_its_spark_finished_fails_without_windows(tmp_path):
+    rundir = write_checked_run(tmp_path / "r", spark={"spark_master": "local[2]", "error": "interrupted (SIGINT)"})
+    for table in ("windows", "windows_reference", "complex_events_reference"):
+        getattr(rundir, table).unlink()
+    result = check(rundir)
+    assert result.exit_code == 1, result.output
+    assert "windows: not computed (the run ended before its Spark application finished (interrupted (SIGINT)))" \
+        in result.output
+
+
 def test_a_run_without_spark_needs_no_windows(tmp_path):
     rundir = write_checked_run(tmp_path / "r", spark={})
     for table in ("windows", "windows_reference", "complex_events_reference"):
