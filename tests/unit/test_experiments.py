@@ -59,7 +59,7 @@ def test_every_experiment_file_loads(quick):
                      "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
                      "elastic": "adaptation", "bench": "bench", "soak": "soak", "cpupolicy": "cpupolicy",
                      "flights": "variants", "skew": "variants", "slash": "scenarios", "e2elatency": "e2elatency",
-                     "batching": "batching", "p4cep": "cep", "cepadapt": "cepadapt"}
+                     "batching": "batching", "p4cep": "cep", "cepadapt": "cepadapt", "s4scale": "scale"}
 
 
 def test_all_runs_the_paper_figures_and_not_the_bench_or_the_soak():
