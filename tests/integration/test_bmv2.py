@@ -34,7 +34,7 @@ from testbed import ROOT
 from testbed.dataplane.contract import (
     COUNTERS,
     DROP_CODES,
-    N_PORTS,
+    N_INSTANCES,
     N_STREAMS,
     REGISTERS,
     SCHEMA,
@@ -221,7 +221,7 @@ def test_program_compiles_with_the_pipeline_schema(build, request):
         assert (r.bitwidth, r.size) == (width, N_STREAMS), name
     for name, size in COUNTERS.items():
         assert info.counter(name).size == size, name
-    assert N_PORTS == COUNTERS["operator_out"]
+    assert N_INSTANCES == COUNTERS["operator_out"]      # per operator instance, a whole host's id its port
     # The compiled output is reused while it is newer than the sources.
     source = toolchain.PROGRAM if build == "plain" else toolchain.BATCH_PROGRAM
     assert toolchain.up_to_date(program=source)
