@@ -23,8 +23,9 @@ from typing import Callable, Iterable, Optional
 
 from testbed.dataplane.contract import SwitchAPI
 
-#: How often an operator host sends a heartbeat (seconds).
-HEARTBEAT_INTERVAL_S = 0.05
+# The heartbeat interval is a limit validation holds detect_timeout to, so it is declared there.
+from testbed.semantics.limits import HEARTBEAT_INTERVAL_S
+
 #: Silence after which a port's operator counts as failed (seconds).
 FAILURE_TIMEOUT_S = 0.3
 #: How often the monitor reads the counters (seconds).

@@ -62,8 +62,15 @@ MIN_RATE = 0.001
 #: A Zipf exponent above this puts all but a vanishing share of the events
 #: on key 0; the bound keeps the sampler's arithmetic in double range.
 MAX_ZIPF_S = 50.0
-#: Schedule times and ramps, seconds: a week is longer than any run.
+#: Schedule times and ramps, seconds: a week is longer than any run.  The
+#: elastic policy's period and cool-down are held to it too: a thread waits
+#: that long, and a wait past the platform's clock range kills the thread.
 MAX_SCHEDULE_S = 7 * 24 * 3600.0
+#: How often an operator host sends a heartbeat (seconds).  Declared here so
+#: that validation can hold ``adapt.detect_timeout`` to it (a shorter silence
+#: is seen between any two heartbeats, and failover never settles);
+#: ``testbed.dataplane.liveness`` and the host programs take it from here.
+HEARTBEAT_INTERVAL_S = 0.05
 #: A topology file larger than this is refused before it is parsed; the
 #: 1,000-stream scale topology is about 200 kB.
 MAX_FILE_BYTES = 16 << 20

@@ -36,8 +36,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_RATE, MAX_SCHEDULE_S, MIN_RATE
-from testbed.semantics.strict import StrictModel
+from testbed.semantics.limits import HEARTBEAT_INTERVAL_S, MAX_EVENTS, MAX_INT64, MAX_RATE, MAX_SCHEDULE_S, MIN_RATE
+from testbed.semantics.strict import FieldError, StrictModel
 
 #: Seconds of one step of a rate ramp: sources change pace in steps this long.
 RAMP_STEP_S = 0.25
@@ -153,8 +153,10 @@ class ElasticPolicySpec(_Strict):
     signal: Literal["copies", "lag"] = "copies"
     high: float = Field(gt=0, allow_inf_nan=False, description="signal per operator above which N grows")
     low: float = Field(ge=0, allow_inf_nan=False, description="signal per operator below which N shrinks")
-    cooldown: float = Field(default=2.0, ge=0, allow_inf_nan=False, description="seconds between changes")
-    period: float = Field(default=0.5, gt=0, allow_inf_nan=False, description="seconds between decisions")
+    cooldown: float = Field(default=2.0, ge=0, le=MAX_SCHEDULE_S, allow_inf_nan=False,
+                            description="seconds between changes")
+    period: float = Field(default=0.5, gt=0, le=MAX_SCHEDULE_S, allow_inf_nan=False,
+                          description="seconds between decisions")
 
     @field_validator("pool")
     @classmethod
@@ -180,6 +182,27 @@ class Adapt(_Strict):
     #: Silence after which an operator counts as failed (seconds).
     detect_timeout: float = Field(default=0.3, gt=0, le=10, allow_inf_nan=False)
     elastic: list[ElasticPolicySpec] = []
+
+    @field_validator("detect_timeout")
+    @classmethod
+    def _heard_between_heartbeats(cls, timeout: float) -> float:
+        # Shorter, it passes between two heartbeats of a healthy operator, which
+        # failover then removes and puts back without end.
+        if timeout < HEARTBEAT_INTERVAL_S:
+            raise ValueError(f"{timeout:g} s is shorter than the {HEARTBEAT_INTERVAL_S:g} s between two "
+                             f"heartbeats: every operator would count as failed")
+        return timeout
+
+    @model_validator(mode="after")
+    def _one_policy_per_stream(self):
+        # Two policies would each resize the stream from their own view of it, undoing each other's changes.
+        first: dict[int, int] = {}
+        for i, policy in enumerate(self.elastic):
+            j = first.setdefault(policy.stream, i)
+            if j != i:
+                raise FieldError(f"elastic[{i}].stream", f"stream {policy.stream} already has a policy "
+                                                         f"(elastic[{j}]); a stream has one elastic policy")
+        return self
 
 
 def rate_profile(stream, schedule: list[ScheduleEntry]) -> list[tuple[float, float]]:

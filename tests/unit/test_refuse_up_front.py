@@ -1,0 +1,102 @@
+"""Issue 46, item 4, "Refuse up front": input an adversarial review found accepted, hanging or
+ending in a traceback.  Each is now one line on stderr naming the file (or option) and the
+field, exit 2, nothing on stdout, and nothing started.
+
+The commands that would start something (``run``, ``experiment``, ``api.run``) run here with
+the parts that start things replaced by ones that fail the test, so a refusal that came too
+late, or never, cannot pass for one.  Reads that would block forever (a named pipe) are
+released after a while, so that the old behaviour fails the test instead of hanging the suite.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from functools import partial
+
+import pandas as pd
+import pytest
+import yaml
+from test_inputs import GOOD, assert_refused, cli, finished_run, stream_with, with_, write
+
+from support import topologies
+from testbed.rundir import ExperimentDir, RunDir, RunDirError, write_json_atomic
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch):
+    """Every way a run or an experiment starts fails the test instead."""
+    import testbed.experiments.base as base
+    import testbed.experiments.launch as launch
+    import testbed.runs.orchestrator as orchestrator
+
+    def started(*args, **kwargs):
+        raise AssertionError("a run was started")
+
+    for module, name in ((launch, "launch"), (launch, "real_parts"), (orchestrator, "Run"),
+                         (base, "run_experiment")):
+        monkeypatch.setattr(module, name, started)
+
+
+@contextmanager
+def unblocked_after(seconds: float, *fifos):
+    """Fail instead of hanging: a reader of a named pipe waits for a writer, in Python or
+    inside pyarrow alike, so after ``seconds`` one comes (and goes, which the reader sees as
+    the end of the file) and the test fails for having needed it."""
+    done, needed = threading.Event(), []
+
+    def release() -> None:
+        if done.wait(seconds):
+            return
+        needed.append(True)
+        while not done.is_set():
+            for fifo in fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:            # no reader at this moment
+                    pass
+            time.sleep(0.05)
+
+    helper = threading.Thread(target=release, daemon=True)
+    helper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        helper.join()
+    assert not needed, f"a read of {', '.join(map(str, fifos))} blocked for {seconds} s"
+
+
+ELASTIC = {"stream": 1, "pool": ["h2", "h3"], "max": 2, "high": 100, "low": 10}
+
+
+# -- 1. detect_timeout below the heartbeat interval ------------------------------------
+def test_detect_timeout_shorter_than_a_heartbeat_is_refused(tmp_path):
+    """Shorter than the interval between heartbeats, every operator would be declared
+    failed between two of its heartbeats, and the run hung in failover."""
+    from testbed.dataplane import liveness
+    from testbed.semantics import limits
+
+    assert liveness.HEARTBEAT_INTERVAL_S is limits.HEARTBEAT_INTERVAL_S      # one constant, declared once
+    path = write(tmp_path, with_(("adapt",), {"failover": True, "detect_timeout": 0.001}))
+    assert_refused(cli("validate", path), f"{path}: adapt.detect_timeout", "heartbeats")
+    path = write(tmp_path, with_(("adapt",), {"failover": True, "detect_timeout": limits.HEARTBEAT_INTERVAL_S}))
+    assert cli("validate", path).exit_code == 0
+
+
+# -- 2. elastic periods beyond any run ---------------------------------------------------
+@pytest.mark.parametrize("field", ["period", "cooldown"])
+def test_elastic_period_beyond_a_week_is_refused(tmp_path, field):
+    """``period: 1e300`` validated, then the policy thread's wait overflowed and the run exited 0."""
+    path = write(tmp_path, with_(("adapt",), {"elastic": [{**ELASTIC, field: 1e300}]}))
+    assert_refused(cli("validate", path), f"{path}: adapt.elastic[0].{field}", "604800")
+
+
+# -- 10. two elastic policies on one stream ------------------------------------------------
+def test_two_elastic_policies_on_one_stream(tmp_path):
+    path = write(tmp_path, with_(("adapt",), {"elastic": [ELASTIC, {**ELASTIC, "high": 200}]}))
+    assert_refused(cli("validate", path), f"{path}: adapt.elastic[1].stream", "already has a policy (elastic[0])")
