@@ -96,6 +96,51 @@ def test_elastic_period_beyond_a_week_is_refused(tmp_path, field):
     assert_refused(cli("validate", path), f"{path}: adapt.elastic[0].{field}", "604800")
 
 
+# -- 3. CEP rules too large to walk -------------------------------------------------------
+CEP = {"windows": [{"name": "recent", "stream": 1, "field": "value", "size": 8}],
+       "complex_events": [{"name": "spike", "id": 1, "stream": 1, "pattern": "[value > 5]", "sinks": ["h3"]}]}
+
+
+def with_pattern(pattern: str) -> dict:
+    return with_(("cep",), {**CEP, "complex_events": [{**CEP["complex_events"][0], "pattern": pattern}]})
+
+
+def conjunction(terms: int) -> str:
+    return "[" + " and ".join(["value > 5"] * terms) + "]"
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+@pytest.mark.parametrize("terms", [65, 500, 5000])
+def test_cep_predicate_of_too_many_terms_is_one_line(tmp_path, command, terms):
+    """About 500 ``and`` terms ended in a RecursionError in validate, plan, run and check."""
+    path = write(tmp_path, with_pattern(conjunction(terms)))
+    assert_refused(cli(command, path), f"{path}: cep.complex_events[0].pattern", "a rule may have")
+
+
+def test_cep_predicate_at_the_limit_is_accepted(tmp_path):
+    from testbed.semantics.cep.language import MAX_TERMS
+
+    path = write(tmp_path, with_pattern(conjunction(MAX_TERMS)))
+    result = cli("validate", path)
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("text", [
+    conjunction(100_000),
+    "[" + " or (".join(["value > 5"] * 3000) + ")" * 2999 + "]",
+    "[" + "(" * 4000 + "value > 5" + ")" * 4000 + "]",
+    "; ".join(["[value > 5]"] * 3000),
+    " && ".join(["[value > 5]"] * 3000),
+])
+def test_no_rule_text_ends_in_a_recursion_error(text):
+    from testbed.semantics.cep.language import RuleSyntaxError, parse_pattern
+
+    try:
+        parse_pattern(text)
+    except RuleSyntaxError as err:
+        assert "\n" not in str(err)
+
+
 # -- 10. two elastic policies on one stream ------------------------------------------------
 def test_two_elastic_policies_on_one_stream(tmp_path):
     path = write(tmp_path, with_(("adapt",), {"elastic": [ELASTIC, {**ELASTIC, "high": 200}]}))

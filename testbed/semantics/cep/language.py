@@ -182,6 +182,15 @@ def operand_windows(operand: Operand) -> list[str]:
 # -- parsing --------------------------------------------------------------------------
 #: Digits a constant may have: more than any 64-bit field needs, far fewer than Python's int() refuses.
 _MAX_DIGITS = 40
+#: Comparisons a rule's text may hold, repeats included.  ``and`` and ``or``
+#: nest one level per comparison, and the syntax tree is walked recursively
+#: (here, by the oracle and by the compiler), so the bound keeps every walk
+#: far from Python's recursion limit; the switch tests at most 8 distinct
+#: comparisons per pattern anyway (``automaton.MAX_COMPARISONS``).
+MAX_TERMS = 64
+#: Characters a rule's text may have: 64 comparisons of the longest kind fit,
+#: and the parser's time stays small whatever the file holds.
+MAX_TEXT = 8192
 
 
 def _constant(token: Token) -> int:
@@ -245,8 +254,15 @@ def _parse(text: str, start: str):
         raise RuleSyntaxError(f"expected text, got {type(text).__name__}")
     if not text.strip():
         raise RuleSyntaxError("is empty")
+    if len(text) > MAX_TEXT:
+        raise RuleSyntaxError(f"{len(text)} characters, more than the {MAX_TEXT} a rule may have")
     try:
-        return _Tree().transform(_parser(start).parse(text))
+        tree = _parser(start).parse(text)
+        # Counted on lark's tree, whose walk here is iterative, before the transformer recurses into it.
+        terms = sum(1 for subtree in tree.iter_subtrees() if subtree.data == "comparison")
+        if terms > MAX_TERMS:
+            raise RuleSyntaxError(f"{terms} comparisons, more than the {MAX_TERMS} a rule may have")
+        return _Tree().transform(tree)
     except VisitError as err:
         if isinstance(err.orig_exc, RuleSyntaxError):
             raise err.orig_exc from None
