@@ -39,6 +39,7 @@ class RunResult:
         self.rundir = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
         if not self.rundir.is_run():
             raise FileNotFoundError(f"{self.rundir.root}: not a run directory (no {self.rundir.record.name})")
+        self.rundir.refuse_unreadable()       # a named pipe among its files would block the first read
 
     def __repr__(self) -> str:
         return f"RunResult({self.name!r} on {self.target}, ok={self.ok}, {self.path})"

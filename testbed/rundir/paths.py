@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from testbed.rundir.files import NO_SUCH_FILE, why_unreadable
 from testbed.rundir.names import path_name
 from testbed.rundir.record import RunDirError, RunRecord, RunVerdicts, dump, load_run, parse, read_object
 
@@ -132,8 +133,22 @@ class RunDir:
     spark_done = At("spark", "done.json")          # a warm Spark's word that it finished the run's job, or why not
     spark_cancel = At("spark", "cancel")           # the run asks a warm Spark to drop its job (it ended early)
 
+    #: The files ``check``, ``compare``, ``plot`` and the API read when they are there.
+    READ_BY_TOOLS = ("record", "verdicts", "sources", "deliveries", "windows", "windows_reference", "link_drops",
+                     "complex_events", "complex_events_reference", "spark_analysis")
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", resolved(self.root))
+
+    def refuse_unreadable(self) -> None:
+        """``RunDirError`` naming the first file the tools would read that is there but is no
+        regular file: a named pipe would make them wait forever, a device read without end."""
+        paths = [getattr(self, name) for name in self.READ_BY_TOOLS]
+        paths += sorted(self.raw.glob("*.status.json")) if self.raw.is_dir() else []
+        for path in paths:
+            problem = why_unreadable(path)
+            if problem not in (None, NO_SUCH_FILE):
+                raise RunDirError(f"{path}: cannot read: {problem}")
 
     def create(self) -> "RunDir":
         make_folders(self.root, self.logs, self.raw)
@@ -174,6 +189,7 @@ class RunDir:
         if not self.root.is_dir():
             why = "a link that leads nowhere, or in a loop" if self.root.is_symlink() else "no such run directory"
             raise RunDirError(f"{self.root}: {why}")
+        self.refuse_unreadable()
         record = self.read_record()
         for table in tables:
             path: Path = getattr(self, table)
@@ -376,7 +392,9 @@ class ExperimentDir:
         return self
 
     def is_experiment(self) -> bool:
-        return self.record.is_file()
+        # exists(), not is_file(): an experiment.json that is a pipe or a folder is
+        # this directory's record all the same, which read_record then refuses by name.
+        return self.record.exists()
 
     def write_record(self, record: dict) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

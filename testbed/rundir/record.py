@@ -15,8 +15,9 @@ damaged or foreign file is refused with its path and the key
 their verdicts inside ``run.json`` (``LEGACY_VERDICT_KEYS``); they still
 load: their facts as a ``RunRecord``, their verdicts as ``RunVerdicts``.
 
-This module depends on nothing else in the package: every layer may read a
-record, and ``docs/results.md``'s schema is generated from these models.
+This module depends on nothing else in the package but ``files``: every
+layer may read a record, and ``docs/results.md``'s schema is generated from
+these models.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from testbed.rundir.files import NO_SUCH_FILE, why_unreadable
 
 #: The record format this code writes; records without ``format`` are the
 #: earlier one, whose verdicts lived in run.json.
@@ -265,6 +268,11 @@ def parse(model: type[M], data: Any, path: Path) -> M:
 
 def read_object(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``, or ``RunDirError`` saying why not."""
+    problem = why_unreadable(path)
+    if problem == NO_SUCH_FILE:
+        raise RunDirError(f"{path}: missing")
+    if problem:
+        raise RunDirError(f"{path}: cannot read: {problem}")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

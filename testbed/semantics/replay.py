@@ -15,8 +15,9 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from testbed.rundir.files import why_unreadable
 from testbed.semantics.limits import MAX_CSV_HEADER_BYTES, MAX_INT64, MAX_REPLAY_COLUMNS
-from testbed.semantics.yamlfile import shorten_path, why_unreadable
+from testbed.semantics.yamlfile import shorten_path
 
 SUFFIXES = (".csv", ".parquet")
 

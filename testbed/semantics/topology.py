@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from testbed import ROOT
+from testbed.rundir.files import why_unreadable
 from testbed.rundir.names import NODE_NAME, UnsafeName, node_name
 from testbed.semantics import instances as instances_
 from testbed.semantics import limits, strict
@@ -44,7 +45,7 @@ from testbed.semantics.windows import (
     make_assigner,
     max_windows,
 )
-from testbed.semantics.yamlfile import read_yaml, why_unreadable
+from testbed.semantics.yamlfile import read_yaml
 
 #: Node names end up in interface names (``h12-eth0``, at most 15 bytes) and
 #: in command lines, so they are kept short and plain (``testbed.rundir.names``).

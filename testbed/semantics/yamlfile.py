@@ -12,7 +12,6 @@ key given twice in one mapping, where YAML would silently keep the last
 """
 from __future__ import annotations
 
-import errno
 import re
 from pathlib import Path
 from typing import Any, Union
@@ -20,6 +19,7 @@ from typing import Any, Union
 import yaml
 from yaml.constructor import ConstructorError
 
+from testbed.rundir.files import why_unreadable
 from testbed.semantics import limits
 
 #: No field holds more than 64 bits, which take 20 digits; more are a mistake.
@@ -55,28 +55,6 @@ _Loader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_bounded_int)
-
-
-def why_unreadable(path: Path) -> str | None:
-    """Why ``path`` is not a regular file one can open, in a few words, or None if it is one.
-
-    Asked before opening so that a directory, a symlink loop or an over-long
-    name gets its own words instead of a traceback or "no such file".
-    """
-    try:
-        path.resolve(strict=True)
-        if path.is_dir():
-            return "a directory, not a file"
-        if not path.is_file():
-            return "not a file (a pipe or a device)"
-    except FileNotFoundError:
-        return "no such file"
-    except RuntimeError:                     # Python 3.11's resolve() on a symlink loop
-        return "a symlink loop"
-    except OSError as err:
-        return {errno.ELOOP: "a symlink loop", errno.ENAMETOOLONG: "name too long"}.get(
-            err.errno, err.strerror or str(err)).lower()
-    return None
 
 
 def read_yaml(path: Union[str, Path], error: type[Exception] = ValueError) -> Any:

@@ -9,20 +9,16 @@ released after a while, so that the old behaviour fails the test instead of hang
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from contextlib import contextmanager
-from functools import partial
 
-import pandas as pd
 import pytest
-import yaml
-from test_inputs import GOOD, assert_refused, cli, finished_run, stream_with, with_, write
+from test_inputs import assert_refused, cli, finished_run, stream_with, with_, write
 
 from support import topologies
-from testbed.rundir import ExperimentDir, RunDir, RunDirError, write_json_atomic
+from testbed.rundir import RunDirError
 
 pytestmark = pytest.mark.unit
 
@@ -139,6 +135,54 @@ def test_no_rule_text_ends_in_a_recursion_error(text):
         parse_pattern(text)
     except RuleSyntaxError as err:
         assert "\n" not in str(err)
+
+
+# -- 4. named pipes among the files read --------------------------------------------------
+@pytest.mark.parametrize("command", ["check", "plot", "compare"])
+@pytest.mark.parametrize("name", ["run.json", "deliveries.parquet", "sources.parquet", "windows.parquet"])
+def test_run_directory_file_that_is_a_named_pipe(tmp_path, command, name):
+    """check and compare blocked forever on a run.json or deliveries.parquet that was a FIFO."""
+    rundir = finished_run(tmp_path / "a")
+    other = finished_run(tmp_path / "b")
+    fifo = rundir.root / name
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    args = ("compare", str(other.root), str(rundir.root)) if command == "compare" else (command, str(rundir.root))
+    with unblocked_after(20, fifo):
+        result = cli(*args)
+    assert_refused(result, fifo, "not a file (a pipe or a device)")
+
+
+def test_api_load_of_a_run_with_a_named_pipe(tmp_path):
+    from testbed import api
+
+    rundir = finished_run(tmp_path)
+    rundir.deliveries.unlink()
+    os.mkfifo(rundir.deliveries)
+    with unblocked_after(20, rundir.deliveries), \
+            pytest.raises(RunDirError, match="deliveries.parquet: cannot read: not a file"):
+        api.load(rundir.root).deliveries
+
+
+def test_experiment_record_that_is_a_named_pipe(tmp_path):
+    os.mkfifo(tmp_path / "experiment.json")
+    with unblocked_after(20, tmp_path / "experiment.json"):
+        result = cli("plot", str(tmp_path))
+    assert_refused(result, tmp_path / "experiment.json", "not a file (a pipe or a device)")
+
+
+def test_experiment_and_replay_files_that_are_named_pipes(tmp_path, nothing_starts):
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    os.mkfifo(folder / "e.yaml")
+    with unblocked_after(20, folder / "e.yaml"):
+        result = cli("experiment", str(folder / "e.yaml"))
+    assert_refused(result, folder / "e.yaml", "not a file")
+    os.mkfifo(tmp_path / "events.csv")
+    path = write(tmp_path, stream_with(replay={"path": "events.csv", "ts": "t", "value": "v"}))
+    with unblocked_after(20, tmp_path / "events.csv"):
+        result = cli("validate", path)
+    assert_refused(result, f"{path}: streams[0].replay.path", "not a file")
 
 
 # -- 9. timestamps a stream does not use --------------------------------------------------
