@@ -234,18 +234,16 @@ def figure_experiments(settings: Optional[Settings] = None,
 
 
 def parse_params(pairs: Iterable[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs from the command line, each VALUE read as YAML (``parts=[scale]``, ``cycles=3``)."""
-    import yaml
+    """``KEY=VALUE`` pairs from the command line, each VALUE read as YAML (``parts=[scale]``, ``cycles=3``)
+    and held to what a file's YAML is (``yamlfile.parse_yaml``: its depth, its size, its booleans)."""
+    from testbed.semantics.yamlfile import parse_yaml
 
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ExperimentError(f"--param {pair!r}: expected KEY=VALUE")
-        try:
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError as err:
-            raise ExperimentError(f"--param {key}: not YAML: {str(err).splitlines()[0]}") from None
+        out[key] = parse_yaml(value, f"--param {key}", ExperimentError)
     return out
 
 

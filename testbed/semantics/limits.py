@@ -77,6 +77,10 @@ MAX_FILE_BYTES = 16 << 20
 #: YAML aliases can make a small file expand into a huge document; more
 #: nodes than this (counting each expansion) is refused.
 MAX_YAML_NODES = 1_000_000
+#: Levels a YAML document may nest (a topology needs 6).  Deeper documents
+#: would reach Python's recursion limit in the parser, in pydantic or in
+#: json.dumps, whichever came first; a run record nests no deeper (rundir.record.MAX_DEPTH).
+MAX_YAML_DEPTH = 64
 #: A replay file's columns, and a CSV header line's bytes: a stream reads at
 #: most three columns, and every column of a CSV is parsed (to refuse ragged
 #: rows), so a file far wider than any data set is refused before it is read.

@@ -61,8 +61,7 @@ def read_yaml(path: Union[str, Path], error: type[Exception] = ValueError) -> An
     """A YAML file's document; every reason it cannot be read is ``error`` with a one-line message.
 
     Refused: what is not a regular file, files over ``limits.MAX_FILE_BYTES``,
-    text that is not UTF-8, YAML that does not parse or nests too deeply, and
-    documents whose aliases expand beyond ``limits.MAX_YAML_NODES`` nodes.
+    text that is not UTF-8, and what ``parse_yaml`` refuses.
     """
     path = Path(path)
     try:
@@ -79,31 +78,44 @@ def read_yaml(path: Union[str, Path], error: type[Exception] = ValueError) -> An
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise error(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
+    return parse_yaml(text, str(path), error)
+
+
+def parse_yaml(text: str, source: str, error: type[Exception] = ValueError) -> Any:
+    """The document ``text`` holds (a file's, or a command line's value), read as files are:
+    ``error`` with one line starting with ``source`` for YAML that does not parse, nests
+    deeper than ``limits.MAX_YAML_DEPTH`` or expands beyond ``limits.MAX_YAML_NODES`` nodes."""
+    too_deep = f"{source}: nested more than {limits.MAX_YAML_DEPTH} deep"
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise error(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
-    except RecursionError:
-        raise error(f"{path}: not valid YAML: nested too deeply") from None
-    if _node_count(data, limits.MAX_YAML_NODES) > limits.MAX_YAML_NODES:
-        raise error(f"{path}: more than {limits.MAX_YAML_NODES} YAML nodes once aliases are expanded")
+        raise error(f"{source}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    except RecursionError:           # PyYAML's composer recurses per level, far past the depth allowed
+        raise error(too_deep) from None
+    nodes, depth = _extent(data, limits.MAX_YAML_NODES)
+    if nodes > limits.MAX_YAML_NODES:
+        raise error(f"{source}: more than {limits.MAX_YAML_NODES} YAML nodes once aliases are expanded")
+    if depth > limits.MAX_YAML_DEPTH:
+        raise error(too_deep)
     return data
 
 
-def _node_count(data: Any, limit: int) -> int:
-    """Nodes of a YAML document, each alias counted again, up to just past ``limit``."""
-    count, todo = 0, [data]
+def _extent(data: Any, limit: int) -> tuple[int, int]:
+    """Nodes of a YAML document, each alias counted again, up to just past ``limit``, and how
+    deep it nests (aliases expanded: a chain of them nests deeper than the text shows)."""
+    count, deepest, todo = 0, 0, [(data, 1)]
     while todo and count <= limit:
-        node = todo.pop()
+        node, depth = todo.pop()
         count += 1
+        deepest = max(deepest, depth)
         if isinstance(node, dict):
-            todo.extend(node.keys())
-            todo.extend(node.values())
+            todo.extend((key, depth + 1) for key in node.keys())
+            todo.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
-            todo.extend(node)
-    return count
+            todo.extend((item, depth + 1) for item in node)
+    return count, deepest
 
 
 def shorten_path(path: Path, keep: int = 120) -> str:

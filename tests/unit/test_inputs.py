@@ -79,7 +79,7 @@ RAW = {   # files that are not YAML mappings at all
     "yaml-syntax": (b"streams: [unclosed\n", "not valid YAML"),
     "tab-indent": (b"name: t\n\thosts: {}\n", "not valid YAML"),
     "python-tag": (b"name: !!python/object/apply:os.system ['true']\n", "not valid YAML"),
-    "deep-nesting": (b"a: " + b"[" * 20000 + b"]" * 20000 + b"\n", "not valid YAML"),
+    "deep-nesting": (b"a: " + b"[" * 20000 + b"]" * 20000 + b"\n", "nested more than 64 deep"),
     "alias-bomb": (b"a: &a [x, x, x, x, x, x, x, x, x, x]\n"
                    + b"".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n".encode()
                               for p, c in zip("abcdefg", "bcdefgh")), "YAML nodes"),

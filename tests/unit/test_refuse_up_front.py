@@ -9,13 +9,15 @@ released after a while, so that the old behaviour fails the test instead of hang
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from contextlib import contextmanager
 
 import pytest
-from test_inputs import assert_refused, cli, finished_run, stream_with, with_, write
+import yaml
+from test_inputs import GOOD, assert_refused, cli, finished_run, stream_with, with_, write
 
 from support import topologies
 from testbed.rundir import RunDirError
@@ -183,6 +185,25 @@ def test_experiment_and_replay_files_that_are_named_pipes(tmp_path, nothing_star
     with unblocked_after(20, tmp_path / "events.csv"):
         result = cli("validate", path)
     assert_refused(result, f"{path}: streams[0].replay.path", "not a file")
+
+
+# -- 5. --param and files nested too deeply -----------------------------------------------
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_param_nested_too_deeply(nothing_starts, depth):
+    """``--param`` 5,000 deep ended in a RecursionError."""
+    result = cli("experiment", "s4load", "--param", "runs=" + "[" * depth + "]" * depth)
+    assert_refused(result, "--param runs", "nested more than 64 deep")
+
+
+def test_topology_nested_past_the_bound(tmp_path):
+    """Deep enough to pass the parser, too deep for the bound; aliases count as they expand."""
+    path = write(tmp_path, with_(("description",), json.loads("[" * 100 + "]" * 100)))
+    assert_refused(cli("validate", path), path, "nested more than 64 deep")
+    chain = "a0: &a0 " + "[" * 40 + "]" * 40 + "\n" + "".join(
+        f"a{i}: &a{i} " + "[" * 40 + f"*a{i - 1}" + "]" * 40 + "\n" for i in range(1, 30))
+    path = tmp_path / "chain.yaml"
+    path.write_text(yaml.safe_dump(GOOD) + chain)
+    assert_refused(cli("validate", str(path)), path, "nested more than 64 deep")
 
 
 # -- 9. timestamps a stream does not use --------------------------------------------------
