@@ -320,6 +320,10 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
     path = None if name == "all" else experiment_path(name)
     if repeat is not None and name == "all":
         _refuse("--repeat: name one experiment or scenario, not all")
+    if name != "all" and path is None and param_pairs:
+        # A scenario is a topology: it has no parameters, so a --param would be ignored.
+        _refuse(f"--param: {name} is a scenario, not an experiment (experiments/{name}.yaml); "
+                f"only an experiment file has parameters")
     if name != "all" and path is None:
         if repeat is not None:
             scenario, topo = _load(name, switch_name)
@@ -438,9 +442,16 @@ def plot(run_dir: Path) -> None:
               help="Rewrite only these experiments' numbers (repeatable); the others stay as they are.")
 def report(check: bool, only: tuple[str, ...]) -> None:
     """Write the docs' generated parts: the evaluation's numbers from results/, the run record's schema."""
+    from testbed.experiments.report import UnknownSection
     from testbed.experiments.report import report as write_report
+    from testbed.rundir import RunDirError
 
-    changed = write_report(check=check, names=list(only) or None)
+    try:
+        changed = write_report(check=check, names=list(only) or None)
+    except UnknownSection as err:
+        _refuse(f"--only {err}")
+    except RunDirError as err:           # a damaged experiment.json among the results
+        _refuse(err)
     for path in changed:
         click.echo(f"{path}: {'differs from the results' if check else 'rewritten'}")
     if not changed:

@@ -344,10 +344,27 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     return out
 
 
+class UnknownSection(ValueError):
+    """A section asked for by name that no document has; ``str()`` is one line."""
+
+
+def section_names(docs: Path = ROOT / "docs") -> list[str]:
+    """The names of the generated sections the documents in ``docs`` hold, sorted."""
+    return sorted({m.group("name") for path in docs.glob("*.md") for m in MARKER.finditer(path.read_text())})
+
+
 def report(check: bool = False, docs: Path = ROOT / "docs", results: Path = ROOT / "results",
            names: Optional[list[str]] = None) -> list[Path]:
     """Write the generated parts of the docs; with ``check``, write nothing and
-    return the documents that differ from what the results give."""
+    return the documents that differ from what the results give.  ``names``:
+    only these sections; ``UnknownSection`` for a name no document has, which
+    would otherwise rewrite nothing and pass the check."""
+    if names is not None:
+        known = section_names(docs)
+        for name in names:
+            if name not in known:
+                raise UnknownSection(f"{name}: no document in {docs} has a generated section of that name "
+                                     f"(there are: {', '.join(known)})")
     if names is None:
         from testbed.experiments.base import Settings, figure_experiments
 

