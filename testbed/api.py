@@ -12,8 +12,9 @@
 
 Everything comes from the run directory (``RunDir``), so a loaded run and a
 fresh one are the same thing.  Errors are the CLI's: ``TopologyError`` for a
-bad topology (nothing started), ``PreflightError`` when the run cannot work
-here, ``RunError`` when it failed.
+bad topology and ``RunOptionsError`` for an option out of range (nothing
+started either way), ``PreflightError`` when the run cannot work here,
+``RunError`` when it failed.
 """
 from __future__ import annotations
 
@@ -182,13 +183,15 @@ def run(topology: TopologyLike, target: Optional[str] = None, **options: Any) ->
 
     ``target`` is ``model`` or ``bmv2`` (default: the topology's).  ``options``
     are ``testbed run``'s: ``out``, ``seed``, ``timeout``, ``spark`` (``False``
-    for ``--no-spark``), ``spark_master``, ``pcap``.
+    for ``--no-spark``), ``spark_master``, ``pcap``, ``window_timeout_s``, held to the
+    same ranges (``RunOptionsError``, raised before anything starts).
     """
-    from testbed.experiments.launch import real_parts
+    from testbed.experiments.launch import check_options, real_parts
     from testbed.runs.orchestrator import Run, RunOptions
 
     path, topo = _topology(topology)
     run_options = RunOptions(target=target or topo.switch.target, **options)
+    check_options(run_options)        # the CLI's rules for its options, before anything starts
     console = Console(stderr=True)
     runner = Run(topo, path, run_options, real_parts(run_options, console), console)
     runner.execute()

@@ -12,7 +12,7 @@ from typing import NoReturn, Optional
 import click
 
 from testbed import ROOT
-from testbed.semantics.limits import MAX_INT64
+from testbed.semantics.limits import MAX_INT64, MAX_RUN_TIMEOUT_S, MAX_WINDOW_TIMEOUT_S
 from testbed.semantics.topology import TopologyError, resolve_topology
 
 
@@ -246,7 +246,7 @@ def validate(topology: str) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run directory (default: results/<name>/<run id>/).")
 @click.option("--seed", type=click.IntRange(0, MAX_INT64), default=None, help="Override the topology's seed.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=1e9), default=None,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_RUN_TIMEOUT_S), default=None,
               help="Give up streaming after this many seconds.")
 @click.option("--spark-master", default="local[*]", show_default=True,
               help="Master URL of the operators' Spark application (local[N], spark://host:port, ...).")
@@ -256,9 +256,10 @@ def validate(topology: str) -> None:
               help="The switch process's CPU policy: fifo (real-time class, ahead of the rest) or none.")
 @click.option("--spark-cpu", type=click.Choice(["idle", "nice", "normal"]), default="nice", show_default=True,
               help="Spark's CPU policy: idle (only what nothing else wants), nice (nice 10) or normal (nice 0).")
-@click.option("--window-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=None,
-              help="A window that has not changed for this many seconds leaves marked incomplete "
-                   "(default: only at the end of the input).")
+@click.option("--window-timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_WINDOW_TIMEOUT_S),
+              default=None, help="A window of the Spark operators that has not changed for this many seconds "
+                                 "leaves marked incomplete (default: only at the end of the input); not with "
+                                 "--no-spark.")
 @click.option("--cli", type=click.Choice(["before", "after"]), is_flag=False, flag_value="before", default=None,
               help="Open Mininet's CLI before streaming (--cli; its `stream` command streams) "
                    "or after it (--cli=after).  Leaving the CLI finishes the run.")
@@ -268,13 +269,17 @@ def run(topology: str, target: Optional[str], out: Optional[Path], seed: Optiona
         cli: Optional[str] = None, switch_cpu: str = "fifo", spark_cpu: str = "nice",
         window_timeout: Optional[float] = None, switch_name: Optional[str] = None) -> None:
     """Emulate TOPOLOGY: network, splitter, operators, sources; then check the result."""
-    from testbed.experiments.launch import launch
+    from testbed.experiments.launch import RunOptionsError, check_options, launch
     from testbed.runs.orchestrator import RunOptions
 
     path, topo = _load(topology, switch_name)
     options = RunOptions(target=target or topo.switch.target, out=out, seed=seed, timeout=timeout,
                          spark=not no_spark, spark_master=spark_master, pcap=pcap, cli=cli, switch_cpu=switch_cpu,
                          spark_cpu=spark_cpu, window_timeout_s=window_timeout)
+    try:
+        check_options(options)       # what click cannot see: combinations (--window-timeout with --no-spark)
+    except RunOptionsError as err:
+        _refuse(f"--{err.field.removesuffix('_s').replace('_', '-')}: {err.message}")
     with _run_errors():
         ok = launch(topo, path, options)
     sys.exit(0 if ok else 1)

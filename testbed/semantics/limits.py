@@ -66,6 +66,11 @@ MAX_ZIPF_S = 50.0
 #: elastic policy's period and cool-down are held to it too: a thread waits
 #: that long, and a wait past the platform's clock range kills the thread.
 MAX_SCHEDULE_S = 7 * 24 * 3600.0
+#: How long a run may stream before it gives up (``--timeout``), and how long
+#: a window may stay unchanged before it leaves incomplete (``--window-timeout``),
+#: seconds: beyond these a typo, and beyond the clock range of a thread's wait.
+MAX_RUN_TIMEOUT_S = 1e9
+MAX_WINDOW_TIMEOUT_S = 1e6
 #: How often an operator host sends a heartbeat (seconds).  Declared here so
 #: that validation can hold ``adapt.detect_timeout`` to it (a shorter silence
 #: is seen between any two heartbeats, and failover never settles);

@@ -228,6 +228,31 @@ def test_report_only_a_name_no_document_has(tmp_path):
     assert {"run-record", "s4load", "stress"} <= set(section_names())
 
 
+# -- 8. the Python API's options ------------------------------------------------------------
+@pytest.mark.parametrize("options, field", [
+    ({"seed": -5}, "seed"),
+    ({"seed": 2**63}, "seed"),
+    ({"seed": True}, "seed"),
+    ({"timeout": 0}, "timeout"),
+    ({"timeout": float("inf")}, "timeout"),
+    ({"timeout": "soon"}, "timeout"),
+    ({"window_timeout_s": 1e7}, "window_timeout_s"),
+    ({"window_timeout_s": 5, "spark": False}, "window_timeout_s"),
+    ({"target": "tofino"}, "target"),
+    ({"cli": "during"}, "cli"),
+    ({"switch_cpu": "rr"}, "switch_cpu"),
+    ({"spark_cpu": "busy"}, "spark_cpu"),
+])
+def test_api_run_checks_its_options_before_anything_starts(nothing_starts, options, field):
+    """``api.run(topology, seed=-5)`` built the network before it failed."""
+    from testbed import api
+
+    with pytest.raises(Exception) as err:          # a run started instead is the fixture's AssertionError
+        api.run(GOOD, **options)
+    assert type(err.value).__name__ == "RunOptionsError", repr(err.value)
+    assert isinstance(err.value, ValueError) and err.value.field == field and "\n" not in str(err.value)
+
+
 # -- 9. timestamps a stream does not use --------------------------------------------------
 @pytest.mark.parametrize("source", [{"dataset": {"name": "nycflights13"}},
                                     {"replay": {"path": "events.csv", "ts": "t", "value": "v"}}])
@@ -253,3 +278,11 @@ def test_a_replayed_streams_record_still_loads():
 def test_two_elastic_policies_on_one_stream(tmp_path):
     path = write(tmp_path, with_(("adapt",), {"elastic": [ELASTIC, {**ELASTIC, "high": 200}]}))
     assert_refused(cli("validate", path), f"{path}: adapt.elastic[1].stream", "already has a policy (elastic[0])")
+
+
+# -- 11. --window-timeout without Spark ----------------------------------------------------
+def test_window_timeout_without_spark(tmp_path, nothing_starts):
+    """Only the Spark operators' windows time out: with --no-spark the option was ignored."""
+    path = write(tmp_path, GOOD)
+    result = cli("run", path, "--no-spark", "--window-timeout", "5")
+    assert_refused(result, "--window-timeout", "--no-spark")
