@@ -26,7 +26,17 @@ from typing import Any, Iterator, Optional
 
 from testbed.rundir.files import NO_SUCH_FILE, why_unreadable
 from testbed.rundir.names import path_name
-from testbed.rundir.record import RunDirError, RunRecord, RunVerdicts, dump, load_run, parse, read_object
+from testbed.rundir.record import (
+    KeyShapeError,
+    RunDirError,
+    RunRecord,
+    RunVerdicts,
+    dump,
+    load_run,
+    parse,
+    read_object,
+    require_shapes,
+)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -406,4 +416,9 @@ class ExperimentDir:
         if not isinstance(record.get("kind"), str):
             problem = "missing" if "kind" not in record else f"expected a string, got {type(record['kind']).__name__}"
             raise RunDirError(f"{self.record}: kind: {problem}")
+        try:
+            require_shapes(record, {"paper": "an object", "ours": "an object", "skipped": "an object"})
+            require_shapes(record.get("ours") or {}, {"runs": "an object of objects"}, "ours.")
+        except KeyShapeError as err:
+            raise RunDirError(f"{self.record}: {err}") from None
         return record

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from testbed.rundir.files import NO_SUCH_FILE, why_unreadable
 
@@ -41,6 +41,46 @@ MAX_DEPTH = 64
 
 class RunDirError(ValueError):
     """A record file that cannot be used; ``str()`` is one line naming the file and the key."""
+
+
+class KeyShapeError(ValueError):
+    """Raised inside validators to name a key below the field validated (``adaptation.decisions``)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+#: The shapes ``require_shapes`` knows, and the Python type of each.
+SHAPES = {"an object": dict, "a list of objects": list, "an object of objects": dict, "text": str,
+          "true/false": bool}
+
+
+def json_type(value: Any) -> str:
+    """What a JSON reader calls ``value``'s type."""
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def require_shapes(data: dict[str, Any], shapes: dict[str, str], prefix: str = "") -> None:
+    """``KeyShapeError`` for the first key of ``data`` named in ``shapes`` whose value is not of
+    that shape (a key of ``SHAPES``).  An absent key is left to the reader's default.
+
+    The free-form parts of a record (``adaptation``, ``spark``, an experiment's
+    ``ours``) are read as plain dicts and lists; a damaged one must stop the
+    reader with the key's name, not with an AttributeError deep inside it."""
+    for key, shape in shapes.items():
+        if key not in data:
+            continue
+        value, where = data[key], f"{prefix}{key}"
+        if not isinstance(value, SHAPES[shape]):
+            raise KeyShapeError(where, f"expected {shape}, got {json_type(value)}")
+        members = ({f"[{i}]": item for i, item in enumerate(value)} if shape == "a list of objects" else
+                   {f".{name}": item for name, item in value.items()} if shape == "an object of objects" else {})
+        for inner, item in members.items():
+            if not isinstance(item, dict):
+                raise KeyShapeError(f"{where}{inner}", f"expected an object, got {json_type(item)}")
 
 
 class Model(BaseModel):
@@ -108,6 +148,11 @@ class Fault(Model):
     planned: bool = Field(default=False, description="a schedule's fail entry asked for it")
 
 
+#: The lists ``adaptation`` holds (``testbed.runs.adaptation``), each of objects.
+ADAPTATION_LISTS = ("decisions", "failures", "recoveries", "not_applied", "detections", "heard_again",
+                    "elastic_samples")
+
+
 class RunRecord(Model):
     """``run.json``: the raw facts of one run, written by the run alone."""
 
@@ -146,6 +191,23 @@ class RunRecord(Model):
     left_running: list[str] = Field(default_factory=list, description="processes the run could not stop")
     signals: list[str] = Field(default_factory=list, description="signals received")
     end: Optional[float] = Field(default=None, description="Unix time the run ended")
+
+    @field_validator("adaptation")
+    @classmethod
+    def _adaptation_lists(cls, adaptation: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        if adaptation is not None:
+            require_shapes(adaptation, {key: "a list of objects" for key in ADAPTATION_LISTS})
+        return adaptation
+
+    @field_validator("spark")
+    @classmethod
+    def _spark_parts(cls, spark: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        if spark is not None:
+            require_shapes(spark, {"error": "text", "computed": "true/false", "live": "an object",
+                                   "result_latency_s": "a list of objects"})
+            require_shapes(spark.get("live") or {}, {"streams": "a list of objects", "batches": "a list of objects"},
+                           "live.")
+        return spark
 
     def spark_failed(self) -> Optional[str]:
         """The Spark application's error, if it failed."""
@@ -252,6 +314,9 @@ def describe(err: ValidationError) -> str:
     """``key.path: message`` for the first error, as the file spells the key."""
     first = err.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    below = (first.get("ctx") or {}).get("error")
+    if isinstance(below, KeyShapeError):         # a validator naming a key below the field it validated
+        return f"{loc}.{below.key}: {below.message}"
     msg = {"extra_forbidden": "unknown key", "missing": "missing"}.get(first["type"], first["msg"])
     return f"{loc}: {msg}"
 

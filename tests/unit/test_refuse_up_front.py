@@ -14,13 +14,15 @@ import os
 import threading
 import time
 from contextlib import contextmanager
+from functools import partial
 
+import pandas as pd
 import pytest
 import yaml
 from test_inputs import GOOD, assert_refused, cli, finished_run, stream_with, with_, write
 
 from support import topologies
-from testbed.rundir import RunDirError
+from testbed.rundir import ExperimentDir, RunDir, RunDirError, write_json_atomic
 
 pytestmark = pytest.mark.unit
 
@@ -286,3 +288,73 @@ def test_window_timeout_without_spark(tmp_path, nothing_starts):
     path = write(tmp_path, GOOD)
     result = cli("run", path, "--no-spark", "--window-timeout", "5")
     assert_refused(result, "--window-timeout", "--no-spark")
+
+
+# -- 12. free-form parts of a record with the wrong types ----------------------------------
+RECORD_DAMAGE = {   # run.json key -> value, what the one line names
+    "decisions-text": ("adaptation", {"decisions": "oops"}, "adaptation.decisions: expected a list of objects"),
+    "decision-text": ("adaptation", {"decisions": ["x"]}, "adaptation.decisions[0]: expected an object"),
+    "failures-number": ("adaptation", {"failures": 3}, "adaptation.failures: expected a list of objects"),
+    "live-text": ("spark", {"live": "yes"}, "spark.live: expected an object, got text"),
+    "live-list": ("spark", {"live": ["x"]}, "spark.live: expected an object, got a list"),
+    "live-batches": ("spark", {"live": {"batches": "x"}}, "spark.live.batches: expected a list of objects"),
+    "spark-error-number": ("spark", {"error": 5}, "spark.error: expected text"),
+}
+
+
+@pytest.mark.parametrize("command", ["check", "plot"])
+@pytest.mark.parametrize("case", sorted(RECORD_DAMAGE))
+def test_record_parts_of_the_wrong_type(tmp_path, command, case):
+    """Damaged ``adaptation.decisions`` or ``spark.live`` gave AttributeErrors in check and plot."""
+    key, value, says = RECORD_DAMAGE[case]
+    rundir = finished_run(tmp_path)
+    record = json.loads(rundir.record.read_text())
+    write_json_atomic(rundir.record, {**record, key: value})
+    assert_refused(cli(command, str(rundir.root)), rundir.record, says)
+
+
+def damaged_experiment(folder, ours) -> ExperimentDir:
+    expdir = ExperimentDir(folder)
+    expdir.write_record({"kind": "scenarios", "experiment": {"name": "s4load"}, "started": 0, "ok": True,
+                         "paper": {}, "ours": ours})
+    return expdir
+
+
+@pytest.mark.parametrize("ours, says", [
+    ({"runs": ["cbsw1"]}, "ours.runs: expected an object of objects, got a list"),
+    ({"runs": {"cbsw1": "results/x"}}, "ours.runs.cbsw1: expected an object, got text"),
+    (["runs"], "ours: expected an object, got a list"),
+])
+def test_experiment_record_parts_of_the_wrong_type(tmp_path, monkeypatch, ours, says):
+    """experiment.json's ``ours.runs`` of the wrong type gave AttributeErrors in plot and report."""
+    import testbed.experiments.report as report
+
+    expdir = damaged_experiment(tmp_path / "results" / "figures" / "s4load", ours)
+    assert_refused(cli("plot", str(expdir.root)), expdir.record, says)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "evaluation.md").write_text("<!-- BEGIN generated: s4load -->\nold\n<!-- END generated: s4load -->\n")
+    monkeypatch.setattr(report, "report", partial(report.report, docs=docs, results=tmp_path / "results"))
+    assert_refused(cli("report", "--check", "--only", "s4load"), expdir.record, says)
+
+
+def test_api_experiment_with_runs_of_the_wrong_type(tmp_path):
+    from testbed import api
+
+    expdir = damaged_experiment(tmp_path, {"runs": "cbsw1"})
+    with pytest.raises(RunDirError, match="ours.runs: expected an object of objects"):
+        api.experiment(expdir.root)
+
+
+def test_a_record_the_run_writes_still_loads(tmp_path):
+    """The shapes held to are the ones the run and the Spark job write."""
+    rundir = finished_run(tmp_path)
+    record = json.loads(rundir.record.read_text())
+    record["adaptation"] = {"decisions": [{"policy": "schedule", "reason": "schedule[0]", "error": None}],
+                            "failures": [], "recoveries": [], "detections": [], "heard_again": [],
+                            "elastic_samples": [{"t": 0.1, "stream": 3, "N": 2, "load": {}}]}
+    record["spark"] = {"computed": True, "result_latency_s": [], "live": {"streams": [], "batches": []}}
+    write_json_atomic(rundir.record, record)
+    assert RunDir(rundir.root).read_record().adaptation["decisions"][0]["reason"] == "schedule[0]"
+    assert cli("check", str(rundir.root)).exit_code == 0
+    pd.read_parquet(rundir.deliveries)     # untouched
