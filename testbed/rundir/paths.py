@@ -47,7 +47,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> dict:
-    """A JSON file, or ``{}`` while it does not exist yet (or is being replaced)."""
+    """A JSON file, or ``{}`` while it does not exist yet (or is being replaced), or while
+    it is no regular file: a named pipe in its place would block the reader for good."""
+    if not path.is_file():
+        return {}
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

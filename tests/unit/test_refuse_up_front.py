@@ -189,6 +189,18 @@ def test_experiment_and_replay_files_that_are_named_pipes(tmp_path, nothing_star
     assert_refused(result, f"{path}: streams[0].replay.path", "not a file")
 
 
+def test_switch_cli_on_a_run_whose_switch_json_is_a_named_pipe(tmp_path, monkeypatch):
+    """What is read while a run goes on (switch.json, status files) counts as not there yet."""
+    import testbed.runs.attach as attach
+    from testbed.emulation import procs
+
+    rundir = RunDir(tmp_path / "run").create()
+    os.mkfifo(rundir.switch_info)
+    monkeypatch.setattr(procs, "running_runs", lambda: [{"run_dir": str(rundir.root)}])
+    with unblocked_after(20, rundir.switch_info), pytest.raises(attach.AttachError, match="not up yet"):
+        attach.running_switch(rundir.root)
+
+
 # -- 5. --param and files nested too deeply -----------------------------------------------
 @pytest.mark.parametrize("depth", [100, 5000])
 def test_param_nested_too_deeply(nothing_starts, depth):
@@ -358,3 +370,4 @@ def test_a_record_the_run_writes_still_loads(tmp_path):
     assert RunDir(rundir.root).read_record().adaptation["decisions"][0]["reason"] == "schedule[0]"
     assert cli("check", str(rundir.root)).exit_code == 0
     pd.read_parquet(rundir.deliveries)     # untouched
+
