@@ -168,7 +168,7 @@ SEMANTIC = {   # YAML mappings that validation must refuse
     "name-newline": (with_(("name",), "a\nb"), "name"),
     "name-missing": (with_(("name",), KeyError), "name"),
     "top-unknown-field": (with_(("colour",), "blue"), "colour"),
-    "plan-unicast-table": (many_operators(1000, 66), "streams: the plan needs 66000 entries in table unicast"),
+    "plan-unicast-table": (many_operators(1000, 263), "streams: the plan needs 263000 entries in table unicast"),
     "id-true": (stream_with(id=True), "streams[0].id: true is a boolean, not an integer"),
     "size-true": (stream_with(window={"kind": "count", "size": True, "slide": 1}), "streams[0].window.size: true"),
     "operator-false": (stream_with(operators=["h2", False]), "streams[0].operators[1]: false is a boolean"),

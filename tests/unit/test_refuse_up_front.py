@@ -22,7 +22,7 @@ import yaml
 from test_inputs import GOOD, assert_refused, cli, finished_run, stream_with, with_, write
 
 from support import topologies
-from testbed.rundir import ExperimentDir, RunDir, RunDirError, write_json_atomic
+from testbed.rundir import TABLE_COLUMNS, ExperimentDir, RunDir, RunDirError, write_json_atomic
 
 pytestmark = pytest.mark.unit
 
@@ -367,6 +367,9 @@ def test_a_record_the_run_writes_still_loads(tmp_path):
                             "elastic_samples": [{"t": 0.1, "stream": 3, "N": 2, "load": {}}]}
     record["spark"] = {"computed": True, "result_latency_s": [], "live": {"streams": [], "batches": []}}
     write_json_atomic(rundir.record, record)
+    # A record that says Spark finished promises its tables (check refuses a run without them).
+    for table in ("windows", "windows_reference"):
+        pd.DataFrame({c: pd.Series(dtype="int64") for c in TABLE_COLUMNS[table]}).to_parquet(getattr(rundir, table))
     assert RunDir(rundir.root).read_record().adaptation["decisions"][0]["reason"] == "schedule[0]"
     assert cli("check", str(rundir.root)).exit_code == 0
     pd.read_parquet(rundir.deliveries)     # untouched
