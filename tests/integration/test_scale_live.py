@@ -69,3 +69,26 @@ def test_a_family_of_streams_over_instances_runs_like_its_members_written_out(tm
     delivered = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
     assert set(delivered["operator"]) == set(topo.streams[0].operators) and len(topo.streams[0].operators) == 9
     assert len(delivered) == run["expected_deliveries"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_n_shrinks_and_grows_back_over_shared_hosts_in_stream_terms(tmp_path, target):
+    """s4adapt's quick variant: N = 64 -> 48 -> 64 mid-stream over four hosts of
+    16 instances, each change at a fixed event; every event where the oracle says."""
+    data = {"name": "adaptq", "switch": {"name": "e4"},
+            "hosts": {"h1": {}, **{f"h{i}": {"instances": 16} for i in range(2, 6)}},
+            "streams": [{"id": 1, "source": "h1", "window": {"kind": "count", "size": 4, "slide": 4},
+                         "operators": ["h2", "h3", "h4", "h5"], "events": 2400, "rate": 1200}],
+            "schedule": [{"after": {"stream": 1, "events": 800},
+                          "change": {"stream": 1, "operators": ["h2", "h3", "h4"]}},
+                         {"after": {"stream": 1, "events": 1600},
+                          "change": {"stream": 1, "operators": ["h2", "h3", "h4", "h5"]}}]}
+    path = topologies.write(tmp_path / "adapt.yaml", data)
+    run = finished_run(path, tmp_path / "run", target)
+    assert run["ok"] is True and run["accounting"]["streams"]["1"]["lost"] == 0
+    changes = run["changes"]["1"]
+    assert [(c["boundary"], len(c["operators"])) for c in changes] == [(800, 48), (1600, 64)]
+    delivered = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
+    middle = delivered[(delivered["seq"] >= 800) & (delivered["seq"] < 1600)]
+    assert middle["operator"].nunique() == 48 and not middle["operator"].str.startswith("h5.").any()
+    assert delivered[delivered["seq"] >= 1600]["operator"].nunique() == 64

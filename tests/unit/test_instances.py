@@ -21,7 +21,7 @@ from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows, event_frame
 from testbed.emulation.receiver import IN_PKTINFO, IP_PKTINFO, Arrivals, instance_index
 from testbed.semantics.instances import FIRST_SHARED_ID, expand, host_of
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.topology import SPLITTER_IP, TopologyError, parse_topology, resolve_topology
+from testbed.semantics.topology import SPLITTER_IP, TopologyError, WindowSpec, parse_topology, resolve_topology
 from testbed.semantics.topology import load_topology as load
 
 COUNT = {"kind": "count", "size": 4, "slide": 2}
@@ -203,3 +203,22 @@ def test_the_shipped_scale_topologies_validate_and_plan():
     instances = load(resolve_topology("s4n1024"))
     assert len(instances.streams[0].operators) == 1024
     assert SplitterPlan(instances).cost()["egress_rewrite"] == 1024
+
+
+@pytest.mark.parametrize("old,new,handover", [
+    ({"kind": "count", "size": 4, "slide": 4}, {"kind": "count", "size": 4, "slide": 4}, False),   # tumbling
+    ({"kind": "count", "size": 3, "slide": 5}, {"kind": "count", "size": 6, "slide": 2}, False),   # gaps: ends early
+    ({"kind": "count", "size": 4, "slide": 2}, {"kind": "count", "size": 4, "slide": 4}, True),    # old overlaps
+    ({"kind": "time", "size": 4, "slide": 4, "lateness": 4}, {"kind": "time", "size": 4, "slide": 4, "lateness": 4},
+     True),                                                                                          # late events
+])
+def test_a_change_installs_handover_only_where_an_event_can_lie_in_old_windows(old, new, handover):
+    """With the old windows ending at the boundary and nothing late past it, the
+    transition ends at the first event of the new epoch: handover is never read."""
+    topo = parse_topology(shared([topologies.stream(1, old, ["h2"])], {"h2": 64}))
+    plan = SplitterPlan(topo)
+    new_stream = topo.streams[0].model_copy(update={"window": WindowSpec.model_validate(new),
+                                                    "operators": topo.streams[0].operators[:48]})
+    tables = {e.table for e in plan.change(topo.streams[0], new_stream, 1).entries}
+    assert ("handover" in tables) == handover
+    assert {"previous_spec", "previous_position", "unicast"} <= tables
