@@ -276,12 +276,14 @@ class SplitterPlan:
                                          (i,))
                               for i, op in enumerate(old.operators))
         change.entries.extend(self._bank_entries(new, bank, change.groups))
-        if transition_tail(old, new) == 0:
+        if transition_tail(old, new) == 0 and not old.sends_batches:
             # The old windows end at the boundary and no event may come late past
             # it: the transition is over with the first event of the new epoch, no
             # event ever lies in an old window, and handover is never read.  Its
             # entries (N_old x old windows x new pairs) are what made a change at
-            # N = 1,024 too big for the table.
+            # N = 1,024 too big for the table.  A batch is another matter: one
+            # that holds events from both sides of the boundary goes to the union
+            # of their operators, through handover.
             return change
         # Old windows of an event in the transition: up to ceil(size/slide) of
         # them (a late event before the boundary), ending at any operator.

@@ -212,13 +212,16 @@ def test_the_shipped_scale_topologies_validate_and_plan():
     ({"kind": "time", "size": 4, "slide": 4, "lateness": 4}, {"kind": "time", "size": 4, "slide": 4, "lateness": 4},
      True),                                                                                          # late events
 ])
-def test_a_change_installs_handover_only_where_an_event_can_lie_in_old_windows(old, new, handover):
+@pytest.mark.parametrize("batch", [None, {"events": 4, "max_delay": 0.01}])
+def test_a_change_installs_handover_only_where_an_event_can_lie_in_old_windows(old, new, handover, batch):
     """With the old windows ending at the boundary and nothing late past it, the
-    transition ends at the first event of the new epoch: handover is never read."""
-    topo = parse_topology(shared([topologies.stream(1, old, ["h2"])], {"h2": 64}))
+    transition ends at the first event of the new epoch: handover is never read.
+    A batch across the boundary still goes to its events' union through handover."""
+    extra = {"batch": batch} if batch else {}
+    topo = parse_topology(shared([topologies.stream(1, old, ["h2"], **extra)], {"h2": 8}))
     plan = SplitterPlan(topo)
     new_stream = topo.streams[0].model_copy(update={"window": WindowSpec.model_validate(new),
-                                                    "operators": topo.streams[0].operators[:48]})
+                                                    "operators": topo.streams[0].operators[:6]})
     tables = {e.table for e in plan.change(topo.streams[0], new_stream, 1).entries}
-    assert ("handover" in tables) == handover
+    assert ("handover" in tables) == (handover or batch is not None)
     assert {"previous_spec", "previous_position", "unicast"} <= tables
