@@ -83,6 +83,8 @@ def test_with_spark_each_sink_is_held_to_sparks_complex_events_too(tmp_path):
     assert "complex events at sk1 against Spark's reference: FAILED" in chk.stdout and "missing=1 extra=1" in chk.stdout
     assert "complex events at sk1: OK" in chk.stdout
     assert "complex events at sk2 against Spark's reference: OK" in chk.stdout
+    # The reference run.json says Spark wrote is gone: the run is refused, not judged without it.
     path.unlink()
     chk = run_cli("check", str(out))
-    assert chk.returncode == 1 and "against Spark's reference: not compared" in chk.stdout, chk.stdout
+    assert chk.returncode == 2 and chk.stderr.count("\n") == 1, chk.stdout + chk.stderr
+    assert "complex_events_reference.parquet: missing, though run.json says" in chk.stderr
