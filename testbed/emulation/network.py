@@ -26,7 +26,7 @@ from testbed.emulation.procs import node_run, register_pid, spawn, stop, wait_re
 from testbed.rundir import RunDir
 from testbed.rundir.names import node_name
 from testbed.semantics.addressing import plan_addresses, subnet
-from testbed.semantics.instances import instance_counts, placement_order, shared_networks
+from testbed.semantics.instances import topology_networks
 from testbed.semantics.topology import Topology
 
 
@@ -138,7 +138,7 @@ class SplitterNetwork:
             # IPv6 neighbour discovery and router solicitations would only add
             # noise to the switch's non-event counter.
             node_run(host, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-        for name, network in shared_networks(placement_order(topo), instance_counts(topo.hosts)).items():
+        for name, network in topology_networks(topo).items():
             # Every address of the host's instances is its own: the kernel delivers
             # them all to the host's one receiver, which tells them apart.
             node_run(self.host(name), "ip", "route", "add", "local", str(network), "dev", "lo")

@@ -202,7 +202,11 @@ class Receiver:
         self.stopping = False
         # One socket for frames of one event, one for batches, one for the
         # complex events of a sink (docs/wire.md).
-        self.sockets = [self._bind(EVENT_UDP_PORT), self._bind(BATCH_UDP_PORT), self._bind(CEP_UDP_PORT)]
+        # Only a host of several instances needs each datagram's destination:
+        # elsewhere the kernel would build a control message per datagram for nothing.
+        shared = self.first_address is not None
+        self.sockets = [self._bind(EVENT_UDP_PORT, shared), self._bind(BATCH_UDP_PORT, shared),
+                        self._bind(CEP_UDP_PORT, False)]
         self.complex_rows: list[tuple] = []
         self.complex_parts = rundir.next_receiver_part(host, "complex_events")
         self.malformed = 0        # frames to the CEP port that hold no complex event
@@ -210,13 +214,14 @@ class Receiver:
         self.baseline_drops = udp_kernel_drops()
 
     @staticmethod
-    def _bind(port: int) -> socket.socket:
+    def _bind(port: int, destination: bool) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, SOCKET_BUFFER)   # root may exceed rmem_max
         # The kernel stamps each datagram on arrival, so recv_ns measures the
         # network and the splitter, not how busy this process was.
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)     # each datagram's destination address
+        if destination:
+            sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)     # each datagram's destination address
         sock.bind(("0.0.0.0", port))
         sock.setblocking(False)
         return sock

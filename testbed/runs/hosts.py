@@ -20,7 +20,7 @@ from testbed.emulation import procs
 from testbed.rundir import Fault, RunDir, read_json
 from testbed.runs.parts import Network, Process
 from testbed.semantics.addressing import plan_addresses
-from testbed.semantics.instances import instance_counts, placement_order, shared_networks
+from testbed.semantics.instances import topology_networks
 from testbed.semantics.topology import SPLITTER_IP, SPLITTER_MAC, Topology
 
 
@@ -45,7 +45,7 @@ class HostProcesses:
             cmd.append("--spark")
         count = self.topo.hosts[name].instances
         if count > 1:
-            network = shared_networks(placement_order(self.topo), instance_counts(self.topo.hosts))[name]
+            network = topology_networks(self.topo)[name]
             cmd += ["--instances", str(count), "--instance-network", str(network)]
         if self.topo.adapt is not None and self.topo.adapt.failover:
             ip, mac = plan_addresses(self.topo)[name]

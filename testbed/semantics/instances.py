@@ -116,6 +116,11 @@ def placement_order(topo: Any) -> list[str]:
     return [*receivers, *(h for h in topo.hosts if h not in set(receivers))]
 
 
+def topology_networks(topo: Any) -> dict[str, ipaddress.IPv4Network]:
+    """``host -> /16`` of a topology's hosts that run several instances, as the plan addresses them."""
+    return shared_networks(placement_order(topo), instance_counts(topo.hosts))
+
+
 def plan_instances(hosts: Iterable[str], counts: Mapping[str, int], ports: Mapping[str, int],
                    addresses: Mapping[str, tuple[str, str]]) -> dict[str, Instance]:
     """Every instance of ``hosts`` (in placement order), by name, with its id and addresses."""
