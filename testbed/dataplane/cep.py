@@ -4,7 +4,10 @@
 target through the contract's control API, and installs and removes
 patterns while events flow (docs/cep.md; docs/p4.md, "The CEP stage").
 Windows take slots 0.. in the order the rules declare them, patterns the
-free slot with the lowest number.  A pattern is switched on last, after
+free slot with the lowest number, and a replaced pattern keeps its slot.
+The slot is the order a frame carries the complex events of one event in
+(docs/cep.md, "The order of complex events"), and the oracle
+(``testbed.semantics.cep.oracle``) assigns slots by the same rule.  A pattern is switched on last, after
 its comparisons, its transition table and its state are in place, and off
 first when it goes, so no event ever sees half of one: that is all a
 change at run time needs, with no recompile and no restart.
@@ -93,14 +96,16 @@ class CepControl:
         w.register_write("cep_window_size", slot, window.size)
 
     # -- patterns, also while events flow --------------------------------------------
-    def add_pattern(self, rule: ComplexEventRule) -> int:
-        """Install ``rule`` into the lowest free slot; it starts afresh with the next event."""
+    def add_pattern(self, rule: ComplexEventRule, slot: Optional[int] = None) -> int:
+        """Install ``rule`` into ``slot``, or the lowest free one; it starts afresh with the next event."""
         free = [s for s in range(CEP_PATTERNS) if s not in self.slots]
         if not free:
             raise CepControlError(f"pattern {rule.id}: all {CEP_PATTERNS} pattern slots are in use")
         if any(i.rule.id == rule.id for i in self.slots.values()):
             raise CepControlError(f"pattern {rule.id} is installed already")
-        slot = free[0]
+        if slot is not None and slot not in free:
+            raise CepControlError(f"pattern {rule.id}: slot {slot} is not free")
+        slot = free[0] if slot is None else slot
         automaton = compile_pattern(rule.parsed, rule.strategy)
         w = self.api
         w.register_write("cep_pattern_on", slot, 0)
@@ -139,6 +144,36 @@ class CepControl:
         for handle in installed.handles:
             self.api.table_delete(f"cep_transition_{slot}", handle)
         self._sinks(slot, installed.rule, on=False)
+
+    def replace_pattern(self, rule: ComplexEventRule) -> int:
+        """Replace the installed pattern of ``rule``'s id by ``rule``, in the same slot, so its
+        complex events keep their place in a frame; it starts afresh, its matches from 1."""
+        slot = self.slot_of(rule.id)
+        self.remove_pattern(rule.id)
+        return self.add_pattern(rule, slot)
+
+    def remove_window(self, name: str) -> None:
+        """Switch window ``name`` off (size 0) and free its slot."""
+        if name not in self.windows:
+            raise CepControlError(f"window {name!r} is not installed")
+        slot, _window, _test = self.windows.pop(name)
+        self.api.register_write("cep_window_size", slot, 0)
+
+    def replace_window(self, window: CepWindow, test: Optional[CountIf] = None) -> int:
+        """Window ``window`` in place of the installed one of its name, in the same slot,
+        empty: its values and running count start again from the next event."""
+        if window.name not in self.windows:
+            raise CepControlError(f"window {window.name!r} is not installed")
+        slot = self.windows[window.name][0]
+        self.add_window(slot, window, test)
+        return slot
+
+    def free_window_slot(self) -> int:
+        used = {slot for slot, _w, _t in self.windows.values()}
+        free = [s for s in range(CEP_WINDOWS) if s not in used]
+        if not free:
+            raise CepControlError(f"all {CEP_WINDOWS} window slots are in use")
+        return free[0]
 
     def slot_of(self, pattern_id: int) -> int:
         for slot, installed in self.slots.items():

@@ -220,9 +220,11 @@ def settle(taps: Taps, events: int, quiet_s: float = 0.5) -> None:
 def apply(control: CepControl, change: Change, boundary: int) -> dict[str, Any]:
     """One change, timed; its boundary is the first event after it."""
     started = time.perf_counter()
-    if change.action in ("replace", "remove"):
-        control.remove_pattern(change.pattern.get("id", change.id) if change.action == "replace" else change.id)
-    if change.action in ("install", "replace"):
+    if change.action == "remove":
+        control.remove_pattern(change.id)
+    elif change.action == "replace":
+        control.replace_pattern(rule(change.pattern))
+    else:
         control.add_pattern(rule(change.pattern))
     took = time.perf_counter() - started
     return {"action": change.action, "pattern": change.pattern.get("id", change.id), "boundary": boundary,
@@ -231,27 +233,20 @@ def apply(control: CepControl, change: Change, boundary: int) -> dict[str, Any]:
 
 def oracle_events(rules: CepRules, p: CepAdaptParams, events: list[BasicEvent]) -> list[dict[str, Any]]:
     """The oracle's complex events over ``events`` (those the switch took), each change
-    applied before the first of them at or past its point, in slot order as the switch sends."""
+    applied before the first of them at or past its point; the oracle keeps the
+    switch's slots, so each event's complex events come in the order the switch sends them."""
     initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
     oracle = CepOracle(rules.window_specs(), initial.pattern_specs())
-    slots: list = [r.id for r in initial.complex_events]     # the switch reports a frame's events by slot
     pending = sorted(p.changes, key=lambda c: c.after)
     out = []
     for e in events:
         while pending and pending[0].after <= e.seq:
             change = pending.pop(0)
-            if change.action in ("replace", "remove"):
-                gone = change.pattern.get("id", change.id) if change.action == "replace" else change.id
-                oracle.remove(gone)
-                slots[slots.index(gone)] = None
-            if change.action in ("install", "replace"):
-                new = rule(change.pattern)
-                oracle.install(new.spec())
-                if None in slots:
-                    slots[slots.index(None)] = new.id        # the lowest free slot, as CepControl takes it
-                else:
-                    slots.append(new.id)
-        for c in sorted(oracle.step(e), key=lambda c: slots.index(c.pattern)):
+            if change.action == "remove":
+                oracle.remove(change.id)
+            else:                                   # install, or replace in the same slot
+                oracle.install(rule(change.pattern).spec())
+        for c in oracle.step(e):
             out.append({"source": "oracle", "pattern": c.pattern, "match": c.match, "seq": c.seq,
                         "value": in_type(c.value, "value")})
     return out

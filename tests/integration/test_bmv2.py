@@ -1000,6 +1000,44 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
 
 
 @needs_root
+def test_cep_complex_events_of_one_event_come_in_declaration_order(rig, cep_switch):
+    """Four patterns declared with ids 40, 7, 300 and 1, each met by every event:
+    bmv2's frames to the sink are the model's byte for byte, and each holds
+    40, 7, 300, 1 in that order (docs/cep.md, "The order of complex events";
+    the oracle, Spark's reference and check: tests/unit/test_cep_order.py)."""
+    from testbed.dataplane.wire import CEP_UDP_PORT, parse_complex_events
+    from testbed.semantics.cep.rules import CepRules
+
+    _proc, api = cep_switch
+    ids = [40, 7, 300, 1]
+    rules = CepRules.model_validate({"complex_events": [
+        {"name": f"p{i}", "id": i, "stream": 3, "pattern": "[value >= 0]", "returns": "seq", "sinks": ["h6"]}
+        for i in ids]})
+    topo = topology([stream(3, {"kind": "count", "size": 2, "slide": 2}, ["h2", "h3"])])
+    plan = SplitterPlan(topo)
+    ip, mac = plan.addresses["h1"]
+    frames = [event_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, 3, seq, seq, key=0, value=seq)
+              for seq in range(5)]
+    model = SplitterPipeline()
+    cep_install(model, plan, rules)
+    want = [out for frame in frames for out in model.process(frame, 1)]
+    cep_install(api, plan, rules)
+    cap = Capture(rig, range(2, VETH_PORTS + 1), events_only=False)
+    try:
+        send_frames(rig.host_ends[plan.ports["h1"]], frames, rate=200)
+        got = cap.drain(expect=len(want))
+    finally:
+        cap.close()
+
+    def sink_frames(out):
+        return [f for port, f in out if port == CEP_SINKS["h6"] and len(f) > EVENT_OFFSET
+                and int.from_bytes(f[36:38], "big") == CEP_UDP_PORT]
+
+    assert sink_frames(got) == sink_frames(want)
+    assert [[c[0] for c in parse_complex_events(f[EVENT_OFFSET:])] for f in sink_frames(got)] == [ids] * 5
+
+
+@needs_root
 def test_the_bench_measures_what_a_stopped_switch_keeps(tmp_path):
     """``make bench``'s stalled_input part: the embedded switch keeps the whole
     burst in its socket buffers; bmv2 as the testbed starts it keeps about a

@@ -109,7 +109,7 @@ def complex_events(windows: dict, patterns: list, events: list) -> list[ComplexE
     found = []
     for t, event in enumerate(events):
         history = events[:t + 1]
-        for spec in sorted(patterns, key=lambda p: p.id):
+        for spec in patterns:              # declaration order (docs/cep.md, "The order of complex events")
             if spec.stream != event.stream:
                 continue
             mine = [(i, e) for i, e in enumerate(history) if e.stream == spec.stream]

@@ -224,10 +224,22 @@ def test_a_step_is_never_met_by_the_event_that_met_the_step_before():
     assert [c.seq for c in run_example("[value > 5]; [value > 5]", "skip-till-next-match", [7, 8, 9, 10])] == [1, 3]
 
 
-def test_patterns_of_one_event_report_in_id_order_and_number_their_matches():
-    specs = [PatternSpec(i, 7, parse_pattern("[value > 0]"), "strict", parse_operand("seq")) for i in (3, 1)]
-    found = CepOracle([], specs).run([BasicEvent(7, s, 0, 0, 1) for s in range(2)])
-    assert [(c.pattern, c.match, c.seq) for c in found] == [(1, 1, 0), (3, 1, 0), (1, 2, 1), (3, 2, 1)]
+def test_patterns_of_one_event_report_in_slot_order_and_number_their_matches():
+    def spec(i):
+        return PatternSpec(i, 7, parse_pattern("[value > 0]"), "strict", parse_operand("seq"))
+
+    oracle = CepOracle([], [spec(3), spec(1)])          # declared 3, then 1: slots 0 and 1
+    found = oracle.run([BasicEvent(7, s, 0, 0, 1) for s in range(2)])
+    assert [(c.pattern, c.match, c.seq) for c in found] == [(3, 1, 0), (1, 1, 0), (3, 2, 1), (1, 2, 1)]
+    oracle.install(spec(3))                             # replaced: keeps slot 0, counts from 1 again
+    oracle.remove(1)
+    oracle.install(spec(9))                             # the lowest free slot: 1
+    oracle.install(spec(2))                             # none free: a new slot 2
+    oracle.remove(3)
+    oracle.install(spec(5))                             # slot 0 again, so first although installed last
+    found = oracle.run([BasicEvent(7, 2, 0, 0, 1)])
+    assert [(c.pattern, c.match) for c in found] == [(5, 1), (9, 1), (2, 1)]
+    assert oracle.slots == [5, 9, 2]
 
 
 def test_a_pattern_installed_later_starts_afresh_and_one_removed_stops():

@@ -2,16 +2,23 @@
 
 It applies docs/cep.md's definitions one event at a time, in the switch's
 order: the event enters its stream's windows, then every installed pattern
-of its stream moves (``matching.advance``), in ascending pattern id, and
-each one that completes emits a ``ComplexEvent``.  Every target's CEP stage
-is held to it, as the window oracle holds the splitter.  Rules can be
-installed and removed between two events (``install``, ``remove``), which is
+of its stream moves (``matching.advance``), in slot order, and each one
+that completes emits a ``ComplexEvent``.  Every target's CEP stage is held
+to it, as the window oracle holds the splitter.  Rules can be installed,
+replaced and removed between two events (``install``, ``remove``), which is
 what a change at run time does.
+
+Slots are the one order of the complex events an event completes
+(docs/cep.md, "The order of complex events"): the switch emits them by
+slot, so the oracle keeps the same slots by the same rule as the control
+plane (``testbed.dataplane.cep``): the rules declared take slots 0, 1, ...
+in declaration order, an added pattern the lowest free slot, a replaced
+one keeps its own.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Optional
 
 from testbed.semantics.cep.language import OPERATORS, Comparison, FieldRef, Operand, Pattern
 from testbed.semantics.cep.lastn import LastN, WindowSpec
@@ -67,15 +74,36 @@ class CepOracle:
     def __init__(self, windows: Iterable[WindowSpec] = (), patterns: Iterable[PatternSpec] = ()):
         self.windows: dict[str, LastN] = {w.name: LastN(w) for w in windows}
         self.patterns: dict[int, PatternState] = {}
+        #: pattern id per slot, None for a free slot: the order complex events are reported in
+        self.slots: list[Optional[int]] = []
         for spec in patterns:
             self.install(spec)
 
-    def install(self, spec: PatternSpec) -> None:
-        """Install ``spec`` (replacing a pattern of the same id): it starts afresh with the next event."""
+    def install(self, spec: PatternSpec) -> int:
+        """Install ``spec``: it starts afresh with the next event, its match count from 0.
+        A pattern of the same id is replaced and its slot kept; a new one takes the
+        lowest free slot.  Returns the slot."""
+        if spec.id in self.patterns:
+            slot = self.slots.index(spec.id)
+        elif None in self.slots:
+            slot = self.slots.index(None)
+        else:
+            slot = len(self.slots)
+            self.slots.append(None)
+        self.slots[slot] = spec.id
         self.patterns[spec.id] = PatternState(spec)
+        return slot
 
     def remove(self, pattern_id: int) -> None:
         self.patterns.pop(pattern_id)
+        self.slots[self.slots.index(pattern_id)] = None
+
+    def install_window(self, spec: WindowSpec) -> None:
+        """Install window ``spec``, empty (replacing a window of the same name, whose values go)."""
+        self.windows[spec.name] = LastN(spec)
+
+    def remove_window(self, name: str) -> None:
+        self.windows.pop(name)
 
     def value(self, operand: Operand, event: BasicEvent) -> int:
         if isinstance(operand, FieldRef):
@@ -92,7 +120,9 @@ class CepOracle:
             return OPERATORS[c.op](self.value(c.operand, event), c.constant)
 
         out = []
-        for pattern_id in sorted(self.patterns):
+        for pattern_id in self.slots:
+            if pattern_id is None:
+                continue
             state = self.patterns[pattern_id]
             spec = state.spec
             if spec.stream != event.stream:
