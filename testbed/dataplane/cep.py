@@ -69,11 +69,14 @@ class CepControl:
         self.group_ports: set[int] = set()
 
     # -- a whole rule set ------------------------------------------------------
-    def install(self, rules: CepRules) -> None:
-        """Windows, every pattern, the sinks' group and the mirror session."""
-        tests = rules.window_tests()
+    def install(self, rules: CepRules, tests: Optional[dict[str, Optional[CountIf]]] = None) -> None:
+        """Windows, every pattern, the sinks' group and the mirror session.  ``tests``
+        overrides the comparison each window counts (``count(w op c)``): a window
+        counts, from its install, the one that any pattern reads while it is installed,
+        patterns added later included (docs/cep.md, "Changing rules mid-stream")."""
+        tests = rules.window_tests() if tests is None else tests
         for slot, window in enumerate(rules.windows):
-            self.add_window(slot, window, tests[window.name])
+            self.add_window(slot, window, tests.get(window.name))
         self.api.mc_mgrp_create(CEP_MGID)
         self.api.mirroring_add_mc(CEP_SESSION, CEP_MGID)
         for rule in rules.complex_events:

@@ -115,11 +115,13 @@ def completing(rules: CepRules, events: list[BasicEvent]) -> set[int]:
 
 @contextmanager
 def prepared_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, topo: Optional[Topology],
-                    rules: Optional[CepRules] = None) -> Iterator[tuple[Optional[CepControl], Optional[float]]]:
+                    rules: Optional[CepRules] = None,
+                    window_tests: Optional[dict] = None) -> Iterator[tuple[Optional[CepControl], Optional[float]]]:
     """``target`` on ``rig``: plain forwarding from port 1 to 2 when ``topo`` is
     None, else ``topo``'s plan and, with ``rules``, the CEP build with them
     installed.  Yields the CEP control plane (None without rules) and how long
     installing the rules took (window and pattern slots, table entries, sinks).
+    ``window_tests`` overrides what each window counts (``CepControl.install``).
     bmv2's egress queues are made deep (``QUEUE_DEPTH``), as is any real
     switch's buffer: a blast then loses events only on their way in, before
     the stage, never a copy or a complex event after it."""
@@ -134,7 +136,7 @@ def prepared_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str,
             if rules is not None:
                 control = CepControl(api, {h: plan.ports[h] for h in topo.sink_hosts()})
                 started = time.perf_counter()
-                control.install(rules)
+                control.install(rules, window_tests)
                 install_s = time.perf_counter() - started
         yield control, install_s
 

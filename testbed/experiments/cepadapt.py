@@ -173,7 +173,10 @@ class CepAdaptation(ExperimentKind):
         the switch took (each has its copy on port 2), and the frames the taps dropped."""
         p = self.params
         initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
-        with prepared_switch(target, self.expdir, rig, f"{target}-cepadapt", topo, initial) as (control, _):
+        # Each window counts, from the start, the comparison any pattern of the schedule reads
+        # (validated as one set by adapt_topology), so a pattern installed later finds it counted.
+        with prepared_switch(target, self.expdir, rig, f"{target}-cepadapt", topo, initial,
+                             topo.cep.window_tests()) as (control, _):
             taps = Taps({("out", COPIES): rig.switch_ends[COPIES], ("out", SINK): rig.switch_ends[SINK]},
                         rig.namespace.path)
             try:

@@ -73,7 +73,28 @@ CASES = {
     "two-counts-on-one-window": (rule(pattern="[count(recent > 1) >= 2]; [count(recent < 0) == 1]"),
                                  "cep.complex_events[0].pattern", "already counts recent > 1"),
     "sink-is-a-source": (rule(sinks=["h1"]), "cep.complex_events[0].sinks[0]", "a stream's source"),
+    "strict-conjunction-of-four": (rule(pattern=" && ".join(f"[value == {i}]" for i in range(4)), strategy="strict"),
+                                   "cep.complex_events[0].pattern", "needs 75 states, more than the 32"),
+    "bad-rule-name": (rule(name="Spike-1"), "cep.complex_events[0].name",
+                      "'Spike-1' is not a rule name: 1 to 32 characters, each a lowercase letter, a digit or _"),
+    "long-window-name": (window(name="w" * 33), "cep.windows[0].name", "1 to 32 characters"),
+    "seq-sum-beyond-its-reach": (dict(GOOD, cep={"windows": [{"name": "s", "stream": 291, "field": "seq", "size": 2}],
+                                                 "complex_events": [dict(GOOD["cep"]["complex_events"][0],
+                                                                         pattern="[sum(s) > 8589934591]",
+                                                                         returns="value")]}),
+                                 "cep.complex_events[0].pattern", "outside sum(s)'s range 0 .. 8589934590"),
 }
+
+
+def test_a_sum_of_seqs_compares_beyond_32_bits_as_it_never_wraps():
+    """A sum is kept in 64 bits whatever the field (docs/cep.md, "Window operators")."""
+    data = dict(GOOD, cep={"windows": [{"name": "s", "stream": 291, "field": "seq", "size": 2}],
+                           "complex_events": [dict(GOOD["cep"]["complex_events"][0], pattern="[sum(s) > 4294967295]",
+                                                   returns="sum(s)")]})
+    topo = parse_topology(data, plan_only=True)
+    oracle = CepOracle(topo.cep.window_specs(), topo.cep.pattern_specs())
+    found = oracle.run([BasicEvent(291, s, 0, 0, 0) for s in (2**32 - 2, 2**32 - 1)])
+    assert [(c.seq, c.value) for c in found] == [(2**32 - 1, 2**33 - 3)]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -162,3 +162,46 @@ def test_a_window_counts_one_comparison_and_the_rules_say_so():
     with pytest.raises(TopologyError, match=r"cep.complex_events\[0\].pattern: count\(w < 0\): window 'w' "
                                             r"already counts w > 1"):
         parse_topology(topo, plan_only=True)
+
+
+def test_a_sum_of_seqs_goes_past_32_bits_on_the_switch_as_in_the_oracle():
+    """The sum register is 64 bits whatever the field: sum over seq never wraps (docs/cep.md)."""
+    rules = CepRules.model_validate({"windows": [{"name": "s", "stream": 1, "field": "seq", "size": 2}],
+                                     "complex_events": [{"name": "far", "id": 1, "stream": 1, "sinks": ["h5"],
+                                                         "pattern": "[sum(s) > 4294967295]", "returns": "sum(s)"}]})
+    switch = sink_switch(rules)
+    template = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
+    got = [parse_complex_events(c[EVENT_OFFSET:]) for seq in (2**32 - 2, 2**32 - 1)
+           for _p, c in switch.process(template.frame(seq, 0, 0, 0), 1)
+           if int.from_bytes(c[36:38], "big") == CEP_UDP_PORT]
+    oracle = CepOracle(rules.window_specs(), rules.pattern_specs())
+    want = [c for seq in (2**32 - 2, 2**32 - 1) for c in oracle.step(BasicEvent(1, seq, 0, 0, 0))]
+    assert got == [[(1, 1, 1, 2**32 - 1, 0, 2**33 - 3)]]
+    assert [(c.pattern, c.match, c.seq, c.value) for c in want] == [(1, 1, 2**32 - 1, 2**33 - 3)]
+
+
+def test_a_pattern_added_later_reads_the_count_its_window_kept_from_its_install():
+    """A window counts, from its install, the comparison a pattern added later reads
+    (docs/cep.md): the added pattern sees the count over every value held, as the oracle does."""
+    window = {"name": "w", "stream": 1, "field": "value", "size": 3}
+    later = {"name": "neg", "id": 2, "stream": 1, "sinks": ["h5"], "pattern": "[count(w < 0) >= 2]",
+             "returns": "count(w < 0)"}
+    first = {"name": "any", "id": 1, "stream": 1, "sinks": ["h5"], "pattern": "[value == 99]"}
+    initial = CepRules.model_validate({"windows": [window], "complex_events": [first]})
+    every = CepRules.model_validate({"windows": [window], "complex_events": [first, later]})
+    switch = SplitterPipeline()
+    switch.table_add("egress_rewrite", "rewrite_dst", [5], ["02:00:00:00:00:05", "10.0.0.5"])
+    control = CepControl(switch, SINKS)
+    control.install(initial, every.window_tests())
+    oracle = CepOracle(initial.window_specs(), initial.pattern_specs())
+    template = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
+    got, want = [], []
+    for seq, value in enumerate([-1, -2, 5, -3, 4]):
+        if seq == 2:                            # the two negatives are in the window already
+            control.add_pattern(every.complex_events[1])
+            oracle.install(every.complex_events[1].spec())
+        got += [parse_complex_events(c[EVENT_OFFSET:]) for _p, c in switch.process(template.frame(seq, 0, 0, value), 1)
+                if int.from_bytes(c[36:38], "big") == CEP_UDP_PORT]
+        want += [[(c.pattern, c.match, c.stream, c.seq, c.ts, c.value)] for c in oracle.step(BasicEvent(1, seq, 0, 0,
+                                                                                                          value))]
+    assert got == want == [[(2, 1, 1, 2, 0, 2)], [(2, 2, 1, 3, 0, 2)]]

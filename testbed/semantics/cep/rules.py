@@ -12,10 +12,11 @@ sink hosts) are checked by ``Topology``.
 """
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Annotated, Literal, Optional
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from testbed.semantics.cep.automaton import Automaton, PatternTooLarge, compile_pattern
 from testbed.semantics.cep.language import (
@@ -42,7 +43,18 @@ MAX_CEP_WINDOWS = 4
 MAX_PATTERNS = 4
 #: Complex event ids are 16 bits in the complex event header; 0 means none.
 MAX_PATTERN_ID = (1 << 16) - 1
-RuleName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,31}$")]
+_RULE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,31}")
+
+
+def _rule_name(name: str) -> str:
+    # The rule's own words, not the regex: names key windows in rule text, whose grammar reads these.
+    if not _RULE_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a rule name: 1 to 32 characters, each a lowercase letter, "
+                         f"a digit or _, the first not a digit")
+    return name
+
+
+RuleName = Annotated[str, AfterValidator(_rule_name)]
 
 
 class CepWindow(StrictModel):
@@ -183,4 +195,7 @@ def value_range(operand: Operand, windows: dict[str, CepWindow]) -> tuple[int, i
     window = windows[operand.window]
     if isinstance(operand, CountIf) or (isinstance(operand, Aggregate) and operand.function == "count"):
         return 0, window.size
+    if isinstance(operand, Aggregate) and operand.function == "sum" and window.field == "seq":
+        # a sum is kept in 64 bits: one of 32-bit seqs never wraps, and reaches size * (2^32 - 1)
+        return 0, window.size * operand_range("seq")[1]
     return operand_range(window.field)
