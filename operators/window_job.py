@@ -51,7 +51,7 @@ import traceback
 from contextlib import redirect_stderr
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import pandas as pd
@@ -59,6 +59,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from testbed.semantics.cep.changes import CepTimeline
 from testbed.semantics.cep.reference import COLUMNS as COMPLEX_EVENT_COLUMNS
 from testbed.semantics.cep.reference import complex_events
 from testbed.semantics.cep.rules import CepRules
@@ -186,16 +187,22 @@ def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
     return spark.createDataFrame(pd.DataFrame(rows, columns=EXPLODED_SCHEMA.fieldNames()), EXPLODED_SCHEMA)
 
 
-def reference_complex_events(sources: DataFrame, rules_record: dict) -> DataFrame:
+def reference_complex_events(sources: DataFrame, rules_record: dict, timeline_record: Optional[dict]) -> DataFrame:
     """The complex events of the rules (``cep:`` as run.json keeps it) over
-    ``sources``, one group per stream that a rule reads, each stepped in
-    send order by the definitions (``testbed.semantics.cep.reference``)."""
-    streams = sorted({int(r["stream"]) for r in rules_record["complex_events"]})
+    ``sources`` (every event sent, ``seen`` marking those the switch took), one
+    group per stream that a rule reads, each stepped in send order by the
+    definitions (``testbed.semantics.cep.reference``), the schedule's changes
+    (``timeline_record``) applied at their points."""
+    timeline = CepTimeline.model_validate(timeline_record) if timeline_record else None
+    streams = sorted({int(r["stream"]) for r in rules_record["complex_events"]}
+                     | {c.stream for c in (timeline.changes if timeline else ())})
 
     def per_stream(events: pd.DataFrame) -> pd.DataFrame:
-        return complex_events(CepRules.model_validate(rules_record), events)
+        return complex_events(CepRules.model_validate(rules_record), events,
+                              CepTimeline.model_validate(timeline_record) if timeline_record else None)
 
-    return (sources.where(F.col("stream").isin(streams)).select("stream", "seq", "ts", "key", "value", "send_ns")
+    return (sources.where(F.col("stream").isin(streams))
+            .select("stream", "seq", "ts", "key", "value", "send_ns", "seen")
             .groupBy("stream").applyInPandas(per_stream, COMPLEX_EVENT_SCHEMA))
 
 
@@ -469,6 +476,17 @@ class WindowJob:
             sources = sources.join(lost, ["stream", "seq"], "left_anti")
         return sources
 
+    def sources_marked_seen(self) -> DataFrame:
+        """Every event sent, ``seen`` False for those the run found never reached the
+        switch: the schedule's CEP changes begin at points counted over every event sent."""
+        sources = self.spark.read.parquet(self.paths["sources"])
+        unseen = self.given("unseen")
+        if not any(unseen.values()):
+            return sources.withColumn("seen", F.lit(True))
+        lost = self.spark.createDataFrame([(int(sid), int(seq), False) for sid, seqs in unseen.items() for seq in seqs],
+                                          "stream long, seq long, seen boolean")
+        return sources.join(lost, ["stream", "seq"], "left").fillna(True, subset=["seen"])
+
     def reference(self) -> None:
         sources = self.sources_the_switch_saw()
         changes, unseen = self.given("changes"), self.given("unseen")
@@ -489,7 +507,8 @@ class WindowJob:
         parallel (a rule reads one stream); the run holds each sink to it."""
         if not self.job.get("cep"):
             return
-        found = reference_complex_events(self.sources_the_switch_saw(), self.job["cep"]).toPandas()
+        found = reference_complex_events(self.sources_marked_seen(), self.job["cep"],
+                                         self.job.get("cep_timeline")).toPandas()
         found.sort_values(["send_ns", "stream", "rank"], kind="stable").to_parquet(
             self.paths["complex_events_reference"], index=False)
 

@@ -21,8 +21,10 @@ import pandas as pd
 
 from testbed.analysis.check import StreamCheck, events_the_switch_never_saw
 from testbed.rundir import RunRecord
+from testbed.semantics.cep.changes import CepTimeline
 from testbed.semantics.cep.reference import Key, complex_events, per_sink
 from testbed.semantics.cep.rules import CepRules
+from testbed.semantics.topology import parse_topology
 
 
 @dataclass
@@ -49,31 +51,42 @@ def rules_of(record: RunRecord) -> Optional[CepRules]:
     return CepRules.model_validate(cep) if cep else None
 
 
-def expected_complex_events(rules: CepRules, sources: pd.DataFrame,
-                            frames: dict[int, StreamCheck]) -> dict[str, list[Key]]:
-    """Per sink, the oracle's complex events over the events the switch saw."""
-    return per_sink(rules, complex_events(rules, events_the_switch_saw(sources, frames)))
+def timeline_of(record: RunRecord) -> Optional[CepTimeline]:
+    """The schedule's CEP changes, from the topology as run (None without any):
+    recomputed by validation, as the run applied them."""
+    topo = record.topology or {}
+    if not any(isinstance(e, dict) and e.get("cep") is not None for e in topo.get("schedule") or ()):
+        return None
+    return parse_topology(topo, "run.json topology", plan_only=True).cep_timeline()
+
+
+def expected_complex_events(rules: CepRules, sources: pd.DataFrame, frames: dict[int, StreamCheck],
+                            timeline: Optional[CepTimeline] = None) -> dict[str, list[Key]]:
+    """Per sink, the oracle's complex events over the events the switch saw,
+    the schedule's changes applied at their points."""
+    return per_sink(rules, complex_events(rules, events_the_switch_saw(sources, frames), timeline), timeline)
 
 
 def events_the_switch_saw(sources: pd.DataFrame, frames: dict[int, StreamCheck]) -> pd.DataFrame:
+    """Every event sent, with ``seen``: whether it reached the switch.  The ones that
+    did not still count for the points where the schedule's changes begin."""
     never = {(int(sid), seq) for sid, seqs in events_the_switch_never_saw(frames).items() for seq in seqs}
-    if not never:
-        return sources
     seen = [(st, sq) not in never for st, sq in zip(sources["stream"].tolist(), sources["seq"].tolist())]
-    return sources[seen]
+    return sources.assign(seen=seen)
 
 
 def check_complex_events(rules: CepRules, sources: pd.DataFrame, frames: dict[int, StreamCheck],
-                         received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:
+                         received: Optional[pd.DataFrame], timeline: Optional[CepTimeline] = None
+                         ) -> dict[str, SinkCheck]:
     """Per sink: the complex events it recorded against the oracle's."""
-    return held_to(expected_complex_events(rules, sources, frames), received)
+    return held_to(expected_complex_events(rules, sources, frames, timeline), received)
 
 
-def check_against_spark(rules: CepRules, reference: pd.DataFrame,
-                        received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:
+def check_against_spark(rules: CepRules, reference: pd.DataFrame, received: Optional[pd.DataFrame],
+                        timeline: Optional[CepTimeline] = None) -> dict[str, SinkCheck]:
     """Per sink: the complex events it recorded against the ones the Spark
     job computed from the stream (``complex_events_reference.parquet``)."""
-    return held_to(per_sink(rules, reference), received)
+    return held_to(per_sink(rules, reference, timeline), received)
 
 
 def held_to(want: dict[str, list[Key]], received: Optional[pd.DataFrame]) -> dict[str, SinkCheck]:

@@ -112,7 +112,8 @@ def job_description(topo: Topology, run_id: str, rundir: RunDir, window_timeout_
             origin = int(sent_events(s, topo.seed)["ts"][0])     # the first event the switch sees
         streams.append(dict(s.record(), origin=origin, live=s.id not in respecified))
     return {"run_id": run_id, "streams": streams, "paths": rundir.spark_paths(), "window_timeout_s": window_timeout_s,
-            "cep": topo.cep.model_dump(mode="json") if topo.cep is not None else None}
+            "cep": topo.cep.model_dump(mode="json") if topo.cep is not None else None,
+            "cep_timeline": topo.cep_timeline().model_dump(mode="json") if topo.cep is not None else None}
 
 
 def submit(master: str, cpu_policy: CpuPolicy, package: Path, job_args: list[str], log_path: Path,

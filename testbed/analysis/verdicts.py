@@ -20,7 +20,14 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from testbed.analysis.cepcheck import SinkCheck, cep_summary_lines, check_against_spark, check_complex_events, rules_of
+from testbed.analysis.cepcheck import (
+    SinkCheck,
+    cep_summary_lines,
+    check_against_spark,
+    check_complex_events,
+    rules_of,
+    timeline_of,
+)
 from testbed.analysis.check import (
     StreamCheck,
     WindowCheck,
@@ -260,11 +267,13 @@ def evaluate(record: RunRecord, rundir: RunDir, with_windows: bool,
     rules = rules_of(record)
     if rules is not None:
         received = pd.read_parquet(rundir.complex_events) if rundir.complex_events.exists() else None
-        verdicts.complex_events = check_complex_events(rules, sources, verdicts.frames, received)
+        timeline = timeline_of(record)
+        verdicts.complex_events = check_complex_events(rules, sources, verdicts.frames, received, timeline)
         if with_windows and missing is None:
             reference = rundir.complex_events_reference
             if reference.exists():
-                verdicts.complex_events_spark = check_against_spark(rules, pd.read_parquet(reference), received)
+                verdicts.complex_events_spark = check_against_spark(rules, pd.read_parquet(reference), received,
+                                                                    timeline)
             else:
                 verdicts.complex_events_spark_missing = f"{reference}: missing (the Spark job computed no reference)"
     accounting = account(record, rundir, sources, deliveries, verdicts.frames)

@@ -33,6 +33,7 @@ from testbed.dataplane.contract import (
     SwitchAPI,
 )
 from testbed.semantics.cep.automaton import compile_pattern
+from testbed.semantics.cep.changes import TimedChange
 from testbed.semantics.cep.language import Aggregate, CountIf, FieldRef, Operand
 from testbed.semantics.cep.rules import CepRules, CepWindow, ComplexEventRule
 
@@ -177,6 +178,23 @@ class CepControl:
         if not free:
             raise CepControlError(f"all {CEP_WINDOWS} window slots are in use")
         return free[0]
+
+    def apply(self, change: TimedChange) -> None:
+        """One change of a topology's schedule, into the slot validation assigned it
+        (``changes.plan_changes``), which is the slot this control plane takes."""
+        kind = change.kind
+        if kind == "add":
+            self.add_pattern(change.rule, change.slot)
+        elif kind == "replace":
+            self.replace_pattern(change.rule)
+        elif kind == "remove":
+            self.remove_pattern(change.pattern_id)
+        elif kind == "add_window":
+            self.add_window(change.slot, change.window, change.test())
+        elif kind == "replace_window":
+            self.replace_window(change.window, change.test())
+        else:
+            self.remove_window(change.window_name)
 
     def slot_of(self, pattern_id: int) -> int:
         for slot, installed in self.slots.items():

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Optional
 
 from testbed.dataplane.adaptation import Adapter, Decision, ElasticPolicy, ElasticSettings, FailoverPolicy
+from testbed.dataplane.cep import CepControl
 from testbed.dataplane.control import Controller
 from testbed.dataplane.liveness import HeartbeatMonitor
 from testbed.rundir import RunDir, read_json
@@ -47,7 +48,7 @@ class RunAdaptation:
 
     def __init__(self, topo: Topology, plan: SplitterPlan, installed: Controller, connect: Callable[[], Any],
                  fail: Callable[[str, str], None], origins: dict[int, int], rundir: RunDir,
-                 recover: Optional[Callable[[str, str], None]] = None):
+                 recover: Optional[Callable[[str, str], None]] = None, cep: Optional[CepControl] = None):
         self.topo = topo
         self.rundir = rundir
         self.not_applied: list[dict[str, Any]] = []
@@ -66,6 +67,13 @@ class RunAdaptation:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
+        # The schedule's CEP changes, on a connection of the timeline's own (the run's
+        # main connection serves other threads), each with the slot validation gave it.
+        self.cep = cep
+        self.cep_changes = {c.entry: c for c in topo.cep_timeline().changes} if cep is not None else {}
+        self.cep_applied: list[dict[str, Any]] = []
+        if self.cep_changes:
+            self.cep.api = self._api()
 
     def _api(self):
         api = self.connect()
@@ -164,6 +172,14 @@ class RunAdaptation:
             window = WindowSpec.model_validate(c.window) if c.window is not None else old.window
             new = old.model_copy(update={"window": window, "operators": list(c.operators or old.operators)})
             return self.adapter.submit(Decision("schedule", c.stream, tuple(new.operators), f"schedule[{i}]"), new)
+        if entry.cep is not None:
+            change = self.cep_changes[i]
+            started = time.perf_counter()
+            self.cep.apply(change)
+            self.cep_applied.append({"entry": i, "action": change.kind, "stream": change.stream,
+                                     "after": change.after, "slot": change.slot, "at": time.time(),
+                                     "install_ms": round(1000 * (time.perf_counter() - started), 3)})
+            return None
         if entry.fail is not None:
             self.failures.append({"host": entry.fail.host, "how": entry.fail.how, "at": time.time(),
                                   "port": self.plan.ports[entry.fail.host]} | placed)
@@ -210,6 +226,8 @@ class RunAdaptation:
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"decisions": [d.record() for d in self.adapter.decisions],
                                "failures": self.failures, "recoveries": self.recoveries}
+        if self.cep_applied:
+            out["cep_changes"] = self.cep_applied
         if self.not_applied:
             out["not_applied"] = self.not_applied
         if self.monitor is not None:

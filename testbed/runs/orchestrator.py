@@ -118,14 +118,18 @@ def expected_copies(topo: Topology, sends: dict[int, dict]) -> int:
     return total
 
 
-def install_cep(api, topo: Topology, plan: SplitterPlan) -> dict[str, float]:
+def install_cep(api, topo: Topology, plan: SplitterPlan) -> tuple[Optional[CepControl], dict[str, float]]:
     """The CEP stage's windows and patterns, after the splitter's plan (docs/cep.md),
-    and how long they took; nothing for a topology without ``cep:`` rules."""
+    and how long they took; nothing for a topology without ``cep:`` rules.  Each
+    window counts from the start what the schedule's patterns read of it too, and
+    every sink the schedule's patterns name is known (its port joins the group when
+    a pattern names it); the control plane is returned for the schedule's changes."""
     if topo.cep is None:
-        return {}
+        return None, {}
     started = time.monotonic()
-    CepControl(api, {h: plan.ports[h] for h in topo.sink_hosts()}).install(topo.cep)
-    return {"cep_rules_s": time.monotonic() - started}
+    control = CepControl(api, {h: plan.ports[h] for h in topo.sink_hosts()})
+    control.install(topo.cep, topo.cep_timeline().tests())
+    return control, {"cep_rules_s": time.monotonic() - started}
 
 
 class Run:
@@ -148,6 +152,7 @@ class Run:
         self.hosts: Optional[HostProcesses] = None
         self.spark: Optional[Spark] = None
         self.api = None
+        self.cep: Optional[CepControl] = None
         self.controller: Optional[Controller] = None
         self.record: Optional[RunRecord] = None
 
@@ -229,7 +234,9 @@ class Run:
     def program_switch(self) -> None:
         self.api = self.network.switch.control_api()
         self.controller = Controller(self.api)
-        self.record.install = {**self.controller.install(self.plan), **install_cep(self.api, self.topo, self.plan)}
+        splitter = self.controller.install(self.plan)
+        self.cep, cep_install = install_cep(self.api, self.topo, self.plan)    # after the plan: it addresses sinks
+        self.record.install = {**splitter, **cep_install}
         self.record.plan_cost = self.plan.cost()
 
     def start_operators(self) -> None:
@@ -279,7 +286,8 @@ class Run:
     def adaptation(self) -> Optional[RunAdaptation]:
         """The schedule and the controller's policies, started with the sources (or nothing to do)."""
         run = RunAdaptation(self.topo, self.plan, self.controller, self.network.switch.control_api,
-                            self.fail_operator, self.origins(), self.rundir, recover=self.recover_operator)
+                            self.fail_operator, self.origins(), self.rundir, recover=self.recover_operator,
+                            cep=self.cep)
         return run.start() if run.needed else None
 
     def origins(self) -> dict[int, int]:

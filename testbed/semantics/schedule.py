@@ -15,6 +15,10 @@ machine is.  Each entry carries exactly one of:
   linearly over ``ramp`` seconds;
 - ``fail: {host, how}``: an operator host fails: its receiver is killed
   (``kill``) or its link goes down (``link``);
+- ``cep: {add | replace | remove | add_window | replace_window | remove_window}``:
+  the CEP rules change (``testbed.semantics.cep.changes``; docs/cep.md,
+  "Changing rules mid-stream"), placed ``after`` a point of the changed
+  pattern's or window's own stream;
 - ``recover: {host}``: a failed operator host comes back: a new receiver
   starts (after ``kill``) or its link comes up (after ``link``), and its
   heartbeats resume.  With ``adapt.failover`` the controller gives it back
@@ -36,6 +40,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
+from testbed.semantics.cep.changes import CepChange
 from testbed.semantics.limits import HEARTBEAT_INTERVAL_S, MAX_EVENTS, MAX_INT64, MAX_RATE, MAX_SCHEDULE_S, MIN_RATE
 from testbed.semantics.strict import FieldError, StrictModel
 
@@ -83,7 +88,7 @@ class RecoverAction(_Strict):
 
 
 #: The actions a schedule entry may carry, exactly one per entry.
-ACTIONS = ("change", "rate", "fail", "recover")
+ACTIONS = ("change", "rate", "fail", "recover", "cep")
 
 
 class StreamPoint(_Strict):
@@ -109,6 +114,7 @@ class ScheduleEntry(_Strict):
     rate: Optional[RateAction] = None
     fail: Optional[FailAction] = None
     recover: Optional[RecoverAction] = None
+    cep: Optional[CepChange] = None
 
     @model_validator(mode="after")
     def _one_action(self):
@@ -119,6 +125,10 @@ class ScheduleEntry(_Strict):
             raise ValueError("an entry is placed by exactly one of at (seconds) and after (a stream's point)")
         if self.rate is not None and self.after is not None:
             raise ValueError("a rate entry is placed by at: a source's pace is set in seconds")
+        if self.cep is not None and self.after is None:
+            # A point of the stream holds its source until the change is in: the change
+            # then begins at one event exactly, which the check and Spark's reference apply.
+            raise ValueError("a cep entry is placed by after (a point of its stream), where it begins exactly")
         return self
 
     @property

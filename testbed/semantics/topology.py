@@ -27,7 +27,8 @@ from testbed.rundir.files import why_unreadable
 from testbed.rundir.names import NODE_NAME, UnsafeName, node_name
 from testbed.semantics import instances as instances_
 from testbed.semantics import limits, strict
-from testbed.semantics.cep.rules import CepRules
+from testbed.semantics.cep.changes import CepTimeline, plan_changes
+from testbed.semantics.cep.rules import CepRules, ComplexEventRule
 from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
 from testbed.semantics.families import expand_families
 from testbed.semantics.limits import MAX_EVENTS, MAX_INT64, MAX_STREAM_ID, MAX_WINDOWS_PER_EVENT
@@ -521,8 +522,20 @@ class Topology(StrictModel):
         return list(dict.fromkeys(instances_.host_of(op) for op in self.operator_instances()))
 
     def sink_hosts(self) -> list[str]:
-        """Every host that receives complex events (``cep:`` rules' sinks)."""
-        return list(dict.fromkeys(h for rule in (self.cep.complex_events if self.cep else ()) for h in rule.sinks))
+        """Every host that receives complex events (``cep:`` rules' sinks, and those of
+        the patterns the schedule installs)."""
+        return list(dict.fromkeys(h for rule in self.cep_rules_ever() for h in rule.sinks))
+
+    def cep_rules_ever(self) -> list[ComplexEventRule]:
+        """Every pattern the run installs: ``cep:``'s, then the schedule's adds and replaces."""
+        if self.cep is None:
+            return []
+        return list(self.cep.complex_events) + [getattr(e.cep, e.cep.kind) for e in self.schedule
+                                                if e.cep is not None and e.cep.kind in ("add", "replace")]
+
+    def cep_timeline(self) -> CepTimeline:
+        """The schedule's CEP changes as the run and the references apply them (validated already)."""
+        return cep_timeline(self)
 
     def receiver_hosts(self) -> list[str]:
         """Every host that runs a receiver: operators, then sinks that are none."""
@@ -595,7 +608,7 @@ class Topology(StrictModel):
         if shared and self.adapt is not None:
             raise _FieldError("adapt", f"failover and elastic pools work on whole hosts; host {shared[0]!r} runs "
                                        f"several instances (not supported together yet)")
-        for rule in self.cep.complex_events if self.cep else ():
+        for rule in self.cep_rules_ever():
             for sink in rule.sinks:
                 if counts.get(sink, 1) > 1:
                     raise _FieldError("cep", f"sink {sink!r} runs several operator instances; a sink runs one")
@@ -673,15 +686,21 @@ def check_cep(topo: "Topology") -> None:
     for i, w in enumerate(topo.cep.windows):
         if w.stream not in streams:
             raise _FieldError(f"cep.windows[{i}].stream", f"no stream has id {w.stream}")
-    for i, rule in enumerate(topo.cep.complex_events):
+    rules = [(f"cep.complex_events[{i}]", rule) for i, rule in enumerate(topo.cep.complex_events)]
+    rules += [(f"schedule[{i}].cep.{e.cep.kind}", getattr(e.cep, e.cep.kind)) for i, e in enumerate(topo.schedule)
+              if e.cep is not None and e.cep.kind in ("add", "replace")]
+    for at, rule in rules:
         if rule.stream not in streams:
-            raise _FieldError(f"cep.complex_events[{i}].stream", f"no stream has id {rule.stream}")
+            raise _FieldError(f"{at}.stream", f"no stream has id {rule.stream}")
         for j, sink in enumerate(rule.sinks):
             if sink not in topo.hosts:
-                raise _FieldError(f"cep.complex_events[{i}].sinks[{j}]", f"unknown host {sink!r}")
+                raise _FieldError(f"{at}.sinks[{j}]", f"unknown host {sink!r}")
             if sink in sources:
-                raise _FieldError(f"cep.complex_events[{i}].sinks[{j}]",
-                                  f"{sink!r} is a stream's source; a sink records, a source sends")
+                raise _FieldError(f"{at}.sinks[{j}]", f"{sink!r} is a stream's source; a sink records, a source sends")
+    try:
+        cep_timeline(topo)
+    except ScheduleError as err:
+        raise _FieldError(err.field, err.message) from None
 
 
 def check_schedule(topo: "Topology") -> None:
@@ -737,6 +756,10 @@ def check_schedule(topo: "Topology") -> None:
             if entry.fail.host in down:
                 raise ScheduleError(f"{where}.host", f"{entry.fail.host} has already failed and not recovered")
             down.add(entry.fail.host)
+        elif entry.cep is not None:
+            if topo.cep is None:
+                raise ScheduleError(f"{where}", "the topology has no cep: section: a run with rules to change "
+                                                "starts with some (the switch runs its CEP build for them)")
         elif entry.recover is not None:
             if entry.recover.host not in down:
                 raise ScheduleError(f"{where}.host", f"{entry.recover.host!r} has not failed before this entry")
@@ -755,6 +778,22 @@ def check_schedule(topo: "Topology") -> None:
         if topo.adapt.failover and keyed:
             raise ScheduleError("adapt.failover", f"stream {keyed[0]} is split by key, and failover would move "
                                                   f"its keys to other operators mid-window")
+
+
+def cep_timeline(topo: "Topology") -> CepTimeline:
+    """The schedule's CEP changes in the order the run applies them (its entries' nominal
+    order), each with its slot; ``ScheduleError`` for one the switch cannot take."""
+    if topo.cep is None:
+        return CepTimeline()
+    due = nominal_times(topo)
+    streams = {s.id: s for s in topo.streams}
+    entries = [(i, topo.schedule[i].after.stream, point_events(streams[topo.schedule[i].after.stream],
+                                                                topo.schedule[i].after), topo.schedule[i].cep)
+               for i in sorted(range(len(topo.schedule)), key=lambda i: due[i]) if topo.schedule[i].cep is not None]
+    try:
+        return plan_changes(topo.cep, entries)
+    except _FieldError as err:
+        raise ScheduleError(err.field, err.message) from None
 
 
 def nominal_times(topo: "Topology") -> dict[int, float]:

@@ -34,7 +34,7 @@ def test_a_good_schedule_loads_and_its_hosts_become_operators():
 
 
 BAD = {
-    "no action": ([{"at": 1}], "schedule[0]: an entry has exactly one of change, rate, fail, recover (got none)"),
+    "no action": ([{"at": 1}], "schedule[0]: an entry has exactly one of change, rate, fail, recover, cep (got none)"),
     "recover unfailed": ([{"at": 1, "recover": {"host": "h2"}}], "schedule[0].recover.host: 'h2' has not failed"),
     "recover before fail": ([{"at": 2, "fail": {"host": "h2"}}, {"at": 1, "recover": {"host": "h2"}}],
                             "schedule[1].recover.host"),

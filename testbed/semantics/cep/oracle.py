@@ -74,29 +74,37 @@ class CepOracle:
     def __init__(self, windows: Iterable[WindowSpec] = (), patterns: Iterable[PatternSpec] = ()):
         self.windows: dict[str, LastN] = {w.name: LastN(w) for w in windows}
         self.patterns: dict[int, PatternState] = {}
-        #: pattern id per slot, None for a free slot: the order complex events are reported in
-        self.slots: list[Optional[int]] = []
+        #: pattern id -> its slot: the order its complex events are reported in
+        self.slot_of: dict[int, int] = {}
         for spec in patterns:
             self.install(spec)
 
-    def install(self, spec: PatternSpec) -> int:
+    @property
+    def slots(self) -> list[Optional[int]]:
+        """The pattern id in each slot up to the last taken, None for a free one."""
+        out: list[Optional[int]] = [None] * (max(self.slot_of.values(), default=-1) + 1)
+        for pattern_id, slot in self.slot_of.items():
+            out[slot] = pattern_id
+        return out
+
+    def install(self, spec: PatternSpec, slot: Optional[int] = None) -> int:
         """Install ``spec``: it starts afresh with the next event, its match count from 0.
-        A pattern of the same id is replaced and its slot kept; a new one takes the
-        lowest free slot.  Returns the slot."""
-        if spec.id in self.patterns:
-            slot = self.slots.index(spec.id)
-        elif None in self.slots:
-            slot = self.slots.index(None)
-        else:
-            slot = len(self.slots)
-            self.slots.append(None)
-        self.slots[slot] = spec.id
+        A pattern of the same id is replaced and its slot kept; a new one takes ``slot``
+        or else the lowest free slot.  Returns the slot.  (A schedule's changes come
+        with their slots assigned in the run's order, ``changes.plan_changes``, as the
+        oracle may meet two streams' changes in another order.)"""
+        if spec.id in self.slot_of:
+            slot = self.slot_of[spec.id]
+        elif slot is None:
+            taken = set(self.slot_of.values())
+            slot = next(s for s in range(len(taken) + 1) if s not in taken)
+        self.slot_of[spec.id] = slot
         self.patterns[spec.id] = PatternState(spec)
         return slot
 
     def remove(self, pattern_id: int) -> None:
         self.patterns.pop(pattern_id)
-        self.slots[self.slots.index(pattern_id)] = None
+        self.slot_of.pop(pattern_id)
 
     def install_window(self, spec: WindowSpec) -> None:
         """Install window ``spec``, empty (replacing a window of the same name, whose values go)."""
@@ -120,9 +128,7 @@ class CepOracle:
             return OPERATORS[c.op](self.value(c.operand, event), c.constant)
 
         out = []
-        for pattern_id in self.slots:
-            if pattern_id is None:
-                continue
+        for pattern_id in sorted(self.patterns, key=self.slot_of.__getitem__):
             state = self.patterns[pattern_id]
             spec = state.spec
             if spec.stream != event.stream:

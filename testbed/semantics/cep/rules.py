@@ -113,56 +113,8 @@ class CepRules(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "CepRules":
-        windows: dict[str, CepWindow] = {}
-        for i, w in enumerate(self.windows):
-            if w.name in windows:
-                raise FieldError(f"windows[{i}].name", f"window {w.name!r} is declared twice")
-            windows[w.name] = w
-        ids: dict[int, int] = {}
-        names: dict[str, int] = {}
-        tests: dict[str, tuple[tuple[str, int], str]] = {}     # window -> its count-if test, and where
-        for i, rule in enumerate(self.complex_events):
-            at = f"complex_events[{i}]"
-            if rule.id in ids:
-                raise FieldError(f"{at}.id", f"id {rule.id} is also complex_events[{ids[rule.id]}]'s")
-            if rule.name in names:
-                raise FieldError(f"{at}.name", f"{rule.name!r} is also complex_events[{names[rule.name]}]'s name")
-            ids[rule.id], names[rule.name] = i, i
-            for operand in rule.operands():
-                where = f"{at}.{'returns' if operand is rule.returned else 'pattern'}"
-                for name in operand_windows(operand):
-                    if name not in windows:
-                        raise FieldError(where, f"{operand} names no declared window "
-                                                f"(declared: {', '.join(windows) or 'none'})")
-                    if windows[name].stream != rule.stream:
-                        raise FieldError(where, f"{operand}: window {name!r} is over stream "
-                                                f"{windows[name].stream}, the pattern over stream {rule.stream}")
-            for operand in rule.operands():
-                if isinstance(operand, CountIf):
-                    test = (operand.op, operand.constant)
-                    counted = tests.setdefault(operand.window, (test, at))
-                    if counted[0] != test:
-                        raise FieldError(f"{at}.{'returns' if operand is rule.returned else 'pattern'}",
-                                         f"{operand}: window {operand.window!r} already counts "
-                                         f"{operand.window} {counted[0][0]} {counted[0][1]} ({counted[1]}); "
-                                         f"a window keeps one running count, so declare a second window")
-            for c in pattern_comparisons(rule.parsed):
-                self._in_range(f"{at}.pattern", c.operand, c.constant, str(c), windows)
-                if isinstance(c.operand, CountIf):
-                    self._in_range(f"{at}.pattern", FieldRef(windows[c.operand.window].field),
-                                   c.operand.constant, str(c.operand), windows)
-            try:
-                compile_pattern(rule.parsed, rule.strategy)
-            except PatternTooLarge as err:
-                raise FieldError(f"{at}.pattern", f"the switch cannot hold it: {err}") from None
+        check_rule_set(self.windows, self.complex_events)
         return self
-
-    @staticmethod
-    def _in_range(where: str, operand: Operand, constant: int, text: str, windows: dict[str, CepWindow]) -> None:
-        lo, hi = value_range(operand, windows)
-        if not lo <= constant <= hi:
-            raise FieldError(where, f"{text}: {constant} is outside {operand}'s range {lo} .. {hi}, "
-                                    f"so the comparison cannot be compiled")
 
     # -- what the oracle and the control plane take ----------------------------------
     def window_specs(self) -> list[WindowSpec]:
@@ -186,6 +138,61 @@ class CepRules(StrictModel):
 
     def streams(self) -> set[int]:
         return {w.stream for w in self.windows} | {rule.stream for rule in self.complex_events}
+
+
+def check_rule_set(window_list: list[CepWindow], rules: list[ComplexEventRule]) -> None:
+    """``FieldError`` (``windows[i]...`` or ``complex_events[i]...``) for the first thing
+    in these windows and rules that does not fit together: the rules in a topology's
+    ``cep:``, and the rules in force after each change of its schedule."""
+    windows: dict[str, CepWindow] = {}
+    for i, w in enumerate(window_list):
+        if w.name in windows:
+            raise FieldError(f"windows[{i}].name", f"window {w.name!r} is declared twice")
+        windows[w.name] = w
+    ids: dict[int, int] = {}
+    names: dict[str, int] = {}
+    tests: dict[str, tuple[tuple[str, int], str]] = {}     # window -> its count-if test, and where
+    for i, rule in enumerate(rules):
+        at = f"complex_events[{i}]"
+        if rule.id in ids:
+            raise FieldError(f"{at}.id", f"id {rule.id} is also complex_events[{ids[rule.id]}]'s")
+        if rule.name in names:
+            raise FieldError(f"{at}.name", f"{rule.name!r} is also complex_events[{names[rule.name]}]'s name")
+        ids[rule.id], names[rule.name] = i, i
+        for operand in rule.operands():
+            where = f"{at}.{'returns' if operand is rule.returned else 'pattern'}"
+            for name in operand_windows(operand):
+                if name not in windows:
+                    raise FieldError(where, f"{operand} names no declared window "
+                                            f"(declared: {', '.join(windows) or 'none'})")
+                if windows[name].stream != rule.stream:
+                    raise FieldError(where, f"{operand}: window {name!r} is over stream "
+                                            f"{windows[name].stream}, the pattern over stream {rule.stream}")
+        for operand in rule.operands():
+            if isinstance(operand, CountIf):
+                test = (operand.op, operand.constant)
+                counted = tests.setdefault(operand.window, (test, at))
+                if counted[0] != test:
+                    raise FieldError(f"{at}.{'returns' if operand is rule.returned else 'pattern'}",
+                                     f"{operand}: window {operand.window!r} already counts "
+                                     f"{operand.window} {counted[0][0]} {counted[0][1]} ({counted[1]}); "
+                                     f"a window keeps one running count, so declare a second window")
+        for c in pattern_comparisons(rule.parsed):
+            _in_range(f"{at}.pattern", c.operand, c.constant, str(c), windows)
+            if isinstance(c.operand, CountIf):
+                _in_range(f"{at}.pattern", FieldRef(windows[c.operand.window].field),
+                  c.operand.constant, str(c.operand), windows)
+        try:
+            compile_pattern(rule.parsed, rule.strategy)
+        except PatternTooLarge as err:
+            raise FieldError(f"{at}.pattern", f"the switch cannot hold it: {err}") from None
+
+
+def _in_range(where: str, operand: Operand, constant: int, text: str, windows: dict[str, CepWindow]) -> None:
+    lo, hi = value_range(operand, windows)
+    if not lo <= constant <= hi:
+        raise FieldError(where, f"{text}: {constant} is outside {operand}'s range {lo} .. {hi}, "
+                                f"so the comparison cannot be compiled")
 
 
 def value_range(operand: Operand, windows: dict[str, CepWindow]) -> tuple[int, int]:
