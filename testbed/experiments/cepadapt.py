@@ -2,25 +2,26 @@
 
 The switch runs on veth pairs, as for ``cep`` (P4CEP Fig. 4): port 1 takes
 one stream's events, port 2 gets a copy of each, port 3 is the sink.  The
-stream goes in parts; between two parts the control plane applies one
-change of the schedule (``CepControl.add_pattern``, ``remove_pattern``):
-install a pattern, replace one (remove it, install its new definition
-under the same id) or remove one.  Each change is placed in stream terms,
-after the k-th event, and the sender waits until the switch has passed
-every event before it on, so the change's boundary is exactly event k: the
-oracle applies the same change at the same event.  Every complex event the
-sink gets must be the oracle's under the rule set in force, in order; the
-record keeps each change's boundary and how long it took to install.
+changes are a topology's ``schedule:`` ``cep:`` entries (docs/cep.md,
+"Changing rules mid-stream"), validated as any topology's: slots counted by
+what is installed at once, each change's slot assigned in order.  The stream
+goes in parts; between two parts the control plane applies the changes
+whose point is there (``CepControl.apply``), and the sender waits until the
+switch has passed every event before it on, so the change's boundary is
+exactly its point: the oracle applies the same change at the same event.
+Every complex event the sink gets must be the oracle's under the rule set in
+force, in order; the record keeps each change's boundary and how long it
+took to install.
 """
 from __future__ import annotations
 
 import random
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, model_validator
 
 from testbed.analysis.plots import plt, save_figure
 from testbed.dataplane.cep import CepControl
@@ -38,12 +39,13 @@ from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible
 from testbed.experiments.cep import prepared_switch
 from testbed.rundir import ExperimentDir
+from testbed.semantics.cep.automaton import compile_pattern
+from testbed.semantics.cep.changes import TimedChange, apply_to_oracle
 from testbed.semantics.cep.lastn import in_type
 from testbed.semantics.cep.oracle import BasicEvent, CepOracle
-from testbed.semantics.cep.rules import CepRules, ComplexEventRule
 from testbed.semantics.plan import SplitterPlan
-from testbed.semantics.strict import EventCount, Rate, StrictModel
-from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
+from testbed.semantics.strict import EventCount, Rate
+from testbed.semantics.topology import SPLITTER_IP, Topology, TopologyError, parse_topology
 
 FIGURE = "cepadapt"
 STREAM, SOURCE, COPIES, SINK = 7, 1, 2, 3
@@ -53,17 +55,14 @@ INSTALL_TARGET_MS = 50.0
 SETTLE_S = 10.0
 
 
-class Change(StrictModel):
-    """One change of the rule set, after the ``after``-th event of the stream."""
-
-    after: int = Field(ge=0)
-    action: Literal["install", "replace", "remove"]
-    pattern: dict[str, Any] = Field(default_factory=dict, description="the rule (install, replace)")
-    id: int = Field(default=0, ge=0, description="the pattern to remove")
+def _entry(after: int, **cep: Any) -> dict[str, Any]:
+    return {"after": {"stream": STREAM, "events": after}, "cep": cep}
 
 
 class CepAdaptParams(KindParams):
-    """The stream, the rules in force at its start, and the changes in stream terms."""
+    """The stream, the rules in force at its start, and the changes: schedule entries
+    in a topology's syntax (``{after: {stream, events}, cep: {add | replace | remove |
+    add_window | replace_window | remove_window}}``)."""
 
     events: EventCount = 3000
     rate: Rate = 1000
@@ -72,43 +71,34 @@ class CepAdaptParams(KindParams):
     patterns: list[dict[str, Any]] = [
         {"name": "high", "id": 1, "stream": STREAM, "pattern": "[value >= 90]; [sum(w) > 400]", "returns": "sum(w)",
          "sinks": ["h3"]}]
-    changes: list[Change] = [
-        Change(after=600, action="install", pattern={
-            "name": "dip", "id": 2, "stream": STREAM, "strategy": "strict", "sinks": ["h3"],
-            "pattern": "([value < 10] || [min(w) >= 40]); [value < 20]", "returns": "min(w)"}),
-        Change(after=1200, action="replace", pattern={
-            "name": "high", "id": 1, "stream": STREAM, "pattern": "[value >= 80] && [max(w) >= 95]",
-            "returns": "max(w)", "sinks": ["h3"]}),
-        Change(after=1800, action="remove", id=2),
-        Change(after=2400, action="install", pattern={
-            "name": "pair", "id": 3, "stream": STREAM, "pattern": "[value == 50]; [value == 51]", "returns": "seq",
-            "sinks": ["h3"]}),
+    schedule: list[dict[str, Any]] = [
+        _entry(600, add={"name": "dip", "id": 2, "stream": STREAM, "strategy": "strict", "sinks": ["h3"],
+                         "pattern": "([value < 10] || [min(w) >= 40]); [value < 20]", "returns": "min(w)"}),
+        _entry(1200, replace={"name": "high", "id": 1, "stream": STREAM, "pattern": "[value >= 80] && [max(w) >= 95]",
+                              "returns": "max(w)", "sinks": ["h3"]}),
+        _entry(1800, remove=2),
+        _entry(2400, add={"name": "pair", "id": 3, "stream": STREAM, "pattern": "[value == 50]; [value == 51]",
+                          "returns": "seq", "sinks": ["h3"]}),
     ]
 
-    @field_validator("changes")
-    @classmethod
-    def _in_stream_order(cls, changes: list[Change], info: ValidationInfo) -> list[Change]:
-        points = [c.after for c in changes]
-        if len(set(points)) != len(points):
-            raise ValueError("two changes after the same event: give each its own point")
-        events = info.data.get("events")
-        if events is not None and any(a >= events for a in points):
-            raise ValueError(f"a change after event {max(points)} of {events}: the stream ends first")
-        return changes
+    @model_validator(mode="after")
+    def _a_valid_topology(self):
+        # The changes are validated as any topology's schedule: one line naming the entry's field.
+        try:
+            adapt_topology(self)
+        except TopologyError as err:
+            raise ValueError(str(err).removeprefix("cepadapt: ")) from None
+        return self
 
 
-def adapt_topology(p: CepAdaptParams) -> Topology:
-    """The stream, its copy port, and every rule the schedule ever installs (validated as one set)."""
-    later = [c.pattern for c in p.changes if c.action == "install"]
+def adapt_topology(p: "CepAdaptParams") -> Topology:
+    """The stream, its copy port, the rules in force at the start and the schedule's changes."""
     return parse_topology({
         "name": "cepadapt", "hosts": {"h1": {}, "h2": {}, "h3": {}},
         "streams": [{"id": STREAM, "source": "h1", "operators": ["h2"], "events": p.events, "rate": p.rate,
                      "window": {"kind": "count", "size": 1, "slide": 1}}],
-        "cep": {"windows": p.windows, "complex_events": p.patterns + later}}, plan_only=True)
-
-
-def rule(data: dict[str, Any]) -> ComplexEventRule:
-    return ComplexEventRule.model_validate(data)
+        "cep": {"windows": p.windows, "complex_events": p.patterns}, "schedule": p.schedule},
+        "cepadapt", plan_only=True)
 
 
 class CepAdaptation(ExperimentKind):
@@ -128,9 +118,9 @@ class CepAdaptation(ExperimentKind):
         rows, changes, checks = [], [], []
         with interruptible(f"{self.spec.name}-{self.expdir.root.name}"), VethRig(3) as rig:
             for target in self.targets():
-                self.log(f"{target}: {len(p.changes)} changes over {p.events} events")
+                self.log(f"{target}: {len(p.schedule)} changes over {p.events} events")
                 got, timed, taken, tap_drops = self.through(target, rig, topo, template, events)
-                want = oracle_events(topo.cep, p, [e for e in events if e.seq in taken])
+                want = oracle_events(topo, [e for e in events if e.seq in taken])
                 rows.append(pd.DataFrame(got + want).assign(target=target))
                 changes += [{"target": target, **c} for c in timed]
                 got_events = [tuple(r[k] for k in ("pattern", "match", "seq", "value")) for r in got]
@@ -149,11 +139,15 @@ class CepAdaptation(ExperimentKind):
 
     @classmethod
     def installs(cls, params: KindParams) -> dict[str, Any]:
-        """The splitter's plan, and each pattern's transition table, of every rule the schedule installs."""
+        """The splitter's plan, and each pattern's transition table, of every rule the schedule installs
+        (a replaced id: its largest definition)."""
         topo = adapt_topology(params)
-        return {"cepadapt": {**SplitterPlan(topo).cost(), **{
-            f"cep_transition_entries_pattern_{pid}": machine.states << len(machine.comparisons)
-            for pid, machine in topo.cep.automata().items()}}}
+        entries: dict[str, int] = {}
+        for rule in topo.cep_rules_ever():
+            machine = compile_pattern(rule.parsed, rule.strategy)
+            key = f"cep_transition_entries_pattern_{rule.id}"
+            entries[key] = max(entries.get(key, 0), machine.states << len(machine.comparisons))
+        return {"cepadapt": {**SplitterPlan(topo).cost(), **entries}}
 
     def ok(self, ours: dict[str, Any]) -> bool:
         """Every target's complex events are the oracle's over the events it took, in
@@ -172,23 +166,23 @@ class CepAdaptation(ExperimentKind):
         complex events the sink got, each change as applied, the seqs of the events
         the switch took (each has its copy on port 2), and the frames the taps dropped."""
         p = self.params
-        initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
-        # Each window counts, from the start, the comparison any pattern of the schedule reads
-        # (validated as one set by adapt_topology), so a pattern installed later finds it counted.
-        with prepared_switch(target, self.expdir, rig, f"{target}-cepadapt", topo, initial,
-                             topo.cep.window_tests()) as (control, _):
+        timeline = topo.cep_timeline()
+        # Each window counts, from the start, the comparison any pattern of the schedule reads of it.
+        with prepared_switch(target, self.expdir, rig, f"{target}-cepadapt", topo, topo.cep,
+                             timeline.tests()) as (control, _):
             taps = Taps({("out", COPIES): rig.switch_ends[COPIES], ("out", SINK): rig.switch_ends[SINK]},
                         rig.namespace.path)
             try:
                 got, applied, sent = [], [], 0
-                for change in [*sorted(p.changes, key=lambda c: c.after), None]:
+                for change in [*timeline.changes, None]:       # in the order validation gave them slots
                     until = change.after if change is not None else len(events)
-                    part = [template.frame(e.seq, e.ts, e.key, e.value) for e in events[sent:until]]
-                    send_frames(rig.host_ends[SOURCE], part, p.rate)
-                    sent = until
-                    settle(taps, sent)
+                    if until > sent:
+                        part = [template.frame(e.seq, e.ts, e.key, e.value) for e in events[sent:until]]
+                        send_frames(rig.host_ends[SOURCE], part, p.rate)
+                        sent = until
+                        settle(taps, sent)
                     if change is not None:
-                        applied.append(apply(control, change, sent))
+                        applied.append(apply(control, change))
                 taps.drain(0.3)
                 taken = set()
                 for port, frame in taps.rows:
@@ -220,35 +214,27 @@ def settle(taps: Taps, events: int, quiet_s: float = 0.5) -> None:
             return
 
 
-def apply(control: CepControl, change: Change, boundary: int) -> dict[str, Any]:
-    """One change, timed; its boundary is the first event after it."""
+def apply(control: CepControl, change: TimedChange) -> dict[str, Any]:
+    """One change, timed; its boundary is the first event after its point."""
     started = time.perf_counter()
-    if change.action == "remove":
-        control.remove_pattern(change.id)
-    elif change.action == "replace":
-        control.replace_pattern(rule(change.pattern))
-    else:
-        control.add_pattern(rule(change.pattern))
+    control.apply(change)
     took = time.perf_counter() - started
-    return {"action": change.action, "pattern": change.pattern.get("id", change.id), "boundary": boundary,
+    target = change.rule.id if change.rule is not None else change.pattern_id or change.window_name
+    return {"action": change.kind, "pattern": str(target), "slot": change.slot, "boundary": change.after,
             "install_ms": round(1000 * took, 3)}
 
 
-def oracle_events(rules: CepRules, p: CepAdaptParams, events: list[BasicEvent]) -> list[dict[str, Any]]:
-    """The oracle's complex events over ``events`` (those the switch took), each change
-    applied before the first of them at or past its point; the oracle keeps the
-    switch's slots, so each event's complex events come in the order the switch sends them."""
-    initial = CepRules.model_validate({"windows": p.windows, "complex_events": p.patterns})
-    oracle = CepOracle(rules.window_specs(), initial.pattern_specs())
-    pending = sorted(p.changes, key=lambda c: c.after)
+def oracle_events(topo: Topology, events: list[BasicEvent]) -> list[dict[str, Any]]:
+    """The oracle's complex events over ``events`` (those the switch took; seq is the
+    send position), each change applied before the first of them at or past its point,
+    into the slot validation gave it, so each event's complex events come in the
+    order the switch sends them."""
+    oracle = CepOracle(topo.cep.window_specs(), topo.cep.pattern_specs())
+    pending = list(topo.cep_timeline().changes)
     out = []
     for e in events:
         while pending and pending[0].after <= e.seq:
-            change = pending.pop(0)
-            if change.action == "remove":
-                oracle.remove(change.id)
-            else:                                   # install, or replace in the same slot
-                oracle.install(rule(change.pattern).spec())
+            apply_to_oracle(oracle, pending.pop(0))
         for c in oracle.step(e):
             out.append({"source": "oracle", "pattern": c.pattern, "match": c.match, "seq": c.seq,
                         "value": in_type(c.value, "value")})

@@ -88,3 +88,36 @@ def test_with_spark_each_sink_is_held_to_sparks_complex_events_too(tmp_path):
     chk = run_cli("check", str(out))
     assert chk.returncode == 2 and chk.stderr.count("\n") == 1, chk.stdout + chk.stderr
     assert "complex_events_reference.parquet: missing, though run.json says" in chk.stderr
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"emulation skipped: {MISSING}")
+@pytest.mark.parametrize("target", ["model", pytest.param("bmv2", marks=pytest.mark.skipif(
+    toolchain_missing() is not None, reason=f"bmv2 toolchain: {toolchain_missing()}"))])
+def test_rules_changed_by_the_schedule_begin_at_their_points_and_pass_the_check(tmp_path, target):
+    """topologies/cepchange.yaml (docs/cep.md, "Changing rules mid-stream"): a window and a
+    pattern added, a pattern and a window replaced, both removed, another pattern added,
+    each after a point of the stream; every sink holds the oracle's complex events under
+    the rules in force at each event."""
+    import yaml
+
+    from testbed import ROOT
+    data = yaml.safe_load((ROOT / "topologies" / "cepchange.yaml").read_text())
+    data["switch"] = {"name": "cc" + target[0], "target": target}
+    out = tmp_path / "run"
+    record = finished_run(topologies.write(tmp_path / "topo.yaml", data), out, target)
+    assert record["ok"] is True
+    sinks = record["complex_events"]
+    assert set(sinks) == {"sk1", "sk2"} and all(s["ok"] for s in sinks.values()), sinks
+    changes = RunDir(out).read_record().adaptation["cep_changes"]
+    assert [(c["action"], c["after"], c["slot"]) for c in changes] == [
+        ("add_window", 600, 1), ("add", 800, 1), ("replace", 1400, 0), ("replace_window", 2000, 0),
+        ("remove", 2200, 1), ("remove_window", 2400, 1), ("add", 2600, 1)]
+    recorded = pd.read_parquet(RunDir(out).complex_events)
+    seqs = {p: recorded[recorded["pattern"] == p]["seq"] for p in (2, 4, 7)}
+    assert len(seqs[2]) and seqs[2].between(800, 2199).all()          # only while it was installed
+    assert len(seqs[7]) and (seqs[7] >= 2600).all()
+    four = recorded[(recorded["pattern"] == 4) & (recorded["sink"] == "sk1")].sort_values("seq")
+    assert (four["seq"] < 1400).any() and (four["seq"] >= 1400).any()
+    assert four[four["seq"] >= 1400]["match"].iloc[0] == 1            # the replace counts from 1 again
+    chk = run_cli("check", str(out))
+    assert chk.returncode == 0 and "complex events at sk2: OK" in chk.stdout, chk.stdout

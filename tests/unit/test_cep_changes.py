@@ -121,7 +121,8 @@ def test_a_window_counts_from_its_install_what_a_pattern_added_later_reads():
 
 def test_four_patterns_at_once_but_more_over_the_run():
     schedule = [{"after": after(1), "cep": {"add": pattern(i, "[value > 0]")}} for i in (2, 3, 4)]
-    schedule += [{"after": after(2), "cep": {"remove": 1}}, {"after": after(3), "cep": {"add": pattern(5, "[value > 0]")}}]
+    schedule += [{"after": after(2), "cep": {"remove": 1}},
+                 {"after": after(3), "cep": {"add": pattern(5, "[value > 0]")}}]
     topo = parse_topology(topology([], [pattern(1, "[value > 0]")], schedule))
     assert len(topo.cep_rules_ever()) == 5 and [c.slot for c in topo.cep_timeline().changes] == [1, 2, 3, 0, 0]
 
@@ -158,7 +159,8 @@ CASES = {
     "second-count": (with_schedule({"after": after(2), "cep": {"add": pattern(2, "[count(w < 0) >= 1]")}}),
                      "schedule[0].cep.add.pattern", "window 'w' counts w > 0 since its install"),
     "window-field-changed": (with_schedule({"after": after(2), "cep": {"replace_window": {
-        "name": "w", "stream": 7, "field": "key", "size": 3}}}), "schedule[0].cep.replace_window", "a replace keeps both"),
+        "name": "w", "stream": 7, "field": "key", "size": 3}}}), "schedule[0].cep.replace_window",
+        "a replace keeps both"),
     "count-beyond-new-size": (with_schedule({"after": after(2), "cep": {"replace_window": {
         "name": "w", "stream": 7, "field": "value", "size": 2}}},
         base=topology([{"name": "w", "stream": 7, "field": "value", "size": 3}], [pattern(1, "[count(w) == 3]")],
