@@ -1037,6 +1037,90 @@ def test_cep_complex_events_of_one_event_come_in_declaration_order(rig, cep_swit
     assert [[c[0] for c in parse_complex_events(f[EVENT_OFFSET:])] for f in sink_frames(got)] == [ids] * 5
 
 
+#: Every kind of change of the rules mid-stream (docs/cep.md, "Changing rules mid-stream").
+CEP_CHANGES = [
+    (60, {"add_window": {"name": "v", "stream": 3, "field": "value", "size": 2}}),
+    (90, {"add": {"name": "both", "id": 12, "stream": 3, "sinks": ["h6"],
+                  "pattern": "[max(v) >= 8] && [value < 2]", "returns": "max(v)"}}),
+    (120, {"replace": {"name": "rise", "id": 30, "stream": 3, "strategy": "strict", "sinks": ["h6"],
+                       "pattern": "[value == 9]; [value <= 1]", "returns": "seq"}}),
+    (150, {"remove": 5}),
+    (180, {"replace_window": {"name": "w", "stream": 3, "field": "value", "size": 8}}),
+    (210, {"add": {"name": "big", "id": 77, "stream": 3, "sinks": ["h6", "h7"], "pattern": "[sum(w) > 40]",
+                   "returns": "sum(w)"}}),
+    (240, {"remove": 12}),
+    (250, {"remove_window": "v"}),
+]
+
+
+@needs_root
+def test_cep_rules_changed_mid_stream_match_the_model_and_the_oracle(rig, cep_switch):
+    """A schedule of every kind of change, applied between parts of one stream on
+    bmv2 and on the model at the same events: the same complex event frames at
+    each sink, byte for byte, and the oracle's under the rules in force."""
+    import pandas as pd
+
+    from testbed.dataplane.cep import CepControl
+    from testbed.dataplane.wire import CEP_UDP_PORT, parse_complex_events
+    from testbed.semantics.cep.reference import complex_events, per_sink
+
+    _proc, api = cep_switch
+    data = topology_data([stream(3, {"kind": "count", "size": 2, "slide": 2}, ["h2", "h3"], events=300)],
+                         VETH_PORTS, name="bmv2test")
+    data["cep"] = {"windows": [{"name": "w", "stream": 3, "field": "value", "size": 4}], "complex_events": [
+        {"name": "rise", "id": 30, "stream": 3, "sinks": ["h6"], "pattern": "[value > 6]; [sum(w) > 20]",
+         "returns": "sum(w)"},
+        {"name": "low", "id": 5, "stream": 3, "sinks": ["h7"], "pattern": "[count(w < 3) >= 2]",
+         "returns": "count(w < 3)"}]}
+    data["schedule"] = [{"after": {"stream": 3, "events": k}, "cep": c} for k, c in CEP_CHANGES]
+    topo = parse_topology(data)
+    timeline = topo.cep_timeline()
+    plan = SplitterPlan(topo)
+    ip, mac = plan.addresses["h1"]
+    rng = random.Random(47)
+    values = [rng.randrange(10) for _ in range(300)]
+    frames = [event_frame(mac, "02:00:00:00:00:fe", ip, SPLITTER_IP, 3, seq, seq, key=0, value=v)
+              for seq, v in enumerate(values)]
+    controls = {}
+    for name, target in (("model", SplitterPipeline()), ("bmv2", api)):
+        Controller(target).install(plan)                 # the plan addresses the sinks too
+        controls[name] = CepControl(target, CEP_SINKS)
+        controls[name].install(topo.cep, timeline.tests())
+    model = controls["model"].api
+    cap = Capture(rig, range(2, VETH_PORTS + 1), events_only=False)
+    want, sent = [], 0
+    try:
+        for change in [*timeline.changes, None]:
+            until = change.after if change is not None else len(frames)
+            want += [out for frame in frames[sent:until] for out in model.process(frame, 1)]
+            send_frames(rig.host_ends[plan.ports["h1"]], frames[sent:until], rate=500)
+            cap.wait_for(len(want))           # bmv2 has taken every event before the point
+            sent = until
+            if change is not None:
+                for control in controls.values():
+                    control.apply(change)
+        got = cap.drain(expect=len(want))
+    finally:
+        cap.close()
+
+    def sink_events(out) -> dict[int, list[tuple]]:
+        per_port = defaultdict(list)
+        for port, f in out:
+            if len(f) > EVENT_OFFSET and int.from_bytes(f[36:38], "big") == CEP_UDP_PORT:
+                per_port[port].append(f)
+        return dict(per_port)
+
+    assert sink_events(got) == sink_events(want)
+    events = pd.DataFrame({"stream": 3, "seq": range(300), "ts": range(300), "key": 0, "value": values,
+                           "send_ns": range(300)})
+    expected = per_sink(topo.cep, complex_events(topo.cep, events, timeline), timeline)
+    for host, port in CEP_SINKS.items():
+        received = [(p, m, s, q, v) for f in sink_events(want).get(port, [])
+                    for p, m, s, q, _t, v in parse_complex_events(f[EVENT_OFFSET:])]
+        assert received == expected[host], host
+    assert {k[0] for keys in expected.values() for k in keys} == {30, 5, 12, 77}, "every pattern matched"
+
+
 @needs_root
 def test_the_bench_measures_what_a_stopped_switch_keeps(tmp_path):
     """``make bench``'s stalled_input part: the embedded switch keeps the whole
