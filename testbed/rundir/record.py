@@ -150,7 +150,7 @@ class Fault(Model):
 
 #: The lists ``adaptation`` holds (``testbed.runs.adaptation``), each of objects.
 ADAPTATION_LISTS = ("decisions", "failures", "recoveries", "not_applied", "detections", "heard_again",
-                    "elastic_samples")
+                    "elastic_samples", "cep_changes")
 
 
 class RunRecord(Model):
@@ -180,7 +180,8 @@ class RunRecord(Model):
     changes: dict[str, list[dict[str, Any]]] = Field(
         default_factory=dict, description="per stream, the changes the switch applied, with their boundary")
     adaptation: Optional[dict[str, Any]] = Field(
-        default=None, description="decisions, failures, recoveries, detections of the schedule and policies")
+        default=None, description="decisions, failures, recoveries, detections and CEP rule changes "
+                                  "(cep_changes) of the schedule and policies")
     faults: list[Fault] = Field(default_factory=list, description="processes that ended on their own")
     switch: Optional[SwitchCounters] = Field(default=None, description="the switch's counters after the stream")
     path: Optional[PathCounters] = Field(default=None, description="the kernel's drop counters along each path")
