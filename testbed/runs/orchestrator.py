@@ -118,18 +118,21 @@ def expected_copies(topo: Topology, sends: dict[int, dict]) -> int:
     return total
 
 
-def install_cep(api, topo: Topology, plan: SplitterPlan) -> tuple[Optional[CepControl], dict[str, float]]:
-    """The CEP stage's windows and patterns, after the splitter's plan (docs/cep.md),
-    and how long they took; nothing for a topology without ``cep:`` rules.  Each
+def install_cep(api, topo: Topology, plan: SplitterPlan,
+                installed: dict[str, Any]) -> tuple[Optional[CepControl], dict[str, Any]]:
+    """The CEP stage's windows and patterns, after the splitter's plan (``installed``:
+    what installing it recorded, which addresses the sinks; docs/cep.md), and the
+    record of both with how long the rules took; nothing more for a topology without
+    ``cep:`` rules.  Each
     window counts from the start what the schedule's patterns read of it too, and
     every sink the schedule's patterns name is known (its port joins the group when
     a pattern names it); the control plane is returned for the schedule's changes."""
     if topo.cep is None:
-        return None, {}
+        return None, installed
     started = time.monotonic()
     control = CepControl(api, {h: plan.ports[h] for h in topo.sink_hosts()})
     control.install(topo.cep, topo.cep_timeline().tests())
-    return control, {"cep_rules_s": time.monotonic() - started}
+    return control, {**installed, "cep_rules_s": time.monotonic() - started}
 
 
 class Run:
@@ -151,8 +154,7 @@ class Run:
         self.network: Optional[Network] = None
         self.hosts: Optional[HostProcesses] = None
         self.spark: Optional[Spark] = None
-        self.api = None
-        self.cep: Optional[CepControl] = None
+        self.api, self.cep = None, None         # the switch's control connection, its CEP control plane
         self.controller: Optional[Controller] = None
         self.record: Optional[RunRecord] = None
 
@@ -234,9 +236,7 @@ class Run:
     def program_switch(self) -> None:
         self.api = self.network.switch.control_api()
         self.controller = Controller(self.api)
-        splitter = self.controller.install(self.plan)
-        self.cep, cep_install = install_cep(self.api, self.topo, self.plan)    # after the plan: it addresses sinks
-        self.record.install = {**splitter, **cep_install}
+        self.cep, self.record.install = install_cep(self.api, self.topo, self.plan, self.controller.install(self.plan))
         self.record.plan_cost = self.plan.cost()
 
     def start_operators(self) -> None:
@@ -285,9 +285,8 @@ class Run:
 
     def adaptation(self) -> Optional[RunAdaptation]:
         """The schedule and the controller's policies, started with the sources (or nothing to do)."""
-        run = RunAdaptation(self.topo, self.plan, self.controller, self.network.switch.control_api,
-                            self.fail_operator, self.origins(), self.rundir, recover=self.recover_operator,
-                            cep=self.cep)
+        run = RunAdaptation(self.topo, self.plan, self.controller, self.network.switch.control_api, self.fail_operator,
+                            self.origins(), self.rundir, recover=self.recover_operator, cep=self.cep)
         return run.start() if run.needed else None
 
     def origins(self) -> dict[int, int]:
