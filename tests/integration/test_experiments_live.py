@@ -128,8 +128,8 @@ def test_cepadapt_rule_changes_mid_stream_keep_every_complex_event_the_oracles(t
     (check,) = record["ours"]["checks"]
     assert check["same"] and check["complex_events"] == check["expected"] > 0, check
     changes = record["ours"]["changes"]
-    assert [c["boundary"] for c in changes] == [c["after"] for c in record["params"]["changes"]]
-    assert [c["action"] for c in changes] == ["install", "replace", "remove", "install"]
+    assert [c["boundary"] for c in changes] == [e["after"]["events"] for e in record["params"]["schedule"]]
+    assert [(c["action"], c["slot"]) for c in changes] == [("add", 1), ("replace", 0), ("remove", 1), ("add", 1)]
     assert all(c["install_ms"] > 0 for c in changes)
     events = pd.read_parquet(expdir.cep_changes_events)
     switch = events[events["source"] == "switch"]
