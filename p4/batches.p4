@@ -227,11 +227,12 @@
     }
 
 /* The last pass, once meta.batch.final_epoch is read: the batch's one
- * destination key, from the ranges that cover all its events' windows. */
+ * destination key, from the ranges that cover all its events' windows.
+ * The operator set is the last event's, which is of the final epoch: the
+ * unicast, multicast and operator_position keys need no bank. */
 #define BATCH_DESTINATION                                                      \
     batched_event_t ev;                                                        \
     FOR_EACH_SLOT(BATCH_COVER)                                                 \
-    meta.epoch.bank = (bit<1>)meta.batch.final_epoch;                          \
     meta.verdict.newest_op = 0;                                                \
     meta.verdict.active = 0;                                                   \
     meta.verdict.old_newest = 0;                                               \

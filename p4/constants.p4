@@ -85,14 +85,15 @@ const bit<32> DROP_SLOTS = 8;
 const bit<32> DROP_COUNTER_SIZE = 524288;  /* N_STREAMS * DROP_SLOTS */
 
 /* Table capacities (exact-match entries). */
-const int STREAM_TABLE_SIZE    = 65536;  /* window_spec, operator_count: one per stream */
-/* Sized for 4,096 streams of N = 64 (S4's scale, issue 43): bmv2 allocates
- * an exact-match table's entries as they are added, not up front. */
-const int UNICAST_TABLE_SIZE   = 262144; /* N per stream */
-const int MULTICAST_TABLE_SIZE = 262144; /* fewer than 3N per stream (docs/windows.md) */
+const int STREAM_TABLE_SIZE    = 131072; /* window_spec, operator_count: one per stream and bank */
+/* Keyed by operator set, which streams with the same operators share
+ * (issue 43): bmv2 allocates an exact-match table's entries as they are
+ * added, not up front. */
+const int UNICAST_TABLE_SIZE   = 262144; /* N per operator set */
+const int MULTICAST_TABLE_SIZE = 262144; /* fewer than 3N per operator set (docs/windows.md) */
 const int TRANSITION_TABLE_SIZE = 65536; /* per changing stream: N_old * old windows * (new (w, c) pairs + 1) */
 const int EGRESS_TABLE_SIZE    = 65536;  /* one per operator instance */
-const int POSITION_TABLE_SIZE  = 262144; /* operator_position, previous_position: N per stream and bank */
+const int POSITION_TABLE_SIZE  = 262144; /* operator_position: N per operator set; previous_position: N per changing stream */
 
 /* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */
 const bit<32> DROP_NONE           = 0;

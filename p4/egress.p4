@@ -37,16 +37,16 @@ control MyEgress(inout headers_t hdr,
         size = EGRESS_TABLE_SIZE;
     }
 
-    /* Where the copy's operator stands in the stream's list, in the epoch
-     * that serves the event and in the previous one (testbed.semantics.plan). */
+    /* Where the copy's operator stands in the operator set of the epoch
+     * that serves the event, and in the previous epoch's list
+     * (testbed.semantics.plan). */
     action set_position(bit<32> position) {
         meta.copy.position = position;
     }
 
     table operator_position {
         key = {
-            meta.stream                   : exact @name("stream");
-            meta.epoch.bank               : exact @name("bank");
+            meta.win.opset                : exact @name("opset");
             meta.copy.instance            : exact @name("instance");
         }
         actions = { set_position; @defaultonly NoAction; }

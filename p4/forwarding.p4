@@ -5,14 +5,17 @@
  *   0. BoundaryCheck   registers -> the bank in force, or the other one when
  *                      the event crosses an armed change's boundary (epochs.p4)
  *   1. window_spec     (stream, bank) -> window kind and spec (action data)
- *   2. operator_count  (stream, bank) -> N, kept apart so N and the spec
- *                      change independently
+ *   2. operator_count  (stream, bank) -> N and the operator set, kept apart
+ *                      so N and the spec change independently
  *      previous_spec   stream -> the previous epoch's spec and N, only while
  *                      its windows may still hold events
  *   3. SlideTracker    registers -> (w, c) or a drop reason (slides.p4)
- *   4. unicast         (stream, bank, w) -> egress port, when c == 1, or
- *                      (stream, bank, crc32(key) mod N) for a stream split by key
- *      multicast       (stream, bank, w, c) -> multicast group, when c >= 2
+ *   4. unicast         (opset, w) -> egress port, when c == 1, or
+ *                      (opset, crc32(key) mod N) for a stream split by key
+ *      multicast       (opset, w, c) -> multicast group, when c >= 2
+ *                      An operator set is one list of operators: streams
+ *                      dealt over the same list share its entries, so a
+ *                      thousand streams cost two entries each, not 3N.
  *      handover        (stream, old w, old c, w, c) -> port or group, when
  *                      the event lies in windows of the previous epoch too
  * A batch takes steps 0-3 once per event, one ingress pass each
@@ -73,16 +76,18 @@ control MyIngress(inout headers_t hdr,
 
     /* ---- operator_count ----------------------------------------------- */
     /* Round robin over windows: window j to the operator at j mod N. */
-    action set_operator_count(bit<32> n) {
+    action set_operator_count(bit<32> n, bit<32> opset) {
         meta.win.n_ops = n;
         meta.win.by_key = 0;
+        meta.win.opset = opset;
     }
 
     /* One operator per key: crc32(group_key) mod N takes the event with all
      * of its windows (testbed.semantics.splitting). */
-    action split_by_key(bit<32> n) {
+    action split_by_key(bit<32> n, bit<32> opset) {
         meta.win.n_ops = n;
         meta.win.by_key = 1;
+        meta.win.opset = opset;
     }
 
     table operator_count {
@@ -126,8 +131,7 @@ control MyIngress(inout headers_t hdr,
 
     table unicast {
         key = {
-            meta.stream               : exact @name("stream");
-            meta.epoch.bank           : exact @name("bank");
+            meta.win.opset            : exact @name("opset");
             meta.verdict.newest_op    : exact @name("newest_op");
         }
         actions = { to_operator; to_group; @defaultonly NoAction; }
@@ -137,8 +141,7 @@ control MyIngress(inout headers_t hdr,
 
     table multicast {
         key = {
-            meta.stream               : exact @name("stream");
-            meta.epoch.bank           : exact @name("bank");
+            meta.win.opset            : exact @name("opset");
             meta.verdict.newest_op    : exact @name("newest_op");
             meta.verdict.active       : exact @name("active");
         }

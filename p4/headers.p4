@@ -124,6 +124,7 @@ struct window_params_t {
     bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
     bit<32> n_ops;         /* N, the number of operators of the stream */
     bit<1>  by_key;        /* 1: split by key (split_by_key), 0: by windows */
+    bit<32> opset;         /* the operator set: unicast, multicast and operator_position key on it */
 }
 
 /* The epoch before the one in force, as action data of previous_spec: what

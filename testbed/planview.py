@@ -49,7 +49,7 @@ def print_plan(topo: Topology, k: int) -> None:
         entries = Table(title="table entries", show_lines=False)
         for col in ("table", "action", "match", "params"):
             entries.add_column(col)
-        for e in sp.entries:
+        for e in sp.all_entries():
             entries.add_row(e.table, e.action, " ".join(map(str, e.match)), " ".join(map(str, e.params)))
         console.print(entries)
         if sp.groups:

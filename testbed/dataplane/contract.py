@@ -134,6 +134,7 @@ BANK_KEY = Key("bank", 1)
 OP_KEY = Key("newest_op", 32)
 ACTIVE_KEY = Key("active", 32)
 INSTANCE_KEY = Key("instance", 32)
+OPSET_KEY = Key("opset", 32)
 TO_OPERATOR = ActionSpec((Param("port", "int", PORT_BITS),))
 TO_GROUP = ActionSpec((Param("mgid", "int", 16),))
 
@@ -152,26 +153,28 @@ SCHEMA: dict[str, TableSpec] = {
     }),
     # N, and how the stream is split: round robin over windows
     # (set_operator_count) or one operator per key (split_by_key).
+    # Its operator set too: the list the windows are dealt over, which the
+    # tables below key on, so that streams with the same operators share them.
     "operator_count": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY),
-                                {"set_operator_count": ActionSpec((Param("n", "int", 32),)),
-                                 "split_by_key": ActionSpec((Param("n", "int", 32),))}),
+                                {"set_operator_count": ActionSpec((Param("n", "int", 32), Param("opset", "int", 32))),
+                                 "split_by_key": ActionSpec((Param("n", "int", 32), Param("opset", "int", 32)))}),
     "previous_spec": TableSpec(INGRESS, (STREAM_KEY,), {
         "set_previous": ActionSpec((Param("slide", "int", 64), Param("full", "int", 32),
                                     Param("extra", "int", 64), Param("size", "int", 64),
                                     Param("n_ops", "int", 32), Param("tail", "int", 64))),
     }),
     # One operator: out of its port, or through its own group (an instance on a shared host).
-    "unicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY), {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
-    "multicast": TableSpec(INGRESS, (STREAM_KEY, BANK_KEY, OP_KEY, ACTIVE_KEY), {"to_group": TO_GROUP}),
+    "unicast": TableSpec(INGRESS, (OPSET_KEY, OP_KEY), {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
+    "multicast": TableSpec(INGRESS, (OPSET_KEY, OP_KEY, ACTIVE_KEY), {"to_group": TO_GROUP}),
     "handover": TableSpec(INGRESS, (STREAM_KEY, Key("old_op", 32), Key("old_active", 32), OP_KEY, ACTIVE_KEY),
                             {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
     # Egress keys on the copy's operator instance (testbed.semantics.instances):
     # its replica's rid, or its egress port when that is 0.
     "egress_rewrite": TableSpec(EGRESS, (INSTANCE_KEY,),
                                 {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),
-    # Where the copy's operator instance stands in a stream's list: which of
+    # Where the copy's operator instance stands in the operator set: which of
     # the event's windows its copy carries (the Windows header).
-    "operator_position": TableSpec(EGRESS, (STREAM_KEY, BANK_KEY, INSTANCE_KEY),
+    "operator_position": TableSpec(EGRESS, (OPSET_KEY, INSTANCE_KEY),
                                    {"set_position": ActionSpec((Param("position", "int", 32),))}),
     "previous_position": TableSpec(EGRESS, (STREAM_KEY, INSTANCE_KEY),
                                    {"set_previous_position": ActionSpec((Param("position", "int", 32),))}),

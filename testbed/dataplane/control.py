@@ -152,12 +152,15 @@ class Controller:
         deleted = self._delete_where(lambda table, match: match[0] != sid or not (
             table in TRANSITION or (table in BANKED and match[1] == bank)))
         group_ops = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
-        self._add_all(prepared.entries)
+        # An operator set's entries stay for every stream that names it: add
+        # what the new configuration reaches and the switch does not hold yet.
+        missing = [e for e in prepared.entries if (e.table, tuple(int(v) for v in e.match)) not in self.handles]
+        self._add_all(missing)
         armed_at = time.time()      # the write below arms it somewhere in its round trip
         self.api.register_write("armed", sid, 1)
         install_s = time.perf_counter() - t0
         self.streams[sid] = new
-        ops = deleted + group_ops + len(prepared.entries) + 3
+        ops = deleted + group_ops + len(missing) + 3
         return Change(sid, new, epoch + 1, armed_at, install_s, ops, timings={"waited_s": waited})
 
     def wait_applied(self, change: Change, timeout: float = 10.0) -> Change:

@@ -173,7 +173,7 @@ def p4ss_growth(topo: Topology, sizes: Iterable[int]) -> pd.DataFrame:
         for sp in plan.streams.values():
             groups = sp.groups.values()
             rows.append({"stream": sp.stream.label, "N": n,
-                         "entries": sum(e.table not in HEADER_TABLES for e in sp.entries),
+                         "entries": sum(e.table not in HEADER_TABLES for e in sp.all_entries()),
                          "multicast_groups": len(sp.groups), "multicast_ports": sum(len(g.ports) for g in groups),
                          "register_bytes": register_bits(sp.stream.window.kind) / 8})
         total = plan_row(plan)

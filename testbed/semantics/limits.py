@@ -23,7 +23,7 @@ DROP_PORT = N_PORTS - 1
 #: Operator instance ids are 16 bits (a multicast replica's rid): testbed.semantics.instances.
 N_INSTANCES = 1 << 16
 #: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
-TABLE_SIZES = {"window_spec": N_STREAMS, "operator_count": N_STREAMS, "previous_spec": N_STREAMS,
+TABLE_SIZES = {"window_spec": 2 * N_STREAMS, "operator_count": 2 * N_STREAMS, "previous_spec": N_STREAMS,
                "unicast": 1 << 18, "multicast": 1 << 18, "handover": 65536, "egress_rewrite": N_INSTANCES,
                "operator_position": 1 << 18, "previous_position": 1 << 18}
 #: Widths of the action parameters the limits below guard (p4/ingress actions).

@@ -37,7 +37,10 @@ PREVIOUS_POSITION = "previous_position"
 #: operator_count's action per way of splitting (testbed.semantics.splitting).
 SPLIT_ACTIONS = {"windows": "set_operator_count", "key": "split_by_key"}
 #: Tables whose entries belong to one bank of one stream (their second key is the bank).
-BANKED = (WINDOW_SPEC, OPERATOR_COUNT, UNICAST, MULTICAST, OPERATOR_POSITION)
+BANKED = (WINDOW_SPEC, OPERATOR_COUNT)
+#: Tables whose entries belong to an operator set (their first key), which
+#: every stream dealt over the same operators shares.
+SHARED = (UNICAST, MULTICAST, OPERATOR_POSITION)
 #: Tables that describe one stream's transition: each change replaces their entries.
 TRANSITION = (PREVIOUS_SPEC, PREVIOUS_POSITION, HANDOVER)
 
@@ -133,14 +136,56 @@ def destination_set(operators: list[str], newest: int, active: int) -> list[str]
 
 
 @dataclass
-class StreamPlan:
-    stream: Stream
+class OperatorSet:
+    """One list of operators, and the entries that deal windows over it:
+    unicast and operator_position per operator, multicast per ``(w, c)``
+    pair some stream over it reaches.  Every stream with the same list, in
+    either bank, shares them (operator_count names the set), so a thousand
+    streams over one list cost two entries each; a change that brings a new
+    list adds a set and never removes one another stream may use."""
+
+    id: int
+    operators: tuple[str, ...]
+    #: unicast and operator_position, in operator order.
     entries: list[TableEntry] = field(default_factory=list)
+    #: ``(w, c) -> `` its multicast entry.
+    multicast: dict[tuple[int, int], TableEntry] = field(default_factory=dict)
     groups: dict[int, MulticastGroup] = field(default_factory=dict)
+
+    def all_entries(self) -> list[TableEntry]:
+        return self.entries + list(self.multicast.values())
+
+    def entries_for(self, s: Stream) -> list[TableEntry]:
+        """What stream ``s`` reaches of the set: every unicast and position, and its pairs' multicast."""
+        if s.split == "key" and not s.sends_batches:
+            return list(self.entries)
+        pairs = (self.multicast.get(pair) for pair in stream_destination_pairs(s))
+        return self.entries + [e for e in pairs if e is not None]
+
+    def groups_for(self, entries: Iterable[TableEntry]) -> dict[int, MulticastGroup]:
+        mgids = {e.params[0] for e in entries if e.action == "to_group"}
+        return {mgid: g for mgid, g in self.groups.items() if mgid in mgids}
+
+
+@dataclass
+class StreamPlan:
+    """One stream's own entries (window_spec and operator_count), and the operator set they name."""
+
+    stream: Stream
+    opset: OperatorSet
+    entries: list[TableEntry] = field(default_factory=list)
+
+    def all_entries(self) -> list[TableEntry]:
+        """Everything the stream's events look up: its own entries and what it reaches of its set."""
+        return self.entries + self.opset.entries_for(self.stream)
+
+    @property
+    def groups(self) -> dict[int, MulticastGroup]:
+        return self.opset.groups_for(self.all_entries())
 
     def tables(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
-        for e in self.entries:
+        for e in self.all_entries():
             out.setdefault(e.table, []).append(e.as_json())
         return out
 
@@ -149,7 +194,10 @@ class StreamPlan:
 class StreamChange:
     """What reconfiguring one stream installs before the change is armed: the
     new configuration in the bank not in force, the previous spec, and the
-    handover table for events in old and new windows at once."""
+    handover table for events in old and new windows at once.  ``entries``
+    include all the new configuration reaches of its operator set, which
+    the switch may hold already for other streams (the controller adds
+    only what it lacks)."""
 
     old: Stream
     new: Stream
@@ -179,6 +227,8 @@ class SplitterPlan:
         self.instances = plan_instances(placement_order(topology), instance_counts(topology.hosts), self.ports,
                                         self.addresses)
         self._group_ids: dict[tuple[int, ...], MulticastGroup] = {}
+        #: Operator lists -> their sets, in the order streams brought them.
+        self.opsets: dict[tuple[str, ...], OperatorSet] = {}
         self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
         receiving = set(topology.receiver_hosts())
         self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (inst.id,), (inst.mac, inst.ip))
@@ -228,12 +278,34 @@ class SplitterPlan:
 
     def _plan_stream(self, s: Stream) -> StreamPlan:
         """The stream's first configuration, in bank 0."""
-        plan = StreamPlan(s)
-        plan.entries.extend(self._bank_entries(s, 0, plan.groups))
-        return plan
+        opset = self._opset_for(s)
+        return StreamPlan(s, opset, self._bank_entries(s, 0, opset))
 
-    def _bank_entries(self, s: Stream, bank: int, groups: dict[int, MulticastGroup]) -> list[TableEntry]:
-        """window_spec, operator_count, unicast and multicast of one configuration."""
+    def _opset_for(self, s: Stream) -> OperatorSet:
+        """The set of ``s``'s operators, made or grown to hold the pairs ``s`` reaches."""
+        key = tuple(s.operators)
+        opset = self.opsets.get(key)
+        if opset is None:
+            opset = self.opsets[key] = OperatorSet(len(self.opsets) + 1, key)
+            for i, op in enumerate(s.operators):
+                opset.entries.append(self._to_one(UNICAST, (opset.id, i), op, opset.groups))
+                opset.entries.append(TableEntry(OPERATOR_POSITION, "set_position",
+                                                (opset.id, self.instance_id(op)), (i,)))
+        if s.split == "key" and not s.sends_batches:
+            # Every event goes to one operator, the key's (unicast by its
+            # index), with all of its windows: no groups.
+            return opset
+        for newest, active in stream_destination_pairs(s):
+            if active < 2 or (newest, active) in opset.multicast:
+                continue
+            group = self._group_for(destination_set(s.operators, newest, active))
+            opset.groups[group.mgid] = group
+            opset.multicast[(newest, active)] = TableEntry(MULTICAST, "to_group", (opset.id, newest, active),
+                                                           (group.mgid,))
+        return opset
+
+    def _bank_entries(self, s: Stream, bank: int, opset: OperatorSet) -> list[TableEntry]:
+        """window_spec and operator_count of one configuration, naming its operator set."""
         w = s.window
         full, extra = windows_per_position(w.size, w.slide)
         # begun saturates that many slides later, so that a late event's
@@ -246,21 +318,7 @@ class SplitterPlan:
             fixed = 0 if w.origin is None else 1
             spec = TableEntry(WINDOW_SPEC, "set_time_window", (s.id, bank),
                               (w.slide, full, extra, cap, fixed, w.origin or 0, w.lateness))
-        entries = [spec, TableEntry(OPERATOR_COUNT, SPLIT_ACTIONS[s.split], (s.id, bank), (n_ops,))]
-        for i, op in enumerate(s.operators):
-            entries.append(self._to_one(UNICAST, (s.id, bank, i), op, groups))
-            entries.append(TableEntry(OPERATOR_POSITION, "set_position", (s.id, bank, self.instance_id(op)), (i,)))
-        if s.split == "key" and not s.sends_batches:
-            # Every event goes to one operator, the key's (unicast by its
-            # index), with all of its windows: no groups.
-            return entries
-        for newest, active in stream_destination_pairs(s):
-            if active < 2:
-                continue
-            group = self._group_for(destination_set(s.operators, newest, active))
-            groups[group.mgid] = group
-            entries.append(TableEntry(MULTICAST, "to_group", (s.id, bank, newest, active), (group.mgid,)))
-        return entries
+        return [spec, TableEntry(OPERATOR_COUNT, SPLIT_ACTIONS[s.split], (s.id, bank), (n_ops, opset.id))]
 
     def change(self, old: Stream, new: Stream, bank: int) -> StreamChange:
         """Entries that prepare ``old`` to become ``new`` at its next window
@@ -275,7 +333,11 @@ class SplitterPlan:
         change.entries.extend(TableEntry(PREVIOUS_POSITION, "set_previous_position", (old.id, self.instance_id(op)),
                                          (i,))
                               for i, op in enumerate(old.operators))
-        change.entries.extend(self._bank_entries(new, bank, change.groups))
+        opset = self._opset_for(new)
+        change.entries.extend(self._bank_entries(new, bank, opset))
+        reached = opset.entries_for(new)
+        change.entries.extend(reached)
+        change.groups.update(opset.groups_for(reached))
         if transition_tail(old, new) == 0 and not old.sends_batches:
             # The old windows end at the boundary and no event may come late past
             # it: the transition is over with the first event of the new epoch, no
@@ -317,6 +379,8 @@ class SplitterPlan:
         out: list[TableEntry] = []
         for sp in self.streams.values():
             out.extend(sp.entries)
+        for opset in self.opsets.values():
+            out.extend(opset.all_entries())
         out.extend(self.egress)
         return out
 

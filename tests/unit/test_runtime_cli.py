@@ -72,12 +72,12 @@ def test_mc_dump_and_counters_after_traffic(installed):
 
 def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
     model = SplitterPipeline()
-    out = run_script(model, "table_add unicast to_operator 5 0 1 => 3\n"
+    out = run_script(model, "table_add unicast to_operator 5 1 => 3\n"
                             "table_add egress_rewrite MyEgress.rewrite_dst 3 => 02:00:00:00:00:03 10.0.0.3\n"
                             "table_num_entries unicast\ntable_delete unicast 0\ntable_num_entries unicast\n"
                             "table_delete unicast 0\n")
     assert ("Adding entry to exact match table unicast\n"
-            "match key:           EXACT-00:05\tEXACT-00\tEXACT-00:00:00:01\n"
+            "match key:           EXACT-00:00:00:05\tEXACT-00:00:00:01\n"
             "action:              to_operator\n"
             "runtime data:        00:03\n"
             "Entry has been added with handle 0\n") in out
@@ -91,11 +91,11 @@ def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
 
 @pytest.mark.parametrize("line,message", [
     ("table_dump nosuch", "Error: Invalid table name (nosuch)"),
-    ("table_add multicast to_operator 1 0 1 2 => 1", "Error: Table multicast has no action to_operator"),
-    ("table_add unicast to_operator 1 1 => 1", "Error: Table unicast needs 3 key fields"),
-    ("table_add unicast to_operator 70000 0 1 => 1", "Error: Error while parsing 70000 - "),
-    ("table_add unicast to_operator 1 2 1 => 1", "Error: Error while parsing 2 - "),
-    ("table_add unicast to_operator 1 0 1 => 512", "does not fit in 9 bits"),
+    ("table_add multicast to_operator 1 1 2 => 1", "Error: Table multicast has no action to_operator"),
+    ("table_add unicast to_operator 1 => 1", "Error: Table unicast needs 2 key fields"),
+    ("table_add operator_count set_operator_count 70000 0 => 1 1", "Error: Error while parsing 70000 - "),
+    ("table_add operator_count set_operator_count 1 2 => 1 1", "Error: Error while parsing 2 - "),
+    ("table_add unicast to_operator 1 1 => 512", "does not fit in 9 bits"),
     ("counter_read stream_in", "Error: Wrong number of args, expected 2 but got 1"),
     ("counter_read nosuch 1", "Error: Invalid counter name (nosuch)"),
     ("register_write newest_op 1 x", "Error: Bad format for value, must be an integer"),
@@ -110,7 +110,7 @@ def test_bad_input_is_reported_and_the_loop_goes_on(line, message):
 
 def test_show_tables_lists_the_contract_with_widths():
     out = run_script(SplitterPipeline(), "show_tables\ntable_info multicast\n")
-    assert ("MyIngress.multicast            [implementation=None, mk=stream(exact, 16),\t"
-            "bank(exact, 1),\tnewest_op(exact, 32),\tactive(exact, 32)]") in out
+    assert ("MyIngress.multicast            [implementation=None, mk=opset(exact, 32),\t"
+            "newest_op(exact, 32),\tactive(exact, 32)]") in out
     assert "MyEgress.egress_rewrite" in out
     assert "MyIngress.to_group             [mgid(16)]" in out

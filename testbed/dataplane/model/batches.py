@@ -80,7 +80,7 @@ class Cover:
     old: Optional[WindowRange] = None
     n_ops: int = 0
     old_n_ops: int = 0
-    bank: int = 0
+    opset: int = 0
 
     def add(self, copy: CopyMeta) -> None:
         v = copy.verdict
@@ -95,7 +95,7 @@ class Cover:
 
     def _new(self, lo: int, hi: int, hi_op: int, copy: CopyMeta) -> None:
         if copy.epoch == self.epoch:
-            self.n_ops, self.bank = copy.n_ops, copy.bank
+            self.n_ops, self.opset = copy.n_ops, copy.opset
             self.new = widen(self.new, lo, hi, hi_op)
         else:
             # An event before the change's boundary, in the epoch that is now the previous one.
@@ -215,7 +215,7 @@ class Batches:
             cover.add(copy)
         new = cover.new.count(cover.n_ops) if cover.new else 0
         if cover.old is None:
-            hit = self._destination(stream, cover.bank, cover.new.hi_op, new)
+            hit = self._destination(cover.opset, cover.new.hi_op, new)
         else:
             hit = self.tables["handover"].get((stream, cover.old.hi_op, cover.old.count(cover.old_n_ops),
                                                cover.new.hi_op if new else 0, new))
@@ -236,7 +236,7 @@ class Batches:
         or None when none of its windows is that operator's."""
         fields = self._windows_fields(stream, port, copy, positions, superseded=copy.epoch != final_epoch)
         if copy.by_key:
-            hit = self._hit("operator_position", (stream, copy.bank, port), positions)
+            hit = self._hit("operator_position", (copy.opset, port), positions)
             mine = hit is not None and hit[1][0] == copy.key_op
         else:
             mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0

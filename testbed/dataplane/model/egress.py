@@ -38,7 +38,7 @@ class Egress:
             if superseded:
                 hit = self._hit("previous_position", (stream, port), positions)
             else:
-                hit = self._hit("operator_position", (stream, copy.bank, port), positions)
+                hit = self._hit("operator_position", (copy.opset, port), positions)
             if hit is not None:
                 back = copy_back(v.newest, copy.n_ops, hit[1][0])
                 if back < v.active:

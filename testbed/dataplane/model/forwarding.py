@@ -42,9 +42,9 @@ class Forwarding:
         if copy.by_key:
             # One copy, to the key's operator by its index: the one-window
             # path of forwarding.p4.  Such a stream never changes.
-            return self._destination(stream, copy.bank, copy.key_op, 1)
+            return self._destination(copy.opset, copy.key_op, 1)
         if old_active == 0:
-            return self._destination(stream, copy.bank, verdict.newest, active)
+            return self._destination(copy.opset, verdict.newest, active)
         # Old windows, and new ones unless active is 0: their union.
         newest = verdict.newest if active else 0
         return self.tables["handover"].get((stream, verdict.old_newest, old_active, newest, active))
@@ -68,13 +68,13 @@ class Forwarding:
         n_ops_entry = self._hit("operator_count", (stream, bank), tables)
         if spec is None or n_ops_entry is None:
             return self._drop(stream, UNKNOWN_STREAM, nbytes)
-        n_ops = n_ops_entry[1][0]
+        n_ops, opset = n_ops_entry[1]
         by_key = n_ops_entry[0] == "split_by_key"
         verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops, prev, switching)
         if isinstance(verdict, str):
             return self._drop(stream, verdict, nbytes)
         self._count("stream_in", stream, nbytes)
-        return CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, by_key,
+        return CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, opset, by_key,
                         key_operator(key, n_ops) if by_key else 0)
 
     def _to(self, hit, stream: int, nbytes: int, copy: CopyMeta) -> Decision:
@@ -86,11 +86,11 @@ class Forwarding:
             return Decision(port=value, copy=copy)
         return Decision(mgid=value, copy=copy)
 
-    def _destination(self, stream: int, bank: int, newest: int, active: int):
-        """unicast for one window, multicast for more."""
+    def _destination(self, opset: int, newest: int, active: int):
+        """unicast for one window, multicast for more, in the operator set's entries."""
         if active == 1:
-            return self.tables["unicast"].get((stream, bank, newest))
-        return self.tables["multicast"].get((stream, bank, newest, active))
+            return self.tables["unicast"].get((opset, newest))
+        return self.tables["multicast"].get((opset, newest, active))
 
     def _drop(self, stream: int, reason: str, nbytes: int) -> Decision:
         self._count("stream_drops", drop_counter_index(stream, reason), nbytes)

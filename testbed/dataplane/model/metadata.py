@@ -53,13 +53,15 @@ class SlideOutcome(NamedTuple):
 class CopyMeta(NamedTuple):
     """What ingress hands every copy of an event for its Windows header
     (copy_meta_t in headers.p4): both epochs' windows, unclamped, with their
-    N, and the bank whose positions apply."""
+    N, the bank in force and its operator set, whose positions apply."""
 
     bank: int
     epoch: int
     verdict: SlideOutcome
     n_ops: int
     old_n_ops: int
+    #: The operator set of the bank in force (operator_count's ``opset``).
+    opset: int
     #: split_by_key's stream: the one copy carries all the event's windows.
     by_key: bool = False
     #: and the index of the key's operator.
