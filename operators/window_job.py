@@ -142,32 +142,54 @@ def operator_partials(events: DataFrame, specs: dict[int, dict]) -> DataFrame:
         explode_and_fold, FOLDED_SCHEMA)
 
 
-def reference_windows(events: DataFrame, spec: dict) -> DataFrame:
-    """The stream's events as the sources sent them, exploded into every window
-    that holds them by the definitions, each with the operator that owns it
-    (split by key: the operator of the event's key)."""
-    w = spec["window"]
-    assigner = make_assigner(w["kind"], w["size"], w["slide"])
-    operators = list(spec["operators"])
-    origin = spec["origin"]
-    by_key = spec.get("split") == "key"
+class ReferenceExplosion:
+    """One stream's events, as the sources sent them, exploded into every
+    window that holds them by the definitions, each with the operator that
+    owns it (split by key: the operator of the event's key)."""
+
+    def __init__(self, spec: dict):
+        w = spec["window"]
+        self.assigner = make_assigner(w["kind"], w["size"], w["slide"])
+        self.operators = list(spec["operators"])
+        self.origin = spec["origin"]
+        self.by_key = spec.get("split") == "key"
+
+    def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
+        ranges = self.assigner.assign_many(batch["seq"].to_numpy(), batch["ts"].to_numpy(), self.origin, None,
+                                           len(self.operators))
+        out = batch.loc[batch.index.repeat([len(r) for r in ranges])].reset_index(drop=True)
+        windows = np.fromiter(chain.from_iterable(ranges), dtype=np.int64, count=len(out))
+        out["window"] = windows
+        if not len(out):
+            out["owner"] = []
+        elif self.by_key:
+            out["owner"] = key_owners(out["key"].to_numpy(), self.operators)
+        else:
+            out["owner"] = window_owners(windows, self.operators)
+        return out
+
+
+def reference_windows(events: DataFrame, specs: list[dict]) -> DataFrame:
+    """``ReferenceExplosion`` of every stream in ``specs`` in one ``mapInPandas``
+    stage: a query plan of one branch per stream does not finish planning
+    at thousands of streams."""
+    explosions = {int(spec["id"]): ReferenceExplosion(spec) for spec in specs}
 
     def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
-            ranges = assigner.assign_many(batch["seq"].to_numpy(), batch["ts"].to_numpy(), origin, None,
-                                          len(operators))
-            out = batch.loc[batch.index.repeat([len(r) for r in ranges])].reset_index(drop=True)
-            windows = np.fromiter(chain.from_iterable(ranges), dtype=np.int64, count=len(out))
-            out["window"] = windows
-            if not len(out):
-                out["owner"] = []
-            elif by_key:
-                out["owner"] = key_owners(out["key"].to_numpy(), operators)
-            else:
-                out["owner"] = window_owners(windows, operators)
-            yield out
+            for sid, rows in batch.groupby("stream", sort=False):
+                yield explosions[int(sid)](rows.reset_index(drop=True))
 
-    return events.where(F.col("stream") == spec["id"]).select(*VALUE_COLUMNS).mapInPandas(explode, EXPLODED_SCHEMA)
+    return (events.where(F.col("stream").isin(list(explosions))).select(*VALUE_COLUMNS)
+            .mapInPandas(explode, EXPLODED_SCHEMA))
+
+
+def by_query(specs: list[dict]) -> dict[str, list[dict]]:
+    """The specs grouped by their query's kind, which is all ``partials`` and ``finalize`` read of them."""
+    groups: dict[str, list[dict]] = {}
+    for spec in specs:
+        groups.setdefault(spec["query"]["kind"], []).append(spec)
+    return groups
 
 
 def reference_with_epochs(spark: SparkSession, sources: DataFrame, spec: dict,
@@ -255,11 +277,13 @@ KEY_COLUMNS = {None: lambda: F.lit(None), "group": lambda: F.col("gkey"), "best"
 
 
 def finalize(df: DataFrame, specs: dict[int, dict]) -> DataFrame:
-    """One row per (stream, window, key): the query's result and its key."""
+    """One row per (stream, window, key): the query's result and its key;
+    one branch per kind of query, however many streams."""
     out = None
-    for sid, spec in specs.items():
-        q = query(spec["query"]["kind"])
-        part = df.where((F.col("stream") == sid) & (F.col("n") > 0)).select(
+    for kind, group in by_query(list(specs.values())).items():
+        q = query(kind)
+        sids = [int(spec["id"]) for spec in group]
+        part = df.where(F.col("stream").isin(sids) & (F.col("n") > 0)).select(
             "stream", "window", F.col("owner").alias("operator"), KEY_COLUMNS[q.key]().cast("long").alias("key"),
             RESULT_COLUMNS[q.result]().cast("double").alias("result"), F.col("n").alias("n_events"),
             *([F.col("completed_ns")] if "completed_ns" in df.columns else []))
@@ -490,15 +514,20 @@ class WindowJob:
     def reference(self) -> None:
         sources = self.sources_the_switch_saw()
         changes, unseen = self.given("changes"), self.given("unseen")
-        parts = []
+        parts, plain = [], []
         for sid, spec in self.specs.items():
             if changes.get(str(sid)) or unseen.get(str(sid)):
                 # The oracle counts the events it is given, so after a loss
                 # its count windows are the switch's, whatever the seqs say.
-                exploded = reference_with_epochs(self.spark, sources, spec, changes.get(str(sid), []))
+                parts.append(partials(reference_with_epochs(self.spark, sources, spec, changes.get(str(sid), [])),
+                                      spec))
             else:
-                exploded = reference_windows(sources, spec)
-            parts.append(partials(exploded, spec))
+                plain.append(spec)
+        if plain:
+            exploded = reference_windows(sources, plain)
+            for group in by_query(plain).values():
+                sids = [int(spec["id"]) for spec in group]
+                parts.append(partials(exploded.where(F.col("stream").isin(sids)), group[0]))
         self.write_windows(union_all(parts), self.paths["windows_reference"])
 
     def cep_reference(self) -> None:

@@ -163,8 +163,10 @@ def completion_rule(spec: dict) -> Optional[Completion]:
 def results(parts: pd.DataFrame, specs: dict[int, dict]) -> pd.DataFrame:
     """The query's result and key per (stream, window, owner, gkey) row of merged partials."""
     out = []
-    for sid, rows in parts.groupby("stream", sort=False):
-        q = query(specs[int(sid)]["query"]["kind"])
+    # by kind of query, not by stream: thousands of streams share a handful of kinds
+    kinds = parts["stream"].map(lambda sid: specs[int(sid)]["query"]["kind"])
+    for kind, rows in parts.groupby(kinds, sort=False):
+        q = query(kind)
         n = rows["n"].to_numpy(dtype=np.float64)
         result = {"n": lambda: n, "sum": lambda: rows["sum"], "min": lambda: rows["min"], "max": lambda: rows["max"],
                   "mean": lambda: rows["sum"] / n, "best": lambda: rows["best_value"]}[q.result]()
@@ -210,7 +212,7 @@ class LiveMerger:
                                      {"events": "sum", "last_seq": "max", "touched_ns": "max"})
             self.parts = self._fold(self.parts, parts, PART_KEYS, PART_AGG)
         self.watermarks.advance(events)
-        out = [self._emit_ready(sid, rule, now_ns) for sid, rule in self.rules.items() if rule is not None]
+        out = [self._emit_ready(now_ns)]
         if self.timeout_ns is not None:
             stale = self.counts[self.counts["touched_ns"] < now_ns - self.timeout_ns]
             out.append(self._emit(stale[["stream", "window"]].drop_duplicates(), now_ns, TIMEOUT))
@@ -238,20 +240,29 @@ class LiveMerger:
             both = both.sort_values(["best_value", "best_negkey"], ascending=False, kind="stable")
         return both.groupby(keys, as_index=False, sort=False).agg(agg)
 
-    def _emit_ready(self, sid: int, rule: Completion, now_ns: int) -> pd.DataFrame:
-        mine = self.counts[self.counts["stream"] == sid]
-        if mine.empty:
+    def _emit_ready(self, now_ns: int) -> pd.DataFrame:
+        """The open windows that are complete by their stream's rule, emitted
+        together: the work grows with the open windows, not with the streams."""
+        if self.counts.empty:
             return self._concat([])
-        windows = mine.groupby("window", as_index=False, sort=False).agg(
+        windows = self.counts.groupby(["stream", "window"], as_index=False, sort=False).agg(
             events=("events", "sum"), last_seq=("last_seq", "max"), owners=("owner", lambda o: tuple(sorted(set(o)))))
-        completing = rule.ready(windows, self.watermarks)
-        if completing.empty:
+        ready = []
+        for sid, mine in windows.groupby("stream", sort=False):
+            rule = self.rules.get(int(sid))
+            if rule is None:
+                continue
+            completing = rule.ready(mine, self.watermarks)
+            if not completing.empty:
+                ready.append(pd.DataFrame({"stream": int(sid), "window": completing.index.to_numpy(np.int64),
+                                           "completing_seq": completing.to_numpy(np.int64)}))
+        if not ready:
             return self._concat([])
-        which = pd.DataFrame({"stream": sid, "window": completing.index.to_numpy(np.int64)})
-        return self._emit(which, now_ns, COMPLETE, completing)
+        return self._emit(pd.concat(ready, ignore_index=True), now_ns, COMPLETE)
 
-    def _emit(self, which: pd.DataFrame, now_ns: int, why: str,
-              completing: Optional[pd.Series] = None) -> pd.DataFrame:
+    def _emit(self, which: pd.DataFrame, now_ns: int, why: str) -> pd.DataFrame:
+        """Emit the windows ``which`` names (``stream``, ``window``, and
+        ``completing_seq`` when a rule found them complete)."""
         if which.empty:
             return self._concat([])
         index = pd.MultiIndex.from_frame(which[["stream", "window"]].astype(np.int64))
@@ -263,8 +274,12 @@ class LiveMerger:
         self.emitted.update(zip(which["stream"].astype(int), which["window"].astype(int)))
         rows["emitted_ns"] = now_ns
         rows["emitted_by"] = why
-        rows["completing_seq"] = (rows["window"].map(completing).fillna(-1).astype(np.int64)
-                                  if completing is not None else -1)
+        if "completing_seq" in which.columns:
+            rows = rows.merge(which[["stream", "window", "completing_seq"]].astype(np.int64),
+                              on=["stream", "window"], how="left")
+            rows["completing_seq"] = rows["completing_seq"].fillna(-1).astype(np.int64)
+        else:
+            rows["completing_seq"] = -1
         return rows[EMITTED_COLUMNS]
 
     @staticmethod
