@@ -129,14 +129,14 @@ def operator_partials(events: DataFrame, specs: dict[int, dict]) -> DataFrame:
     window its copies' headers name: one ``mapInPandas`` stage, exploding
     and folding each partition where it lies (``testbed.semantics.partials``),
     without a shuffle; a group split over partitions has a row in each."""
-    queries = {sid: query(spec["query"]["kind"]) for sid, spec in specs.items()}
+    kinds = {sid: spec["query"]["kind"] for sid, spec in specs.items()}
 
     def explode_and_fold(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
             exploded = explode_headers(batch)
-            for sid, copies in exploded.groupby("stream", sort=False):
-                if int(sid) in queries:
-                    yield fold(copies, queries[int(sid)])
+            # one fold per kind of query (fold keeps streams apart): thousands of streams share a few
+            for kind, copies in exploded.groupby(exploded["stream"].map(kinds), sort=False):
+                yield fold(copies, query(kind))
 
     return events.select(*VALUE_COLUMNS, "operator", *[f.name for f in HEADER_FIELDS]).mapInPandas(
         explode_and_fold, FOLDED_SCHEMA)

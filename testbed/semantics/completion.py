@@ -111,12 +111,24 @@ class Watermarks:
         if events.empty:
             return
         ordered = events.sort_values(["recv_ns", "seq"], kind="stable")
-        for (stream, owner), group in ordered.groupby(["stream", "operator"], sort=False):
+        # One vectorized pass, then a slice per (stream, operator): a batch of
+        # thousands of streams over many instances has a hundred thousand of them.
+        codes, keys = pd.factorize(pd.MultiIndex.from_arrays([ordered["stream"].to_numpy(np.int64),
+                                                              ordered["operator"].astype(str).to_numpy()]))
+        order = np.argsort(codes, kind="stable")           # arrival order kept within each
+        codes = codes[order]
+        ts = ordered["ts"].to_numpy(np.int64)[order]
+        recv = ordered["recv_ns"].to_numpy(np.int64)[order]
+        seq = ordered["seq"].to_numpy(np.int64)[order]
+        highest_so_far = pd.Series(ts).groupby(codes).cummax().to_numpy(np.int64)
+        starts = np.r_[0, np.flatnonzero(np.diff(codes)) + 1]
+        ends = np.r_[starts[1:], len(codes)]
+        for start, end in zip(starts, ends):
+            stream, owner = keys[codes[start]]
             key = (int(stream), str(owner))
             before = self.highest.get(key, np.iinfo(np.int64).min)
-            running = np.maximum(np.maximum.accumulate(group["ts"].to_numpy(dtype=np.int64)), before)
-            self.rises[key] = (before, running, group["recv_ns"].to_numpy(dtype=np.int64),
-                               group["seq"].to_numpy(dtype=np.int64))
+            running = np.maximum(highest_so_far[start:end], before)
+            self.rises[key] = (before, running, recv[start:end], seq[start:end])
             self.highest[key] = int(running[-1])
 
     def crossing(self, stream: int, owner: str, threshold: int) -> Optional[tuple[int, int]]:
@@ -195,6 +207,7 @@ class LiveMerger:
     def __init__(self, specs: dict[int, dict], timeout_s: Optional[float] = None):
         self.specs = specs
         self.rules = {sid: completion_rule(spec) for sid, spec in specs.items()}
+        self._timed = [sid for sid, rule in self.rules.items() if isinstance(rule, TimeCompletion)]
         self.timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
         self.parts = pd.DataFrame(columns=PART_KEYS + list(PART_AGG))
         self.counts = pd.DataFrame(columns=COUNT_KEYS + ["events", "last_seq", "touched_ns"])
@@ -246,7 +259,13 @@ class LiveMerger:
         if self.counts.empty:
             return self._concat([])
         windows = self.counts.groupby(["stream", "window"], as_index=False, sort=False).agg(
-            events=("events", "sum"), last_seq=("last_seq", "max"), owners=("owner", lambda o: tuple(sorted(set(o)))))
+            events=("events", "sum"), last_seq=("last_seq", "max"))
+        # Only a time window's rule reads who holds it; a per-group lambda over every open window costs seconds.
+        timed = self.counts[self.counts["stream"].isin(self._timed)]
+        if len(timed):
+            owners = (timed.drop_duplicates(["stream", "window", "owner"]).sort_values("owner", kind="stable")
+                      .groupby(["stream", "window"], sort=False)["owner"].agg(tuple).rename("owners").reset_index())
+            windows = windows.merge(owners, on=["stream", "window"], how="left")
         ready = []
         for sid, mine in windows.groupby("stream", sort=False):
             rule = self.rules.get(int(sid))

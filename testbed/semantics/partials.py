@@ -26,8 +26,9 @@ PARTIAL_COLUMNS = GROUP_KEYS + ["n", "sum", "min", "max", "best_value", "best_ne
 
 
 def fold(copies: pd.DataFrame, q: QueryDef) -> pd.DataFrame:
-    """Partials of ``copies`` (one stream's: ``stream``, ``seq``, ``key``,
-    ``value``, ``window``, ``owner``; one row per copy and window) under ``q``."""
+    """Partials of ``copies`` (of streams that share the query: ``stream``,
+    ``seq``, ``key``, ``value``, ``window``, ``owner``; one row per copy and
+    window) under ``q``."""
     if copies.empty:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "owner" else "int64") for c in PARTIAL_COLUMNS})
     values = copies["value"].to_numpy(dtype=np.int64)
