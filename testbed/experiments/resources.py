@@ -53,6 +53,7 @@ from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.shipped import check_scenarios, scenario
 from testbed.rundir import ExperimentDir
+from testbed.semantics.instances import MAX_SHARED_INSTANCES
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import OperatorCount, StreamCount
 from testbed.semantics.topology import Topology, WindowSpec, parse_topology
@@ -83,8 +84,11 @@ class ResourceParams(KindParams):
     #: P4SS Fig. 6: its scenario's three streams, each given N operators.
     p4ss_scenario: str = "p4ss"
     p4ss_n: list[OperatorCount] = Field(default=powers_of(2, 64), min_length=1)
-    #: N installed on the live targets (bmv2 ports are 9 bits: N <= 510).
-    readback_n: list[OperatorCount] = Field(default=[2, 8, 64], min_length=1)
+    #: N installed on the live targets: whole hosts up to bmv2's ports,
+    #: instances on shared hosts past them (``readback_topology``).
+    readback_n: list[OperatorCount] = Field(default=[2, 8, 64, 1024], min_length=1)
+    #: Streams (of ``stream_sweep_n`` operators each) installed on the live targets.
+    readback_streams: list[StreamCount] = Field(default=[1, 4096, 65536], max_length=16)
 
     @field_validator("semantics")
     @classmethod
@@ -107,9 +111,16 @@ class ResourceParams(KindParams):
 
     @field_validator("readback_n")
     @classmethod
-    def _ports(cls, sizes: list[int]) -> list[int]:
-        if max(sizes) > N_PORTS - 2 or min(sizes) < 1:
-            raise ValueError(f"N must be 1..{N_PORTS - 2}: port 1 is the source, bmv2 ports are 9 bits")
+    def _instances(cls, sizes: list[int]) -> list[int]:
+        if max(sizes) > MAX_SHARED_INSTANCES or min(sizes) < 1:
+            raise ValueError(f"N must be 1..{MAX_SHARED_INSTANCES} (16-bit instance ids past the ports)")
+        return sizes
+
+    @field_validator("readback_streams")
+    @classmethod
+    def _readback_ids(cls, sizes: list[int]) -> list[int]:
+        if sizes and (max(sizes) > N_STREAMS or min(sizes) < 1):
+            raise ValueError(f"streams must be 1..{N_STREAMS} (16-bit stream ids)")
         return sizes
 
 
@@ -123,6 +134,23 @@ def sweep_topology(window: WindowSpec, n_ops: int, streams: int = 1) -> Topology
     data = [{"id": sid, "source": "src", "window": window.model_dump(exclude_none=True),
              "operators": operators, "events": 1, "rate": 1} for sid in range(streams)]
     return parse_topology({"name": "sweep", "hosts": hosts, "streams": data}, plan_only=True)
+
+
+#: Instances per shared host where a readback's N passes the whole hosts bmv2's ports take.
+INSTANCES_PER_HOST = 256
+
+
+def readback_topology(window: WindowSpec, n_ops: int, streams: int = 1) -> Topology:
+    """``sweep_topology``, or past bmv2's ports N instances on shared hosts of
+    ``INSTANCES_PER_HOST`` each, as a run of N = 1,024 places them."""
+    if n_ops <= N_PORTS - 2:
+        return sweep_topology(window, n_ops, streams)
+    hosts = -(-n_ops // INSTANCES_PER_HOST)
+    shares = {f"o{i + 1}": n_ops // hosts + (1 if i < n_ops % hosts else 0) for i in range(hosts)}
+    data = [{"id": sid, "source": "src", "window": window.model_dump(exclude_none=True),
+             "operators": list(shares), "events": 1, "rate": 1} for sid in range(streams)]
+    return parse_topology({"name": "sweep", "hosts": {"src": {}} | {h: {"instances": k} for h, k in shares.items()},
+                           "streams": data}, plan_only=True)
 
 
 def register_bits(kind: str) -> int:
@@ -192,7 +220,8 @@ def planned_state(plan: SplitterPlan) -> tuple[dict[str, set], dict[int, tuple[i
         kinds = param_kinds(e.table, e.action)
         tables[e.table].add((tuple(to_int(v) for v in e.match), e.action,
                              tuple(to_int(v, k) for v, k in zip(e.params, kinds))))
-    return tables, {g.mgid: tuple(sorted(g.ports)) for g in plan.groups}
+    # every node's ports: a shared host's port once per instance node
+    return tables, {g.mgid: tuple(sorted(p for _rid, ports in g.nodes for p in ports)) for g in plan.groups}
 
 
 def node_ports(node: Any) -> list[int]:
@@ -210,33 +239,43 @@ def switch_state(api: Any) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
     return tables, groups
 
 
-def compare(target: str, semantic: str, n_ops: int, plan: SplitterPlan, api: Any) -> list[dict[str, Any]]:
+def compare(target: str, semantic: str, plan: SplitterPlan, api: Any) -> list[dict[str, Any]]:
     """One row per table and for the groups: the plan's count, the switch's, and whether they hold the same."""
     want_tables, want_groups = planned_state(plan)
     got_tables, got_groups = switch_state(api)
-    rows = [{"target": target, "semantic": semantic, "N": n_ops, "what": t, "planned": len(want_tables[t]),
+    topo = plan.topology
+    point = {"target": target, "semantic": semantic, "N": len(topo.streams[0].operators), "streams": len(topo.streams)}
+    rows = [{**point, "what": t, "planned": len(want_tables[t]),
              "read_back": len(got_tables[t]), "same": want_tables[t] == got_tables[t]} for t in SCHEMA]
-    rows.append({"target": target, "semantic": semantic, "N": n_ops, "what": "multicast_groups",
+    rows.append({**point, "what": "multicast_groups",
                  "planned": len(want_groups), "read_back": len(got_groups), "same": want_groups == got_groups})
-    rows.append({"target": target, "semantic": semantic, "N": n_ops, "what": "multicast_ports",
+    rows.append({**point, "what": "multicast_ports",
                  "planned": sum(map(len, want_groups.values())), "read_back": sum(map(len, got_groups.values())),
                  "same": want_groups == got_groups})
     return rows
 
 
-def readback(target: str, api: Any, windows: dict[str, WindowSpec], sizes: list[int]) -> list[dict[str, Any]]:
-    """Install, read back, clear and check the switch is empty, for every semantic and N."""
+def readback(target: str, api: Any, windows: dict[str, WindowSpec], sizes: list[int], streams: Iterable[int] = (),
+             streams_n: int = 6, log=lambda line: None) -> list[dict[str, Any]]:
+    """Install, read back, clear and check the switch is empty: for every
+    semantic, one stream at each N, then ``streams`` streams of ``streams_n``."""
     rows = []
     controller = Controller(api)
     for sem, window in windows.items():
-        for n in sizes:
-            plan = SplitterPlan(sweep_topology(window, n))
-            controller.install(plan)
-            found = compare(target, sem, n, plan, api)
+        points = [readback_topology(window, n) for n in sizes] + \
+                 [readback_topology(window, streams_n, count) for count in streams]
+        for topo in points:
+            plan = SplitterPlan(topo)
+            install = controller.install(plan)
+            found = compare(target, sem, plan, api)
             controller.clear()
             tables, groups = switch_state(api)
             emptied = not groups and not any(tables.values())
-            rows += [dict(r, cleared=emptied) for r in found]
+            rows += [dict(r, cleared=emptied, install_s=round(install["groups_s"] + install["tables_s"], 4))
+                     for r in found]
+            log(f"{target} {sem}: N = {found[0]['N']}, {found[0]['streams']:,} streams read back "
+                f"({install['entries']:,} entries, {install['groups']:,} groups, "
+                f"{install['groups_s'] + install['tables_s']:.2f} s to install)")
     return rows
 
 
@@ -338,14 +377,15 @@ class Resources(ExperimentKind):
         by_n, by_streams, growth = self.sweeps(p)
         for frame, path in ((by_n, x.plan_by_n), (by_streams, x.plan_by_streams), (growth, x.p4ss_growth)):
             frame.to_parquet(path, index=False)
-        rows = readback(IN_PROCESS, SplitterPipeline(), windows, p.readback_n)
+        rows = readback(IN_PROCESS, SplitterPipeline(), windows, p.readback_n, p.readback_streams, p.stream_sweep_n)
         targets = self.targets()
         if targets:
             with interruptible(f"{self.spec.name}-{x.root.name}"), VethRig(0) as rig:
                 for target in targets:
-                    self.log(f"read-back on {target} at N = {p.readback_n}")
+                    self.log(f"read-back on {target} at N = {p.readback_n} and streams = {p.readback_streams}")
                     with live_switch(target, x, f"{target}-readback", rig) as (_proc, api):
-                        rows += readback(target, api, windows, p.readback_n)
+                        rows += readback(target, api, windows, p.readback_n, p.readback_streams, p.stream_sweep_n,
+                                         self.log)
         pd.DataFrame(rows).to_parquet(x.readback, index=False)
         compiled = self.compiled()
         sizes = compiled.get("table_sizes")
@@ -399,7 +439,10 @@ def contract_counts() -> dict[str, Any]:
 
 
 def readback_summary(rows: pd.DataFrame) -> dict[str, Any]:
-    per_target = rows.groupby("target").agg(installs=("N", "size"), same=("same", "all"), cleared=("cleared", "all"))
+    """Whether every install read back as planned and cleared, and the largest N and stream count per target."""
+    rows = rows.assign(streams=rows["streams"] if "streams" in rows else 1)
+    per_target = rows.groupby("target").agg(installs=("N", "size"), same=("same", "all"), cleared=("cleared", "all"),
+                                            largest_n=("N", "max"), most_streams=("streams", "max"))
     return {"all_same": bool(rows["same"].all()), "all_cleared": bool(rows["cleared"].all()),
             "targets": per_target.reset_index().to_dict("records")}
 

@@ -51,6 +51,8 @@ class StrictModel(BaseModel):
     def _no_booleans_for_other_types(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for name, value in data.items():
+                if not isinstance(value, (bool, list, dict)):
+                    continue        # no boolean can hide in it, and 65,536 streams make the walk costly
                 field = cls.model_fields.get(name) if isinstance(name, str) else None
                 found = _misplaced_bool(field.annotation, value) if field is not None else None
                 if found is not None:
@@ -84,6 +86,8 @@ def _misplaced_bool(annotation: Any, value: Any) -> tuple[str, Any, bool] | None
     args = typing.get_args(annotation)
     if isinstance(value, list) and origin in (list, set, frozenset) and args:
         for i, item in enumerate(value):
+            if not isinstance(item, (bool, list, dict)):
+                continue
             inner = _misplaced_bool(args[0], item)
             if inner is not None:
                 return (f"[{i}]{inner[0]}",) + inner[1:]

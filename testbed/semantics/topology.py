@@ -563,13 +563,19 @@ class Topology(StrictModel):
         counts = {h: v["instances"] if isinstance(v, dict) and type(v.get("instances")) is int else 1
                   for h, v in data["hosts"].items()}
 
+        # Thousands of streams share a handful of lists: each is expanded once.
+        done: dict[tuple[str, ...], list[str]] = {}
+
         def expanded(listed: Any, where: str) -> Any:
             if not isinstance(listed, list) or not all(isinstance(op, str) for op in listed):
                 return listed          # the field's own validation says what is wrong
-            try:
-                return instances_.expand(listed, counts)
-            except instances_.InstanceError as err:
-                raise _FieldError(where + str(err).split(":")[0], str(err).split(": ", 1)[1]) from None
+            key = tuple(listed)
+            if key not in done:
+                try:
+                    done[key] = instances_.expand(listed, counts)
+                except instances_.InstanceError as err:
+                    raise _FieldError(where + str(err).split(":")[0], str(err).split(": ", 1)[1]) from None
+            return list(done[key])
 
         data = dict(data)
         if isinstance(data.get("streams"), list):
