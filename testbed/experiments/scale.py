@@ -1,4 +1,4 @@
-"""S4's scale, live: one stream over N operator instances, N swept to a thousand and more.
+"""S4's scale, live: N operator instances swept to a thousand, and streams to thousands.
 
 S4 claims up to 457,000 operator instances on one Tofino switch (Fig. 7),
 computed from its compiler's fit, and times the control plane against N up
@@ -16,6 +16,14 @@ over the instances (copies per instance: max over mean), and the verdict.
 The events are ``N * slide * windows_per_instance``, so that round robin
 gives every instance the same number of windows once the stream is past its
 first windows.
+
+The second sweep holds N (``stream_instances``, on two shared hosts) and
+grows the streams, declared as one family (docs/topology.md) whose members
+take the window kinds in turn: count and time, tumbling and sliding, from
+two sources.  Each stream sends N events at ``stream_rate``, so every
+instance gets windows of every stream, and the stream lasts the same at
+every point.  All members share one operator list, so the switch holds one
+operator set and two entries per stream (docs/p4.md, "Operator sets").
 """
 from __future__ import annotations
 
@@ -36,6 +44,7 @@ from testbed.experiments.base import ExperimentKind, KindParams
 from testbed.experiments.bench.runs import SETUP_PHASES, MemoryPeak, sending_rate, testbed
 from testbed.rundir import ExperimentDir, RunDir
 from testbed.semantics.instances import MAX_SHARED_INSTANCES
+from testbed.semantics.limits import MAX_STREAM_ID
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import Rate, StrictModel
 from testbed.semantics.topology import WindowSpec, parse_topology
@@ -62,6 +71,18 @@ class ScaleParams(KindParams):
     rate: Rate = 3000
     #: Operators on Spark, every window against the reference (``False``: events only).
     spark: bool = True
+    #: The streams sweep: how many streams, each over ``stream_instances`` instances.
+    stream_values: list[int] = Field(default=[16, 256, 1024, 4096], max_length=16)
+    stream_instances: int = Field(default=64, ge=2, le=1024)
+    #: Events per second of each stream (a stream sends ``stream_instances`` events).
+    stream_rate: Rate = 2
+
+    @field_validator("stream_values")
+    @classmethod
+    def _streams(cls, values: list[int]) -> list[int]:
+        if values and (min(values) < 1 or max(values) > MAX_STREAM_ID):
+            raise ValueError(f"streams must be 1..{MAX_STREAM_ID} (16-bit stream ids)")
+        return values
 
     @field_validator("n_values")
     @classmethod
@@ -80,6 +101,19 @@ def scale_topology(n: int, hosts: int, window: WindowSpec, events: int, rate: fl
             "hosts": {"h1": {}, **{h: ({"instances": k} if k > 1 else {}) for h, k in zip(names, shares)}},
             "streams": [{"id": 1, "source": "h1", "window": window.model_dump(mode="json", exclude_none=True),
                          "operators": names, "events": events, "rate": rate}]}
+
+
+#: The window kinds the members of a streams-sweep family take in turn.
+MIXED_WINDOWS = [{"kind": "count", "size": 1, "slide": 1}, {"kind": "count", "size": 2, "slide": 1},
+                 {"kind": "time", "size": 1, "slide": 1}, {"kind": "time", "size": 2, "slide": 1}]
+
+
+def streams_topology(count: int, n: int, rate: float) -> dict[str, Any]:
+    """``count`` streams as one family over ``n`` instances on two shared hosts, from two sources, as YAML data."""
+    return {"name": f"streams{count}", "switch": {"name": "ssc"},
+            "hosts": {"h1": {}, "h2": {"instances": n - n // 2}, "h3": {"instances": n // 2}, "h4": {}},
+            "streams": [{"family": {"count": count, "windows": MIXED_WINDOWS, "sources": ["h1", "h4"]},
+                         "id": 1, "operators": ["h2", "h3"], "events": n, "rate": rate}]}
 
 
 def load_balance(rundir: RunDir, operators: list[str]) -> dict[str, Any]:
@@ -106,18 +140,27 @@ class ScaleRuns(ExperimentKind):
             for name, semantic in p.semantics.items():
                 for n in p.n_values:
                     self.log(f"{target} {name}: N = {n}")
-                    rows.append(self.point(target, name, semantic.window, n))
+                    events = n * semantic.window.slide * p.windows_per_instance
+                    rows.append(self.point(target, name, scale_topology(n, p.hosts, semantic.window, events, p.rate),
+                                           dict(sweep="instances", N=n, streams=1, events=events,
+                                                window=semantic.window.as_json())))
+            for count in p.stream_values:
+                self.log(f"{target} streams: {count:,} streams of N = {p.stream_instances}")
+                rows.append(self.point(target, "mixed", streams_topology(count, p.stream_instances, p.stream_rate),
+                                       dict(sweep="streams", N=p.stream_instances, streams=count,
+                                            events=count * p.stream_instances, window=None)))
         table = pd.DataFrame(rows)
         table.to_parquet(self.expdir.raw / "scale.parquet", index=False)
-        return {"points": rows, "largest_n_passed": {
-            t: max([r["N"] for r in rows if r["target"] == t and r["check_passes"]], default=None)
-            for t in {r["target"] for r in rows}}}
+        return {"points": rows, **{f"largest_{what}_passed": {
+            t: max([r[key] for r in rows if r["target"] == t and r["check_passes"] and r["sweep"] == sweep],
+                   default=None)
+            for t in {r["target"] for r in rows}} for what, key, sweep in (("n", "N", "instances"),
+                                                                            ("streams", "streams", "streams"))}}
 
-    def point(self, target: str, semantic: str, window: WindowSpec, n: int) -> dict[str, Any]:
+    def point(self, target: str, semantic: str, data: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
+        """One run of ``data`` (a topology as YAML data); ``shape`` goes into its row as it is."""
         p = self.params
-        events = n * window.slide * p.windows_per_instance
-        data = scale_topology(n, p.hosts, window, events, p.rate)
-        label = f"{target}-{semantic}-{n}"
+        label = f"{target}-{semantic}-{shape['N'] if shape['sweep'] == 'instances' else shape['streams']}"
         path = self.expdir.raw / f"topology-{label}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         topo = parse_topology(data, str(path))
@@ -132,8 +175,8 @@ class ScaleRuns(ExperimentKind):
         with MemoryPeak(tag) as memory:
             res = testbed(*args, env=dict(os.environ, **{TAG_ENV: tag}))
         row: dict[str, Any] = {
-            "target": target, "semantic": semantic, "N": n, "hosts": len(data["hosts"]) - 1, "events": events,
-            "window": window.as_json(), "run_dir": str(rundir.root.relative_to(self.expdir.root)),
+            "target": target, "semantic": semantic, **shape, "hosts": len(data["hosts"]) - 1,
+            "run_dir": str(rundir.root.relative_to(self.expdir.root)),
             "exit": res.returncode, "wall_s": round(time.perf_counter() - t0, 1),
             "peak_memory_mib": round(memory.peak / 2**20), "estimated_memory_mib": round(topo.memory_need() / 2**20),
             "plan_entries": len(plan.entries()),
@@ -143,7 +186,8 @@ class ScaleRuns(ExperimentKind):
         run, verdicts = rundir.read_record(), rundir.read_verdicts()
         phases, install = run.phases_s, run.install
         check = testbed("check", str(rundir.root))
-        return dict(row, **load_balance(rundir, topo.streams[0].operators),
+        operators = list(dict.fromkeys(op for s in topo.streams for op in s.operators))
+        return dict(row, **load_balance(rundir, operators),
                     setup_s=round(sum(phases.get(ph, 0) for ph in SETUP_PHASES), 2),
                     network_s=phases.get("network"), plan_s=phases.get("plan"), operators_s=phases.get("operators"),
                     install_s=round(install.groups_s + install.tables_s, 3) if install else None,
@@ -167,11 +211,16 @@ class ScaleRuns(ExperimentKind):
             for n in p.n_values:
                 data = scale_topology(n, p.hosts, semantic.window, n * semantic.window.slide, p.rate)
                 out[f"{name}-{n}"] = SplitterPlan(parse_topology(data)).cost()
+        for count in p.stream_values:
+            data = streams_topology(count, p.stream_instances, p.stream_rate)
+            out[f"streams-{count}"] = SplitterPlan(parse_topology(data)).cost()
         return out
 
     @classmethod
     def doc_table(cls, record: dict[str, Any]) -> list[str]:
-        points = (record.get("ours") or {}).get("points") or []
+        ours = record.get("ours") or {}
+        every = ours.get("points") or []
+        points = [r for r in every if r.get("sweep", "instances") == "instances"]
         fig7 = (record.get("paper") or {}).get("s4_fig7") or paper.S4_FIG_7
         lines = [f"S4 reports up to {fig7['count_tumbling']['max_operators']:,} operator instances on one Tofino "
                  f"(count tumbling; Fig. 7, from the compiler's fit, no traffic). Ours, live, every event checked:",
@@ -182,19 +231,41 @@ class ScaleRuns(ExperimentKind):
                          f"{r.get('install_s', '-')} | {r.get('install_operations', '-')} | "
                          f"{r.get('peak_memory_mib', '-')} | {r.get('copies_max_over_mean', '-')} | "
                          f"{'passes' if r['check_passes'] else 'FAILS'} |")
-        largest = (record.get("ours") or {}).get("largest_n_passed") or {}
+        largest = ours.get("largest_n_passed") or {}
         if largest:
             ratio = ", ".join(f"{t}: N = {n:,} ({n / fig7['count_tumbling']['max_operators']:.2%} of S4's figure)"
                               for t, n in sorted(largest.items()) if n)
             lines += ["", f"Largest N that passed here: {ratio}. S4's number is a capacity computed from the "
                           f"compiled program's fit on a Tofino; ours is a live run on a 2-core machine, so the two "
                           f"bound different things."]
+        streams = [r for r in every if r.get("sweep") == "streams"]
+        if streams:
+            lines += ["", f"S4 reports up to {fig7['count_tumbling']['max_streams']:,} count-tumbling and "
+                          f"{fig7['time_based']['max_streams']:,} time-based concurrent streams (Fig. 7, the same "
+                          f"way). Ours, live: the streams of one family over N = {streams[0]['N']} instances, "
+                          f"window kinds mixed, every event checked:", "",
+                      "| target | streams | events | set-up (s) | install (s) | entries installed | "
+                      "peak memory (MiB) | copies max/mean | check |", "|---|---|---|---|---|---|---|---|---|"]
+            for r in streams:
+                lines.append(f"| {r['target']} | {r['streams']:,} | {r['events']:,} | {r.get('setup_s', '-')} | "
+                             f"{r.get('install_s', '-')} | {r.get('installed_entries', '-')} | "
+                             f"{r.get('peak_memory_mib', '-')} | {r.get('copies_max_over_mean', '-')} | "
+                             f"{'passes' if r['check_passes'] else 'FAILS'} |")
+            most = ours.get("largest_streams_passed") or {}
+            ratio = ", ".join(f"{t}: {n:,} streams ({n / fig7['time_based']['max_streams']:.1%} of S4's time-based "
+                              f"figure)" for t, n in sorted(most.items()) if n)
+            if ratio:
+                lines += ["", f"Most streams that passed here: {ratio}; the same caveat holds."]
         return lines
 
     @classmethod
     def draw(cls, expdir: ExperimentDir, record: dict[str, Any]) -> list[Path]:
-        rows = pd.read_parquet(expdir.raw / "scale.parquet")
-        fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
+        table = pd.read_parquet(expdir.raw / "scale.parquet")
+        sweep = table["sweep"] if "sweep" in table else pd.Series("instances", index=table.index)
+        rows, streams = table[sweep == "instances"], table[sweep == "streams"]
+        fig, grid = plt.subplots(2 if len(streams) else 1, 3, figsize=(15, 10.4 if len(streams) else 5.2),
+                                 squeeze=False)
+        axes = grid[0]
         for (target, semantic), part in rows.groupby(["target", "semantic"]):
             part = part.sort_values("N")
             style = "-" if semantic == "sliding" else "--"
@@ -223,7 +294,9 @@ class ScaleRuns(ExperimentKind):
         for ax in axes[:2]:
             ax.set_xticks(ns, [f"{n:,}" for n in ns])
             ax.minorticks_off()
-        for ax in axes:
+        if len(streams):
+            cls._draw_streams(grid[1], streams)
+        for ax in grid.flat:
             ax.grid(alpha=0.3, which="both")
             # Below the axes: inside, the set-up and install lines leave no corner free.
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
@@ -233,3 +306,29 @@ class ScaleRuns(ExperimentKind):
                      f"checked", fontsize=9)
         fig.tight_layout()
         return [save_figure(fig, expdir.figure(FIGURE))]
+
+    @staticmethod
+    def _draw_streams(axes, rows: pd.DataFrame) -> None:
+        """The streams sweep: set-up and install, memory, and the entries the switch took, against streams."""
+        for target, part in rows.groupby("target"):
+            part = part.sort_values("streams")
+            if "setup_s" in part:
+                axes[0].plot(part["streams"], part["setup_s"], marker="o", ms=3, label=f"set-up, {target}")
+            if "install_s" in part:
+                axes[0].plot(part["streams"], part["install_s"], "--", marker="s", ms=3,
+                             label=f"plan install, {target}")
+            axes[1].plot(part["streams"], part["peak_memory_mib"], marker="o", ms=3, label=target)
+            if "installed_entries" in part:
+                axes[2].plot(part["streams"], part["installed_entries"], marker="o", ms=3,
+                             label=f"entries installed, {target}")
+        n = int(rows["N"].iloc[0])
+        axes[0].set(xscale="log", yscale="log", xlabel="concurrent streams", ylabel="seconds",
+                    title=f"set-up and plan install, streams of N = {n}")
+        axes[1].set(xscale="log", xlabel="concurrent streams", ylabel="MiB (sum of PSS)",
+                    title="peak memory of all the run's processes", ylim=(0, None))
+        axes[2].set(xscale="log", yscale="log", xlabel="concurrent streams", ylabel="table entries",
+                    title="entries installed (one operator set shared by all streams)")
+        counts = sorted(int(c) for c in rows["streams"].unique())
+        for ax in axes:
+            ax.set_xticks(counts, [f"{c:,}" for c in counts])
+            ax.minorticks_off()

@@ -34,14 +34,22 @@ def test_s4scale_quick_checks_every_event_at_each_n(tmp_path, target):
     ok, expdir = run_experiment(spec, params, config, tmp_path / "s4scale")
     record = expdir.read_record()
     points = record["ours"]["points"]
-    assert ok and [p["N"] for p in points] == params.n_values and {p["target"] for p in points} == {target}
+    instances = [p for p in points if p["sweep"] == "instances"]
+    streams = [p for p in points if p["sweep"] == "streams"]
+    assert ok and [p["N"] for p in instances] == params.n_values and {p["target"] for p in points} == {target}
+    assert [p["streams"] for p in streams] == params.stream_values
     for p in points:
         assert p["check_passes"] and p["exit"] == 0 and p["lost"] == 0, p
         assert p["instances_without_copies"] == 0 and p["copies_min"] > 0
         assert p["installed_entries"] == p["plan_entries"] and p["installed_groups"] == p["plan_groups"]
         assert p["peak_memory_mib"] > 0 and p["setup_s"] > 0
-        operators = pd.read_parquet(RunDir(expdir.root / p["run_dir"]).deliveries)["operator"].unique()
+        delivered = pd.read_parquet(RunDir(expdir.root / p["run_dir"]).deliveries)
+        operators = delivered["operator"].unique()
         assert len(operators) == p["N"] and all("." in op for op in operators)
+        assert delivered["stream"].nunique() == p["streams"]
+    # streams share one operator set: each costs its two entries, and the set is there once
+    assert streams[-1]["installed_entries"] - streams[0]["installed_entries"] == \
+        2 * (streams[-1]["streams"] - streams[0]["streams"])
     figures = [expdir.root / f for f in record["figures"]]
     for f in figures:
         f.unlink()

@@ -81,7 +81,7 @@ def test_command_line_overrides_reach_only_kinds_that_take_them():
 @pytest.mark.parametrize("text, where", [
     ("name: x\nkind: nosuch\n", "kind: unknown kind 'nosuch'"),
     ("name: x\nkind: control\nparams: {repeats: 3}\n", "params.repeats: unknown field"),
-    ("name: x\nkind: control\nparams: {n_values: [1, 600]}\n", "params.n_values: N must be 1..510"),
+    ("name: x\nkind: control\nparams: {n_values: [1, 65100]}\n", "params.n_values: N must be 1..65024"),
     ("name: x\nkind: scenarios\nparams: {runs: [cbsw1, nosuch]}\n", r"params.runs: [1]: nosuch: no such topology"),
     ("name: x\nkind: rates\nparams: {targets: [tofino]}\n", "params.targets: unknown target 'tofino'"),
     ("name: x\nkind: latency\nextra: 1\n", "extra: unknown field"),
@@ -178,16 +178,22 @@ def test_registers_used_are_the_ones_the_model_writes():
 
 # -- resources: read-back, and the compiled program ------------------------------
 def test_in_process_readback_equals_the_plan_and_clears():
-    rows = pd.DataFrame(readback("in-process", SplitterPipeline(), semantic_windows({"cbsw": "cbsw1"}), [3, 7]))
+    rows = pd.DataFrame(readback("in-process", SplitterPipeline(), semantic_windows({"cbsw": "cbsw1"}), [3, 7, 600],
+                                 [40], 5))
     assert set(rows["what"]) == set(SCHEMA) | {"multicast_groups", "multicast_ports"}
     assert rows["same"].all() and rows["cleared"].all()
     assert (rows["planned"] == rows["read_back"]).all()
+    # past bmv2's ports N = 600 are instances of shared hosts; 40 streams share one operator set
+    points = rows[rows["what"] == "unicast"].set_index(["N", "streams"])["read_back"]
+    assert points.to_dict() == {(3, 1): 3, (7, 1): 7, (600, 1): 600, (5, 40): 5}
+    specs = rows[rows["what"] == "window_spec"].set_index(["N", "streams"])["read_back"]
+    assert specs[(5, 40)] == 40
 
 
 def test_readback_notices_a_missing_entry():
     class Forgetful(SplitterPipeline):
         def table_add(self, table, action, match_keys, action_params=()):
-            if table == "unicast" and str(match_keys[2]) == "1":
+            if table == "unicast" and str(match_keys[1]) == "1":
                 return -1
             return super().table_add(table, action, match_keys, action_params)
 
