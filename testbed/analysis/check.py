@@ -393,6 +393,16 @@ def results_differ(got: pd.Series, ref: pd.Series) -> pd.Series:
 CHECK_LABELS = ("got", "reference", "missing", "extra")
 
 
+def in_windows(rows: pd.DataFrame, windows: Optional[dict[int, set[int]]]) -> pd.Series:
+    """Whether each row's (stream, window) is among ``windows`` (per stream)."""
+    pairs = [(sid, w) for sid, ws in (windows or {}).items() for w in ws]
+    if not pairs:
+        return pd.Series(False, index=rows.index)
+    named = pd.MultiIndex.from_tuples(pairs)
+    return pd.Series(pd.MultiIndex.from_arrays([rows["stream"].astype("int64"), rows["window"].astype("int64")])
+                     .isin(named), index=rows.index)
+
+
 def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
                     late_windows: Optional[dict[int, set[int]]] = None,
                     labels: tuple[str, str, str, str] = CHECK_LABELS,
@@ -411,57 +421,57 @@ def compare_windows(produced: pd.DataFrame, reference: pd.DataFrame,
     p = produced.assign(key=produced["key"].fillna(-1).astype("int64"), n_events=produced["n_events"].astype("Int64"))
     r = reference.assign(key=reference["key"].fillna(-1).astype("int64"),
                          n_events=reference["n_events"].astype("Int64"))
-    merged = r.merge(p, on=keys, how="outer", suffixes=("_ref", ""), indicator=True)
+    merged = r.merge(p, on=keys, how="outer", suffixes=("_ref", ""), indicator=True).reset_index(drop=True)
+    # Every test is a mask over all streams' rows at once, then counted per
+    # stream: a loop per stream took minutes at thousands of streams.
+    left, right = merged["_merge"] == "left_only", merged["_merge"] == "right_only"
+    both = merged["_merge"] == "both"
+    fewer = (merged["n_events"] < merged["n_events_ref"]).fillna(False).astype(bool)
+    # A window short of events may come out under another key than the
+    # whole one (the key of a maximum, say): a row with fewer events than
+    # its window had is that short window, not an extra one.
+    whole = merged.groupby(["stream", "window"])["n_events_ref"].transform("sum")
+    short_elsewhere = right & (merged["n_events"] < whole).fillna(False).astype(bool)
+    late = in_windows(merged, late_windows)
+    failed = in_windows(merged, failed_windows)
+    late_short = late & short_elsewhere
+    alive = ~late_short
+    explained = alive & late & (left | (both & fewer))
+    alive &= ~explained
+    failed_short = alive & failed & short_elsewhere
+    alive &= ~failed_short
+    lost = alive & failed & (left | (both & fewer))
+    alive &= ~lost
+    kept = alive & both
+    wrong = kept & ~fewer & (unequal(merged["n_events"], merged["n_events_ref"])
+                             | results_differ(merged["result"], merged["result_ref"])
+                             | unequal(merged["operator"], merged["operator_ref"]))
+    short = kept & fewer
+    masks = pd.DataFrame({"stream": merged["stream"], "reference": ~right, "produced": ~left,
+                          "missing": left & ~explained & ~lost, "extra": right & ~late_short & ~failed_short,
+                          "too_late": explained, "failed": lost, "incomplete": short, "mismatched": wrong,
+                          "kept": kept})
+    counts = masks.groupby("stream").sum()
     out: dict[int, WindowCheck] = {}
-    for sid, rows in merged.groupby("stream"):
-        res = WindowCheck(int(sid))
-        res.reference = int((rows["_merge"] != "right_only").sum())
-        res.produced = int((rows["_merge"] != "left_only").sum())
-        res.missing = int((rows["_merge"] == "left_only").sum())
-        res.extra = int((rows["_merge"] == "right_only").sum())
-        # A window short of events may come out under another key than the
-        # whole one (the key of a maximum, say): a row with fewer events than
-        # its window had is that short window, not an extra one.
-        whole = rows["window"].map(rows.groupby("window")["n_events_ref"].sum())
-        short_elsewhere = (rows["_merge"] == "right_only") & (rows["n_events"] < whole).fillna(False).astype(bool)
-        late = rows["window"].isin((late_windows or {}).get(int(sid), ()))
-        res.extra -= int((late & short_elsewhere).sum())
-        rows, short_elsewhere = rows[~(late & short_elsewhere)], short_elsewhere[~(late & short_elsewhere)]
-        late = late[rows.index]
-        fewer = (rows["n_events"] < rows["n_events_ref"]).fillna(False).astype(bool)
-        explained = late & ((rows["_merge"] == "left_only") | ((rows["_merge"] == "both") & fewer))
-        res.too_late = int(explained.sum())
-        for _, row in rows[explained].head(3).iterrows():
-            arrived = row["n_events"] if row["_merge"] == "both" else 0
-            res.examples.append(f"window {row['window']} key {row['key']}: {row['n_events_ref'] - arrived} "
-                                f"of {row['n_events_ref']} events were too late")
-        res.missing -= int((explained & (rows["_merge"] == "left_only")).sum())
-        rows = rows[~explained]
-        failed = rows["window"].isin((failed_windows or {}).get(int(sid), ()))
-        short_elsewhere = short_elsewhere[rows.index]
-        res.extra -= int((failed & short_elsewhere).sum())
-        rows = rows[~(failed & short_elsewhere)]
-        failed = failed[rows.index]
-        fewer = (rows["n_events"] < rows["n_events_ref"]).fillna(False).astype(bool)
-        lost = failed & ((rows["_merge"] == "left_only") | ((rows["_merge"] == "both") & fewer))
-        res.failed = int(lost.sum())
-        res.missing -= int((lost & (rows["_merge"] == "left_only")).sum())
-        rows = rows[~lost]
-        both = rows[rows["_merge"] == "both"]
-        short = (both["n_events"] < both["n_events_ref"]).fillna(False).astype(bool)
-        wrong = ~short & (unequal(both["n_events"], both["n_events_ref"])
-                          | results_differ(both["result"], both["result_ref"])
-                          | unequal(both["operator"], both["operator_ref"]))
-        res.incomplete, res.mismatched = int(short.sum()), int(wrong.sum())
-        res.matching = len(both) - res.incomplete - res.mismatched
-        for _, row in both[short | wrong].head(5).iterrows():
-            res.examples.append(f"window {row['window']} key {row['key']}: {got} {row['result']} from "
-                                f"{row['n_events']} events at {row['operator']}, {ref} {row['result_ref']} "
-                                f"from {row['n_events_ref']} at {row['operator_ref']}")
-        for _, row in rows[rows["_merge"] != "both"].head(5).iterrows():
-            res.examples.append(f"window {row['window']} key {row['key']}: "
-                                f"{only_ref if row['_merge'] == 'left_only' else only_got}")
+    for sid, c in counts.iterrows():
+        res = WindowCheck(int(sid), reference=int(c["reference"]), produced=int(c["produced"]),
+                          missing=int(c["missing"]), extra=int(c["extra"]), too_late=int(c["too_late"]),
+                          failed=int(c["failed"]), incomplete=int(c["incomplete"]),
+                          mismatched=int(c["mismatched"]))
+        res.matching = int(c["kept"]) - res.incomplete - res.mismatched
         out[int(sid)] = res
+    for _, row in merged[explained].groupby("stream").head(3).iterrows():
+        arrived = row["n_events"] if row["_merge"] == "both" else 0
+        out[int(row["stream"])].examples.append(f"window {row['window']} key {row['key']}: "
+                                                f"{row['n_events_ref'] - arrived} of {row['n_events_ref']} "
+                                                f"events were too late")
+    for _, row in merged[short | wrong].groupby("stream").head(5).iterrows():
+        out[int(row["stream"])].examples.append(
+            f"window {row['window']} key {row['key']}: {got} {row['result']} from {row['n_events']} events at "
+            f"{row['operator']}, {ref} {row['result_ref']} from {row['n_events_ref']} at {row['operator_ref']}")
+    for _, row in merged[alive & ~both].groupby("stream").head(5).iterrows():
+        out[int(row["stream"])].examples.append(f"window {row['window']} key {row['key']}: "
+                                                f"{only_ref if row['_merge'] == 'left_only' else only_got}")
     return out
 
 
@@ -474,8 +484,9 @@ def check_windows(rundir: RunDir, record: Optional[RunRecord] = None,
     record = record if record is not None else rundir.read_record()
     sources = pd.read_parquet(rundir.sources)
     late: dict[int, set[int]] = {}
+    by_stream = dict(iter(sources.groupby("stream", sort=False)))
     for sid_text, stream_record in record.streams.items():
-        sent = sources[sources["stream"] == int(sid_text)].sort_values("send_ns", kind="stable")
+        sent = by_stream.get(int(sid_text), sources.iloc[:0]).sort_values("send_ns", kind="stable")
         late[int(sid_text)] = expected_deliveries(Stream.from_record(stream_record), sent,
                                                   changes=record.stream_changes(sid_text)).late_windows
     windows = pd.read_parquet(rundir.windows)
