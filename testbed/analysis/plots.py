@@ -115,26 +115,43 @@ def plot_analysis(rundir: RunDir) -> Path:
     analysis = json.loads(rundir.spark_analysis.read_text())
     name = lambda sid: run.streams[str(sid)].get("name") or str(sid)  # noqa: E731
     load = pd.DataFrame(analysis["load"])
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
     windows = load.pivot_table(index="operator", columns="stream", values="windows", fill_value=0)
     windows = windows.reindex(run.operator_hosts, fill_value=0).rename(columns=name)
-    windows.plot.bar(ax=axes[0], rot=0)
-    axes[0].set_title("windows computed per operator")
-    axes[0].set_ylabel("windows")
+    windows.plot.bar(ax=axes[0], rot=0, legend=False)
+    axes[0].set(title="windows computed per operator", xlabel="operator instance (host)", ylabel="windows")
+    if len(windows.columns) > 1:
+        # Below the axes: inside, it covered the last operator's bars.
+        axes[0].legend(title="stream", fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                       ncol=min(len(windows.columns), 4))
     comp = pd.DataFrame(analysis["completeness"]).set_index("stream")
     axes[1].bar([name(s) for s in comp.index], comp["complete"] / comp["windows"])
-    axes[1].set_ylim(0, 1.05)
-    axes[1].set_title("complete windows (fraction of reference)")
-    lat = pd.DataFrame(analysis["latency_us"]).set_index("stream")[["p50", "p90", "p99"]]
-    lat.index = [name(s) for s in lat.index]
-    lat.plot.bar(ax=axes[2], rot=0, logy=True)
-    axes[2].set_title("delivery latency (us)")
+    axes[1].set(ylim=(0, 1.05), title="complete windows", xlabel="stream",
+                ylabel="fraction of the reference's windows")
+    plot_percentiles(axes[2], pd.DataFrame(analysis["latency_us"]).set_index("stream").rename(index=name))
     fig.suptitle(f"{run.name} on {run.target}: Spark analysis ({analysis['spark_master']})")
-    fig.tight_layout()
-    out = rundir.figure("analysis")
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save_figure(fig, rundir.figure("analysis"))
+
+
+#: The latency percentiles ``plot_percentiles`` draws, each with its own marker.
+PERCENTILES = {"p50": "o", "p90": "s", "p99": "^"}
+
+
+def plot_percentiles(ax, lat: pd.DataFrame) -> None:
+    """Each stream's latency percentiles as markers joined by a line, on a log
+    axis: bars on a log axis start at an arbitrary floor, so a p50 far below
+    the p99 drew as a stub or not at all; a marker shows every value."""
+    x = np.arange(len(lat))
+    ax.vlines(x, lat[list(PERCENTILES)].min(axis=1), lat[list(PERCENTILES)].max(axis=1), color="lightgrey")
+    for column, marker in PERCENTILES.items():
+        ax.plot(x, lat[column], marker, label=column)
+    ax.set_xticks(x, [str(s) for s in lat.index])
+    ax.set_xlim(-0.5, len(lat) - 0.5)
+    ax.set_yscale("log")
+    ax.margins(y=0.15)
+    ax.set(title="delivery latency", xlabel="stream", ylabel="µs (source send to operator receive, log)")
+    ax.grid(alpha=0.3, which="both", axis="y")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(PERCENTILES))
 
 
 def result_latency_table(rundir: RunDir) -> pd.DataFrame:
