@@ -20,10 +20,69 @@ from typing import Callable, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from testbed.rundir import RunDir, read_json
 
 POLL_S = 0.2
+#: Where the output is no terminal (a log file, CI), one plain progress line at most this often.
+PLAIN_EVERY_S = 5.0
+
+
+class PlainProgress:
+    """The part of ``rich.progress.Progress`` that ``StreamWatch`` uses, written
+    as plain lines: a bar needs a terminal's width and cursor, and without
+    them rich cut it to ``━━━ 200… 0:0…`` in a log.  A line is printed when
+    the counts changed and ``every_s`` has passed since the last one, and
+    once at the end, so a log shows how the stream went at a modest rate."""
+
+    def __init__(self, console: Console, every_s: float = PLAIN_EVERY_S, clock: Callable[[], float] = time.monotonic):
+        self.console, self.every_s, self.clock = console, every_s, clock
+        self.tasks: list[dict] = []
+        self.start = clock()
+        self.printed_at: Optional[float] = None
+        self.last_line = ""
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.emit(force=True)
+
+    def add_task(self, description: str, total: Optional[int] = None) -> int:
+        self.tasks.append({"description": description, "total": total, "completed": 0})
+        return len(self.tasks) - 1
+
+    def update(self, task: int, completed: Optional[int] = None, total: Optional[int] = None,
+               description: Optional[str] = None) -> None:
+        for key, value in (("completed", completed), ("total", total), ("description", description)):
+            if value is not None:
+                self.tasks[task][key] = value
+        self.emit()
+
+    def line(self) -> str:
+        parts = [t["description"] if t["total"] is None else f"{t['description']} {t['completed']:,}/{t['total']:,}"
+                 for t in self.tasks]
+        return f"{self.clock() - self.start:.0f} s: " + " · ".join(parts)
+
+    def emit(self, force: bool = False) -> None:
+        now = self.clock()
+        if not force and self.printed_at is not None and now - self.printed_at < self.every_s:
+            return
+        line = self.line()
+        # The elapsed time alone changing is no news.
+        if line.partition(": ")[2] == self.last_line.partition(": ")[2] and not force:
+            return
+        self.console.print(Text(line), soft_wrap=True)
+        self.printed_at, self.last_line = now, line
+
+
+def progress_display(console: Console):
+    """Live bars on a terminal; plain lines (``PlainProgress``) anywhere else."""
+    if not console.is_terminal:
+        return PlainProgress(console)
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    return Progress(*columns, console=console, transient=False)
 
 
 class ProcessDied(RuntimeError):
@@ -137,9 +196,8 @@ class StreamWatch:
 
     def follow(self, console: Console) -> str:
         """Block until streaming is over; return why (``complete``, ``settled``, ``timeout``)."""
-        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
         start = time.monotonic()
-        with Progress(*columns, console=console, transient=False) as progress:
+        with progress_display(console) as progress:
             t_sent = progress.add_task("events sent", total=self.total_events)
             t_recv = progress.add_task("deliveries received", total=self.expected_copies)
             t_live = progress.add_task(self.live_line(self.received_by_host()), total=None) if self.live else None
