@@ -16,6 +16,7 @@ results here give.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
 from testbed import ROOT
+from testbed.experiments import claims
+from testbed.experiments.claims import Comparison
 from testbed.rundir import ExperimentDir
 from testbed.rundir.schema import markdown as record_schema
 
@@ -38,6 +41,13 @@ INSTRUCTIONS = "bench-instructions"
 STALLED = "bench-stalled-input"
 #: Programs shown side by side in the instructions table, the newest ones.
 MAX_BENCHES = 6
+#: Where the sections' figures go, under the docs folder (and how the docs link them).
+FIGURES = "figures"
+#: A figure in the docs: wide enough for GitHub's page, in a palette, so each stays well under 150 KB.
+FIGURE_WIDTH = 1200
+FIGURE_COLOURS = 256
+#: What ``testbed report`` writes beside each experiment.json: its every number as a table.
+NUMBERS = "numbers.md"
 #: How a section without results begins.
 NOT_RUN = "Not run yet"
 
@@ -74,43 +84,116 @@ def shown(path: Path, root: Path) -> Path:
     return path.relative_to(root) if path.is_relative_to(root) else path
 
 
-def table(pairs: list[tuple[str, str]]) -> list[str]:
+def table(pairs: list[tuple[str, str]], limit: Optional[int] = MAX_ROWS) -> list[str]:
     rows = ["| key | value |", "|---|---|"]
-    rows += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in pairs[:MAX_ROWS]]
-    if len(pairs) > MAX_ROWS:
-        rows.append(f"| … | {len(pairs) - MAX_ROWS} more in experiment.json |")
+    rows += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in pairs[:limit]]
+    if limit is not None and len(pairs) > limit:
+        rows.append(f"| … | {len(pairs) - limit} more in experiment.json |")
     return rows
 
 
-def section(name: str, expdir: Optional[ExperimentDir], root: Path) -> str:
-    """The generated text of one experiment."""
+def when(record: dict[str, Any]) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
+
+
+def provenance(expdir: ExperimentDir, record: dict[str, Any], root: Path) -> str:
+    """Where the section's numbers come from, and whether the experiment passed its checks."""
+    verdict = "passed its checks" if record.get("ok") else "did NOT pass its checks"
+    return (f"From `{shown(expdir.root, root)}/experiment.json` ({when(record)}, revision "
+            f"{str(record.get('git_revision', '?'))[:10]}, {'quick size' if record.get('quick') else 'full size'}): "
+            f"{verdict}.")
+
+
+def compared(expdir: ExperimentDir, record: dict[str, Any]) -> tuple[Comparison, Optional[str]]:
+    """The record's comparison with the paper, and why the plain one stands in for it if it does."""
+    try:
+        return claims.compare(expdir, record), None
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as err:
+        # A record of an older or another shape: the section still says what the paper claims.
+        return claims.finding_only(expdir, record), f"this record's shape is not the one the report reads ({err!r})"
+
+
+def figure_source(expdir: ExperimentDir, record: dict[str, Any], comparison: Comparison) -> Optional[Path]:
+    """The results' figure the section shows: the comparison's choice, else the record's first."""
+    names = [f for f in record.get("figures") or [] if isinstance(f, str)]
+    chosen = comparison.figure if comparison.figure in names else (names[0] if names else None)
+    if chosen is None:
+        return None
+    path = expdir.root / Path(chosen).name
+    return path if path.is_file() else None
+
+
+def small_png(path: Path) -> bytes:
+    """``path`` made small enough for the repository: at most ``FIGURE_WIDTH`` pixels wide
+    and a palette of ``FIGURE_COLOURS``.  Plots have few colours, so they stay sharp; the
+    octree keeps each line's colour, where median cut merged blue into green and orange into red."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        if image.width > FIGURE_WIDTH:
+            image = image.resize((FIGURE_WIDTH, round(image.height * FIGURE_WIDTH / image.width)),
+                                 Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        image.quantize(FIGURE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(
+            out, format="PNG", optimize=True)
+        return out.getvalue()
+
+
+def section(name: str, expdir: Optional[ExperimentDir], root: Path,
+            figures: Optional[dict[Path, bytes]] = None, docs: Optional[Path] = None) -> str:
+    """The generated text of one experiment: the paper's claim, our figure, the
+    paper's cases beside ours, the verdict, then where the numbers come from.
+    The figure to copy under ``docs/figures/`` goes into ``figures``."""
     if expdir is None:
         return f"{NOT_RUN}: `make experiment NAME={name}` (or `make figures`) writes its results.\n"
     record = expdir.read_record()
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("started", 0)))
-    where = shown(expdir.root, root)
-    verdict = "passed its checks" if record.get("ok") else "did NOT pass its checks"
-    out = [f"From `{where}/experiment.json` ({when}, revision {str(record.get('git_revision', '?'))[:10]}, "
-           f"{'quick size' if record.get('quick') else 'full size'}): {verdict}.", ""]
-    for key, paper in (record.get("paper") or {}).items():
-        source = paper.pop("source", key) if isinstance(paper, dict) else key
-        out += [f"The paper ({source}):", ""] + table(list(leaves(paper))) + [""]
-    out += kind_table(record)
-    out += ["Ours:", ""] + table(list(leaves(record.get("ours") or {}))) + [""]
+    comparison, fallback = compared(expdir, record)
+    out = [f"**The paper.** {comparison.claim}", ""]
+    source = figure_source(expdir, record, comparison)
+    if source is not None:
+        target = (docs if docs is not None else root / "docs") / FIGURES / f"{name}.png"
+        if figures is not None:
+            figures[target] = small_png(source)
+        out += [f"![{name}: our figure, {source.name} of the results]({FIGURES}/{name}.png)", ""]
+    if comparison.rows:
+        out += comparison.markdown() + [""]
+    out += [f"**Verdict: {comparison.verdict}**: {comparison.why}.", ""]
+    if comparison.detail:
+        out += comparison.detail + [""]
+    out.append(provenance(expdir, record, root) + f" Every number is in its `experiment.json`; `testbed report` "
+               f"also lists them in `{NUMBERS}` beside it.")
+    if fallback:
+        out.append(f"The table is missing: {fallback}.")
     for what, why in (record.get("skipped") or {}).items():
         out.append(f"- skipped {what}: {why}")
     return "\n".join(out).rstrip() + "\n"
 
 
-def kind_table(record: dict[str, Any]) -> list[str]:
-    """The experiment kind's own table of its main result beside the paper's, if it has one."""
-    from testbed.experiments import kind_class
+def numbers(record: dict[str, Any]) -> str:
+    """Every number of a record, as the key/value table the docs no longer carry."""
+    out = [f"# {record.get('experiment', {}).get('name', 'experiment')}: every number of experiment.json", ""]
+    for key, paper in (record.get("paper") or {}).items():
+        paper = dict(paper) if isinstance(paper, dict) else {"value": paper}
+        out += [f"## The paper: {paper.pop('source', key)}", ""] + table(list(leaves(paper)), None) + [""]
+    out += ["## Ours", ""] + table(list(leaves(record.get("ours") or {})), None)
+    return "\n".join(out) + "\n"
 
-    try:
-        lines = kind_class(str(record.get("kind"))).doc_table(record)
-    except (ValueError, KeyError, TypeError):      # an unknown kind, or a record of another shape
-        return []
-    return lines + [""] if lines else []
+
+def legacy(name: str) -> Callable[[str], str]:
+    """A section this machine has no results for, as the docs hold it: kept,
+    unless it is in the layout of key/value dumps, whose numbers live in the
+    results' experiment.json; then only where they came from stays."""
+    def kept(old: str) -> str:
+        if "| key | value |" not in old:
+            return old
+        first = old.strip().splitlines()[0]
+        came = first if first.startswith("From `") else "From results that are not on this machine."
+        return (f"{came}\n\nThose results were written before each section had the paper's claim, our figure, "
+                f"the paper's cases beside ours and a verdict, and are not on this machine: "
+                f"`make experiment NAME={name}` and then `testbed report` write them here. Their numbers are in "
+                f"that folder's `experiment.json`.\n")
+    return kept
 
 
 def stress_section(results: Path) -> str:
@@ -314,8 +397,11 @@ def with_earlier_rows(table: str) -> Callable[[str], str]:
     return merged
 
 
-def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, str]:
-    """Each generated document's new text (only the documents that have markers)."""
+def generated_docs(docs: Path, results: Path, names: list[str], figures: Optional[dict[Path, bytes]] = None,
+                   records: Optional[dict[Path, str]] = None) -> dict[Path, str]:
+    """Each generated document's new text (only the documents that have markers);
+    the figures its sections show go into ``figures`` (path under ``docs`` ->
+    PNG), and each experiment's every number into ``records`` (its ``numbers.md``)."""
     root = results.parent
     # results/ is not committed: what this machine has no results for keeps
     # the text an earlier machine's results wrote (each names its folder,
@@ -327,7 +413,12 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
     for name in names:
         if name not in (RECORD_SCHEMA, STRESS, INSTRUCTIONS, STALLED):
             expdir = newest_result(name, results)
-            (sections if expdir is not None else if_blank)[name] = section(name, expdir, root)
+            if expdir is None:
+                sections[name] = without_results(name)
+                continue
+            sections[name] = section(name, expdir, root, figures, docs)
+            if records is not None:
+                records[expdir.root / NUMBERS] = numbers(expdir.read_record())
     stress, instructions = stress_section(results), instructions_section(results)
     if stress.startswith(NOT_RUN):
         if_blank[STRESS] = stress
@@ -342,6 +433,13 @@ def generated_docs(docs: Path, results: Path, names: list[str]) -> dict[Path, st
         if MARKER.search(text):
             out[path] = rewrite(text, sections, if_blank)
     return out
+
+
+def without_results(name: str) -> Callable[[str], str]:
+    """A section this machine has no results for: "Not run yet" where the docs have
+    nothing, else what they have (``legacy``)."""
+    blank = section(name, None, ROOT)
+    return lambda old: blank if not old.strip() else legacy(name)(old)
 
 
 class UnknownSection(ValueError):
@@ -370,9 +468,21 @@ def report(check: bool = False, docs: Path = ROOT / "docs", results: Path = ROOT
 
         names = [spec.name for spec, _params in figure_experiments(Settings())]
     changed = []
-    for path, text in generated_docs(docs, results, names).items():
+    figures: dict[Path, bytes] = {}
+    records: dict[Path, str] = {}
+    for path, text in generated_docs(docs, results, names, figures, records).items():
         if path.read_text() != text:
             changed.append(path)
             if not check:
                 path.write_text(text)
+    for path, png in figures.items():
+        if not path.is_file() or path.read_bytes() != png:
+            changed.append(path)
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(png)
+    if not check:
+        # The results' own files, not the docs: never a difference to report.
+        for path, text in records.items():
+            path.write_text(text)
     return changed

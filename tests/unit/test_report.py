@@ -33,14 +33,18 @@ def doc(tmp_path: Path, names: list[str]) -> Path:
 def test_the_numbers_come_from_the_newest_results(tmp_path):
     results = tmp_path / "results"
     experiment(results / "s4resources", "20260101-000000", {"entries_at_1024": 1})
-    experiment(results / "s4resources", "20260102-000000", {"entries_at_1024": 2050, "rows": list(range(50))})
+    newest = experiment(results / "s4resources", "20260102-000000", {"entries_at_1024": 2050,
+                                                                     "rows": list(range(50))})
     docs = doc(tmp_path, ["s4resources", "s4amp"])
     assert report(docs=docs, results=results, names=["s4resources", "s4amp"]) == [docs / "evaluation.md"]
     text = (docs / "evaluation.md").read_text()
     assert "prose that stays" in text and text.count("old text 42") == 1
-    assert "| `entries_at_1024` | 2050 |" in text and "| `rows` | 50 entries |" in text
-    assert "S4, Fig. 7" in text and "| `max_operators` | 457000 |" in text
     assert "20260102-000000/experiment.json" in text and "skipped compiled: p4c not found" in text
+    # the key/value dump went to the results' own file, whole
+    assert "| key | value |" not in text and "entries_at_1024" not in text
+    numbers = (newest / "numbers.md").read_text()
+    assert "| `entries_at_1024` | 2050 |" in numbers and "| `rows` | 50 entries |" in numbers
+    assert "S4, Fig. 7" in numbers and "| `max_operators` | 457000 |" in numbers
     # no result here: the text an earlier machine's results wrote stays, never an invented number
     assert "<!-- BEGIN generated: s4amp -->\nold text 42\n" in text
     (tmp_path / "fresh").mkdir()
@@ -63,16 +67,93 @@ def test_make_figures_results_come_first(tmp_path):
     assert newest_result("s4load", results).root == (results / "figures" / "s4load").resolve()
 
 
-def test_a_long_record_is_cut_and_says_so(tmp_path):
+def test_a_record_of_another_shape_still_gets_the_papers_claim_and_its_verdict(tmp_path):
     results = tmp_path / "results"
     experiment(results / "e", "1", {f"k{i}": i for i in range(MAX_ROWS + 5)}, ok=False)
     text = section("e", newest_result("e", results), tmp_path)
-    assert "did NOT pass its checks" in text and "5 more in experiment.json" in text
+    assert text.startswith("**The paper.** ") and "**Verdict: not comparable**" in text
+    assert "did NOT pass its checks" in text and "The table is missing: this record's shape" in text
+    assert "| key | value |" not in text
+
+
+def control_record(root: Path, means: dict[tuple[str, int], float]) -> Path:
+    """An s4control result: its record and a figure, as the kind writes them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = experiment(root / "s4control", "20260101-000000", {"summary_ms": [
+        {"target": "model", "semantic": sem, "N": n, "mean": mean, "operations": 3 * n + (n if sem == "sliding"
+                                                                                          else 0)}
+        for (sem, n), mean in means.items()]})
+    record = json.loads((folder / "experiment.json").read_text())
+    record.update(kind="control", figures=["s4_fig9.png"], paper={"s4_fig9": {
+        "source": "S4, §V-B3c and Fig. 9", "repeat": 100, "finding": "grows with N"}})
+    (folder / "experiment.json").write_text(json.dumps(record))
+    fig, ax = plt.subplots(figsize=(12, 5))
+    ax.plot([1, 2, 3], [3, 1, 2])
+    fig.savefig(folder / "s4_fig9.png", dpi=200)
+    plt.close(fig)
+    return folder
+
+
+def test_a_section_reads_claim_figure_table_verdict_in_that_order(tmp_path):
+    results = tmp_path / "results"
+    control_record(results, {("tumbling", 1): 0.2, ("sliding", 1): 0.3, ("tumbling", 64): 2.0,
+                             ("sliding", 64): 9.0})
+    docs = doc(tmp_path, ["s4control"])
+    assert report(docs=docs, results=results, names=["s4control"]) == [docs / "evaluation.md",
+                                                                       docs / "figures" / "s4control.png"]
+    text = (docs / "evaluation.md").read_text()
+    order = ["**The paper.** S4 Fig. 9:", "![s4control: our figure", "| case | paper | ours | how they relate |",
+             "| N = 64 (model) | plotted only: grows with N, sliding above tumbling | tumbling 2 ms, sliding 9 ms",
+             "sliding ×4.5 tumbling |", "**Verdict: holds**", "From `results/s4control/"]
+    assert [text.index(part) for part in order] == sorted(text.index(part) for part in order)
+    figure = docs / "figures" / "s4control.png"
+    assert "](figures/s4control.png)" in text and 0 < figure.stat().st_size < 150_000
+    assert report(check=True, docs=docs, results=results, names=["s4control"]) == []
+    # a figure in the docs that is not the results' is a difference --check reports, and keeps
+    figure.write_bytes(b"stale")
+    assert report(check=True, docs=docs, results=results, names=["s4control"]) == [figure]
+    assert figure.read_bytes() == b"stale"
+
+
+def test_the_verdict_follows_the_numbers(tmp_path):
+    results = tmp_path / "results"
+    control_record(results, {("tumbling", 1): 0.2, ("sliding", 1): 0.3, ("tumbling", 64): 2.0,
+                             ("sliding", 64): 1.0})
+    text = section("s4control", newest_result("s4control", results), tmp_path, {})
+    assert "**Verdict: differs**: model: sliding below tumbling at N = 64." in text
+
+
+def test_a_section_left_as_a_key_value_dump_keeps_only_where_it_came_from(tmp_path):
+    docs = doc(tmp_path, ["s4load", "s4amp"])
+    old = ("From `results/figures/s4load/experiment.json` (2026-11-24 08:22 UTC, revision baba886401, full size): "
+           "passed its checks.\n\nOurs:\n\n| key | value |\n|---|---|\n| `runs.cbtw1.ok` | True |\n")
+    text = (docs / "evaluation.md").read_text()
+    (docs / "evaluation.md").write_text(text.replace("old text 42\n", old, 1))
+    assert report(docs=docs, results=tmp_path / "results", names=["s4load", "s4amp"]) == [docs / "evaluation.md"]
+    text = (docs / "evaluation.md").read_text()
+    assert "| key | value |" not in text and "revision baba886401" in text
+    assert "`make experiment NAME=s4load` and then `testbed report` write them here" in text
+    assert "<!-- BEGIN generated: s4amp -->\nold text 42\n" in text
 
 
 def test_text_outside_the_markers_is_never_touched():
     text = "a\n<!-- BEGIN generated: x -->\nold\n<!-- END generated: x -->\nb <!-- BEGIN generated: y -->"
     assert rewrite(text, {"x": "new\n"}) == text.replace("old\n", "new\n")
+
+
+def test_the_shipped_evaluation_has_no_key_value_dump_and_small_figures():
+    """Issue 44: a reader sees the paper's claim, our figure, a table and a verdict;
+    every figure the docs show is there, and small enough for the repository."""
+    text = (ROOT / "docs" / "evaluation.md").read_text()
+    assert "| key | value |" not in text
+    shown = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
+    assert shown and all((ROOT / "docs" / path).is_file() for path in shown)
+    for png in (ROOT / "docs" / "figures").glob("*.png"):
+        assert png.stat().st_size < 150_000, png
 
 
 def test_the_shipped_docs_carry_the_generated_record_schema():
@@ -172,7 +253,7 @@ def test_the_instruction_table_puts_each_bench_beside_the_one_before(tmp_path):
     assert "| splitter | count tumbling 100/100 | 296,606 | 205,400 |" in instructions_section(results)
 
 
-def test_a_kind_with_its_own_table_gets_it_beside_the_papers_numbers(tmp_path):
+def test_a_kind_with_its_own_table_gets_it_after_the_verdict(tmp_path):
     results = tmp_path / "results"
     folder = experiment(results / "p4cep", "1", {"summary": [
         {"target": "bmv2", "n": 0, "samples": 9, "p50_us": 217.4, "p99_us": 454.0, "events_per_s": 10006.9,
@@ -181,8 +262,8 @@ def test_a_kind_with_its_own_table_gets_it_beside_the_papers_numbers(tmp_path):
     (folder / "experiment.json").write_text(json.dumps({**record, "kind": "cep"}))
     text = section("p4cep", newest_result("p4cep", results), tmp_path)
     assert "| bmv2 | 0 | 217 | 454 | 10,007 | ≤ 10.3 % |  | 512 µs |" in text
-    assert text.index("Fig. 4, ours beside") < text.index("Ours:")
-    # a kind without its own table, or a record whose kind is unknown, gets the key/value table only
+    assert text.index("**Verdict") < text.index("Fig. 4, ours beside")
+    # a kind without its own table, or a record whose kind is unknown, has none
     for kind in ("resources", "no-such-kind"):
         (folder / "experiment.json").write_text(json.dumps({**record, "kind": kind}))
         assert "Fig. 4" not in section("p4cep", newest_result("p4cep", results), tmp_path)
