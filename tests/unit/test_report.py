@@ -127,6 +127,14 @@ def test_the_verdict_follows_the_numbers(tmp_path):
     assert "**Verdict: differs**: model: sliding below tumbling at N = 64." in text
 
 
+def test_no_case_measured_is_no_claim_held(tmp_path):
+    """An experiment still running (its record has no points yet) must not read as holding."""
+    results = tmp_path / "results"
+    control_record(results, {})
+    text = section("s4control", newest_result("s4control", results), tmp_path, {})
+    assert "**Verdict: not comparable**: these results measured no case the paper reports." in text
+
+
 def test_a_section_left_as_a_key_value_dump_keeps_only_where_it_came_from(tmp_path):
     docs = doc(tmp_path, ["s4load", "s4amp"])
     old = ("From `results/figures/s4load/experiment.json` (2026-11-24 08:22 UTC, revision baba886401, full size): "
@@ -168,6 +176,10 @@ def test_the_readme_is_short_and_its_documents_exist():
     assert len(readme.splitlines()) <= 300
     listed = [line.split("`")[1] for line in readme.splitlines() if line.startswith("| `docs/")]
     assert len(listed) >= 8 and all((ROOT / path).is_file() for path in listed)
+    # its headline figures are the ones testbed report keeps in docs/figures/
+    shown = [line.split("](")[1].rstrip(")") for line in readme.splitlines() if line.startswith("![")]
+    assert 2 <= len(shown) <= 3 and all(path.startswith("docs/figures/") and (ROOT / path).is_file()
+                                        for path in shown)
 
 
 def test_the_stability_table_comes_from_each_stress_runs_file(tmp_path):
