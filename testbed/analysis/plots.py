@@ -28,6 +28,11 @@ MAX_STREAMS_SHOWN = 12
 CDF_POINTS = 2000
 
 
+def legend_below(ax, entries: int) -> None:
+    """The streams' legend under the axes: inside, it covered the last operators' bars."""
+    ax.legend(title="stream", fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(entries, 4))
+
+
 def load_table(rundir: RunDir) -> pd.DataFrame:
     """Events received per (operator, stream), operators in topology order."""
     run = rundir.read_record()
@@ -48,8 +53,8 @@ def plot_load(rundir: RunDir) -> Path:
     if counts.columns.empty:        # every operator failed, or every event was lost, before one arrived
         _say_nothing_arrived(ax)
     else:
-        counts.plot.bar(ax=ax, width=0.8, rot=0)
-        ax.legend(title="stream")
+        counts.plot.bar(ax=ax, width=0.8, rot=0, legend=False)
+        legend_below(ax, len(counts.columns))
     ax.set_xlabel("operator instance (host)")
     ax.set_ylabel("events received")
     ax.set_title(f"{run.name}: load per operator ({run.target} target)")
@@ -121,9 +126,7 @@ def plot_analysis(rundir: RunDir) -> Path:
     windows.plot.bar(ax=axes[0], rot=0, legend=False)
     axes[0].set(title="windows computed per operator", xlabel="operator instance (host)", ylabel="windows")
     if len(windows.columns) > 1:
-        # Below the axes: inside, it covered the last operator's bars.
-        axes[0].legend(title="stream", fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                       ncol=min(len(windows.columns), 4))
+        legend_below(axes[0], len(windows.columns))
     comp = pd.DataFrame(analysis["completeness"]).set_index("stream")
     axes[1].bar([name(s) for s in comp.index], comp["complete"] / comp["windows"])
     axes[1].set(ylim=(0, 1.05), title="complete windows", xlabel="stream",
@@ -210,10 +213,12 @@ def plot_run(rundir: RunDir) -> list[Path]:
 def plot_load_grid(runs: dict[str, RunDir], ax_grid) -> None:
     for ax, (name, rundir) in zip(ax_grid.flat, runs.items()):
         table = load_table(rundir)
-        table.plot.bar(ax=ax, rot=0, legend=len(table.columns) > 1)
+        table.plot.bar(ax=ax, rot=0, legend=False)
+        if len(table.columns) > 1:
+            legend_below(ax, len(table.columns))
         ax.set_title(name)
-        ax.set_xlabel("")
-        ax.set_ylabel("events")
+        ax.set_xlabel("operator instance (host)")
+        ax.set_ylabel("events received")
     for ax in list(ax_grid.flat)[len(runs):]:
         ax.axis("off")
 
