@@ -154,7 +154,7 @@ def plot_percentiles(ax, lat: pd.DataFrame) -> None:
     ax.margins(y=0.15)
     ax.set(title="delivery latency", xlabel="stream", ylabel="µs (source send to operator receive, log)")
     ax.grid(alpha=0.3, which="both", axis="y")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(PERCENTILES))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=len(PERCENTILES))
 
 
 def result_latency_table(rundir: RunDir) -> pd.DataFrame:
