@@ -191,7 +191,7 @@ def draw_table5(table: pd.DataFrame, s4: dict[str, Any], out: Path) -> Path:
     Right: our splitter over forwarding on the same target."""
     rows = pd.DataFrame(summarize(table))
     sems = list(s4["avg"])
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 2]})
     ax, ratio = axes
     targets = sorted(rows["target"].unique()) if len(rows) else []
     width = 0.8 / (1 + len(targets))
@@ -219,12 +219,13 @@ def draw_table5(table: pd.DataFrame, s4: dict[str, Any], out: Path) -> Path:
     ax.set_xticks(range(len(sems)), sems)
     ax.set(yscale="log", ylabel="time in the switch (us)", title="ingress to egress, every copy (x: our average)")
     ax.grid(axis="y", alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    # Under the axes: inside, it covered the last semantic's bars.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     ratio.axhline(1, color="grey", lw=0.8)
     ratio.set_xticks(range(len(sems)), sems)
     ratio.set(ylabel="splitter / plain forwarding", title="overhead over forwarding, same target and run")
     ratio.grid(axis="y", alpha=0.3)
-    ratio.legend(fontsize=8)
+    ratio.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     fig.suptitle("S4 Table V-like: time a frame spends in the switch (ours: kernel timestamps on the switch's veth "
                  "interfaces) beside S4 on Tofino1 (P4STA)", fontsize=10)
     return save_figure(fig, out)
