@@ -372,3 +372,20 @@ def test_the_stalled_input_table_comes_from_the_newest_bench_that_measured_it(tm
         "From `results/bench/20260102-000000/experiment.json` (1970-01-01 00:00 UTC, revision bbbbbbbbbb):", "",
         "| target | ports | frames sent while stopped | kept | lost |", "|---|---|---|---|---|",
         "| bmv2 | as the testbed starts it | 4,000 | 1,312 | 2,688 |"]
+
+
+@pytest.mark.parametrize("cbsw1_out, verdict", [(50_000.0, "holds"), (30_000.0, "differs")])
+def test_s4_fig8_holds_only_where_the_output_is_the_input_times_s4s_factor(tmp_path, cbsw1_out, verdict):
+    from testbed.experiments import paper
+    from testbed.experiments.claims import compare
+    from testbed.rundir import ExperimentDir
+
+    record = {"kind": "rates", "paper": {"s4_fig8": paper.S4_FIG_8}, "ours": {"saturation": [
+        {"target": "model", "scenario": "cbtw1", "max_sustained_input": 40_000.0, "output_at_max_sustained": 39_900.0,
+         "copies_per_event": 1},
+        {"target": "model", "scenario": "cbsw1", "max_sustained_input": 10_000.0,
+         "output_at_max_sustained": cbsw1_out, "copies_per_event": 5}]}}
+    comparison = compare(ExperimentDir(tmp_path), record)
+    assert comparison.verdict == verdict
+    cbsw1 = comparison.rows[1]
+    assert cbsw1.paper == "×4 (×5 from its Gbps)" and cbsw1.ours.startswith(f"×{cbsw1_out / 10_000:.2f} at 10,000")
