@@ -215,7 +215,8 @@ def plot_load_grid(runs: dict[str, RunDir], ax_grid) -> None:
         table = load_table(rundir)
         table.plot.bar(ax=ax, rot=0, legend=False)
         if len(table.columns) > 1:
-            legend_below(ax, len(table.columns))
+            # Beside the panel: a small panel has no room under its axis label.
+            ax.legend(title="stream", fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         ax.set_title(name)
         ax.set_xlabel("operator instance (host)")
         ax.set_ylabel("events received")
@@ -268,7 +269,8 @@ def plot_experiment(figure: str, title: str, runs: dict[str, RunDir], out: Path)
     elif figure == "load":
         cols = min(4, len(runs))
         rows = (len(runs) + cols - 1) // cols
-        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+        # At least 7 inches wide, so the title fits over a single run's panel.
+        fig, axes = plt.subplots(rows, cols, figsize=(max(3.2 * cols, 7), 2.8 * rows + 0.4), squeeze=False)
         plot_load_grid(runs, axes)
     else:
         raise ValueError(f"unknown experiment figure {figure!r}")
