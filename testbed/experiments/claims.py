@@ -338,7 +338,7 @@ def cep(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
                 continue
             paper_text = (f"{num(theirs)} µs, ×{num(theirs / base)} forwarding" if theirs and target == "bmv2"
                           else f"over 10 ms for n > 15, ×{num(10_000 / base)} forwarding" if target == "bmv2"
-                          else "no number (P4CEP's NFP-C is hardware)")
+                          else "none: P4CEP measured bmv2 and smart NICs only")
             rows.append(Row(f"latency at n = {n} ({target})", paper_text,
                             f"median {num(s['p50_us'])} µs, ×{num(s['p50_us'] / forward['p50_us'])} forwarding",
                             "ratios to forwarding on the same target compare; the µs do not"))
