@@ -217,10 +217,15 @@ def skew_table(runs: dict[str, RunDir], entries: dict[str, Any]) -> pd.DataFrame
 
 def plot_skew(table: pd.DataFrame, title: str, out: Path) -> Path:
     fig, (load_ax, state_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    # The targets split the same events the same way, so their points coincide: each
+    # target gets its own marker, the first large and hollow, so neither hides the other.
+    styles = {target: style for target, style in zip(sorted(table["target"].unique()), (
+        {"marker": "o", "ms": 10, "mfc": "none", "ls": "-"}, {"marker": "x", "ms": 6, "ls": "--"}))}
     for (target, split), part in table.sort_values("s").groupby(["target", "split"]):
         label = f"split by {split} ({target})"
-        load_ax.plot(part["s"], part["load_max_over_mean"], "o-", label=label)
-        state_ax.plot(part["s"], part["keys_per_operator_window"], "o-", label=label)
+        style = styles.get(target, {"marker": "s", "ls": ":"})
+        load_ax.plot(part["s"], part["load_max_over_mean"], label=label, **style)
+        state_ax.plot(part["s"], part["keys_per_operator_window"], label=label, **style)
     load_ax.set_xlabel("Zipf exponent s of the keys (0: uniform)")
     load_ax.set_ylabel("load per operator: largest / mean (1 = even)")
     state_ax.set_xlabel("Zipf exponent s of the keys (0: uniform)")
