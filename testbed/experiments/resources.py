@@ -452,15 +452,19 @@ def readback_summary(rows: pd.DataFrame) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 def draw_fig7(expdir: ExperimentDir, record: dict[str, Any]) -> Path:
     by_n, by_streams = pd.read_parquet(expdir.plan_by_n), pd.read_parquet(expdir.plan_by_streams)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(13, 7.5))
+    # Semantics with the same state draw the same line: each its own marker, the
+    # first ones larger and hollow, so a line drawn later never hides one before it.
+    marks = {sem: {"marker": m, "ms": size, "mfc": "none"} for sem, m, size in
+             zip(by_n["semantic"].unique(), "osD^v", (9, 7, 5, 3, 3))}
     for sem, part in by_n.groupby("semantic", sort=False):
-        line, = axes[0, 0].plot(part["N"], part["entries"], marker="o", ms=3, label=f"{sem} entries")
+        line, = axes[0, 0].plot(part["N"], part["entries"], label=f"{sem} entries", **marks[sem])
         axes[0, 0].plot(part["N"], part["multicast_ports"], ls="--", color=line.get_color(),
                         label=f"{sem} replication entries")
-        axes[0, 1].plot(part["N"], part["register_bytes"], marker="o", ms=3, label=sem)
+        axes[0, 1].plot(part["N"], part["register_bytes"], label=sem, **marks[sem])
     for sem, part in by_streams.groupby("semantic", sort=False):
-        axes[1, 0].plot(part["streams"], part["entries"], marker="o", ms=3, label=sem)
-        axes[1, 1].plot(part["streams"], part["register_bytes"], marker="o", ms=3, label=sem)
+        axes[1, 0].plot(part["streams"], part["entries"], label=sem, **marks.get(sem, {"marker": "o"}))
+        axes[1, 1].plot(part["streams"], part["register_bytes"], label=sem, **marks.get(sem, {"marker": "o"}))
     sizes = record["ours"].get("compiled", {}).get("table_sizes")
     if sizes:
         for ax in (axes[0, 0], axes[1, 0]):
@@ -477,7 +481,8 @@ def draw_fig7(expdir: ExperimentDir, record: dict[str, Any]) -> Path:
     for ax, (title, xl, yl) in zip(axes.flat, titles):
         ax.set(xscale="log", yscale="log", title=title, xlabel=xl, ylabel=yl)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        # Beside the axes: inside, the legend lay over the lines.
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     s4 = record["paper"]["s4_fig7"]
     fig.suptitle("S4 Fig. 7-like: the plan's state (ours) | S4 on Tofino1: up to "
                  f"{s4['count_tumbling']['max_operators'] // 1000}k operators and "
