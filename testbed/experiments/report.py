@@ -62,15 +62,17 @@ def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
     return ExperimentDir(found[-1]) if found else None
 
 
-def leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
-    """``(dotted key, text)`` for every scalar under ``value``; long lists by their length."""
+def leaves(value: Any, prefix: str = "", max_list: Optional[int] = MAX_LIST) -> Iterator[tuple[str, str]]:
+    """``(dotted key, text)`` for every scalar under ``value``; lists longer than
+    ``max_list`` by their length (``None``: every list spelt out)."""
     if isinstance(value, dict):
         for key, inner in value.items():
-            yield from leaves(inner, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(value, list) and (len(value) > MAX_LIST or any(isinstance(v, (dict, list)) for v in value)):
-        if len(value) <= MAX_LIST:
+            yield from leaves(inner, f"{prefix}.{key}" if prefix else str(key), max_list)
+    elif isinstance(value, list) and ((max_list is not None and len(value) > max_list)
+                                      or any(isinstance(v, (dict, list)) for v in value)):
+        if max_list is None or len(value) <= max_list:
             for i, inner in enumerate(value):
-                yield from leaves(inner, f"{prefix}[{i}]")
+                yield from leaves(inner, f"{prefix}[{i}]", max_list)
         else:
             yield prefix, f"{len(value)} entries"
     elif isinstance(value, float):
@@ -175,8 +177,9 @@ def numbers(record: dict[str, Any]) -> str:
     out = [f"# {record.get('experiment', {}).get('name', 'experiment')}: every number of experiment.json", ""]
     for key, paper in (record.get("paper") or {}).items():
         paper = dict(paper) if isinstance(paper, dict) else {"value": paper}
-        out += [f"## The paper: {paper.pop('source', key)}", ""] + table(list(leaves(paper)), None) + [""]
-    out += ["## Ours", ""] + table(list(leaves(record.get("ours") or {})), None)
+        out += [f"## The paper: {paper.pop('source', key)}", ""] + table(list(leaves(paper, max_list=None)), None)
+        out.append("")
+    out += ["## Ours", ""] + table(list(leaves(record.get("ours") or {}, max_list=None)), None)
     return "\n".join(out) + "\n"
 
 
