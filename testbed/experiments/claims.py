@@ -435,7 +435,8 @@ def cepadapt(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
     """P4CEP's rule changes are new programs; ours are entries changed while events flow."""
     ours = record.get("ours") or {}
     theirs = ((record.get("paper") or {}).get("p4cep_rule_changes") or {}).get("a_new_pattern", "new P4 code")
-    rows = [Row(f"{c.get('target')}: {c.get('action')} after event {num(c.get('after'))}", theirs,
+    rows = [Row(f"{c.get('target')}: {c.get('action')} pattern {c.get('pattern')} at event {num(c.get('boundary'))}",
+                theirs,
                 f"{num(c.get('install_ms'))} ms", "entries against a new program") for c in ours.get("changes") or []]
     rows += [Row(f"{c.get('target')}: complex events against the oracle", "-",
                  f"{num(c.get('complex_events'))} of {num(c.get('expected'))}, "
