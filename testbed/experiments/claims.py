@@ -11,6 +11,7 @@ verdicts can be reviewed side by side.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -78,11 +79,20 @@ def times(ours: Optional[float], theirs: Optional[float]) -> str:
     return f"ours ×{num(ours / theirs)}"
 
 
+def cited(source: str) -> str:
+    """``P4SS: title (venue), §2.2; S4: title (venue), §III`` as ``P4SS §2.2, S4 §III``."""
+    parts = []
+    # A "; " also separates the authors inside a title's parentheses: split only before "NAME: ".
+    for part in re.split(r"; (?=[A-Z][\w-]*: )", source):
+        name, _sep, rest = part.partition(":")
+        parts.append(f"{name} {rest.rsplit('), ', 1)[-1]}" if "), " in rest else part)
+    return ", ".join(parts)
+
+
 def sentence(source: str, finding: str) -> str:
     """``source``'s ``finding`` as one sentence; the source is cut to its figure or table."""
-    where = source.split(", ", 1)[1] if ", " in source and ")" in source else source
     text = finding[0].upper() + finding[1:]
-    return f"{where}: {text}" + ("" if text.endswith(".") else ".")
+    return f"{cited(source)}: {text}" + ("" if text.endswith(".") else ".")
 
 
 # ---------------------------------------------------------------------------
@@ -425,7 +435,7 @@ def adaptation(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
                             + (f", {num(w.get('affected_by_failure'))} owned by the failed operator"
                                if w.get("affected_by_failure") else ""), "no paper number"))
     p4ss = (record.get("paper") or {}).get("p4ss_adaptability") or {}
-    claim = (f"{p4ss.get('source', 'P4SS').split('), ', 1)[-1]}: P4SS states that installing parallelization "
+    claim = (f"{cited(p4ss.get('source', 'P4SS'))}: P4SS states that installing parallelization "
              f"models at run time worked, and S4 keeps N and the window spec as action data to change them; "
              f"neither times a change nor says what becomes of the windows in progress.")
     return Comparison(claim, rows, NOT_COMPARABLE, "no seed paper measures a change mid-stream")

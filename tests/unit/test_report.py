@@ -389,3 +389,11 @@ def test_s4_fig8_holds_only_where_the_output_is_the_input_times_s4s_factor(tmp_p
     assert comparison.verdict == verdict
     cbsw1 = comparison.rows[1]
     assert cbsw1.paper == "×4 (×5 from its Gbps)" and cbsw1.ours.startswith(f"×{cbsw1_out / 10_000:.2f} at 10,000")
+
+
+def test_a_claim_cites_each_paper_by_its_short_name_and_place():
+    from testbed.experiments import paper
+    from testbed.experiments.claims import cited
+
+    assert cited(paper.P4SS_ADAPTABILITY["source"]) == "P4SS §2.2 and §4.1, S4 §III (Fig. 3) and §IV-A"
+    assert cited(paper.S4_TABLE_V["source"]) == "S4 Table V"
