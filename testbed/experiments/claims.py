@@ -422,8 +422,8 @@ def adaptation(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
             rows.append(Row(f"{target}: stream {c.get('stream')}, change {c.get('epoch')} ({c.get('policy')})",
                             "installed at run time, no number",
                             f"to {len(ops) if isinstance(ops, list) else ops} operators, installed in "
-                            f"{num(c.get('install_ms'))} ms, taken at the boundary {num(c.get('arm_to_boundary_ms'))} "
-                            f"ms after", "no paper number"))
+                            f"{num(c.get('install_ms'))} ms, in force at the window boundary "
+                            f"{num(c.get('arm_to_boundary_ms'))} ms after it was armed", "no paper number"))
         for f in r.get("failures") or []:
             rows.append(Row(f"{target}: {f.get('host')} fails ({f.get('how')})", "no mechanism, no number",
                             f"detected in {num(f.get('detect_ms'))} ms, removed {num(f.get('detect_to_removed_ms'))} "
