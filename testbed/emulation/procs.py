@@ -4,7 +4,9 @@ Every process the testbed starts is recorded (pid, start time, what it is)
 in a state file under ``state_dir()``.  A run removes its entries as it stops
 them; ``testbed clean`` ends whatever a crashed run left, by PID, and only
 when the PID still belongs to the same process (same start time), so a
-recycled PID is never hit.
+recycled PID is never hit.  While a state file is open, a watchdog holds
+its lifeline (``testbed.emulation.lifeline``): if the process that records
+in it dies, even by SIGKILL, the watchdog ends what it records at once.
 """
 from __future__ import annotations
 
@@ -17,13 +19,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
+from testbed.emulation.lifeline import Lifeline
+
 #: Where runs record what they started; ``TESTBED_STATE_DIR`` overrides it.
 DEFAULT_STATE_DIR = "/run/testbed"
 
 
 def state_dir() -> Path:
     return Path(os.environ.get("TESTBED_STATE_DIR", DEFAULT_STATE_DIR))
+
+
 _state_file: Optional[Path] = None
+#: State file -> its lifeline, open while this process may record in it.
+_lifelines: dict[Path, Lifeline] = {}
+
+
+def _hold(state_file: Path) -> None:
+    """Start ``state_file``'s lifeline: from now on, if this process dies, what the file records ends."""
+    if state_file not in _lifelines:
+        _lifelines[state_file] = Lifeline(state_file).start()
+
+
+def _let_go(state_file: Path) -> None:
+    """Close ``state_file``'s lifeline; its watchdog ends what the file still records, if it still exists."""
+    line = _lifelines.pop(state_file, None)
+    if line is not None:
+        line.close()
 
 
 def _start_time(pid: int) -> Optional[str]:
@@ -66,6 +87,7 @@ def begin_run(run_id: str, run_dir: Optional[Path] = None) -> Path:
         _write({"run_id": run_id, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
                 "started": time.time(), "run_dir": None if run_dir is None else str(run_dir),
                 "phase": "starting", "pids": {}, "paths": [], "interfaces": []})
+        _hold(_state_file)
     return _state_file
 
 
@@ -90,6 +112,7 @@ def end_run() -> list[str]:
     alive = _alive(_read())
     if not alive:
         _state_file.unlink(missing_ok=True)
+    _let_go(_state_file)
     _state_file = None
     return alive
 
@@ -111,11 +134,13 @@ def owned_by(owner_id: str, what: str) -> Iterator[None]:
         _write({"run_id": owner_id, "what": what, "owner": os.getpid(), "owner_start": _start_time(os.getpid()),
                 "started": time.time(), "run_dir": None, "phase": "serving", "pids": {}, "paths": [],
                 "interfaces": []})
+    _hold(_state_file)
     try:
         yield
     finally:
         if not _alive(_read()):
             _state_file.unlink(missing_ok=True)
+            _let_go(_state_file)
         _state_file = saved
 
 
@@ -177,22 +202,57 @@ def register_path(path: str) -> None:
     _remember("paths", [str(path)])
 
 
-def terminate(recorded: dict[int, Optional[str]], grace: float = 3.0) -> list[int]:
-    """End every recorded ``pid -> start time`` that is still the same process.
+def _stat(pid: int) -> Optional[tuple[str, int]]:
+    """``(start time, process group)`` of ``pid``, or ``None`` if it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else (fields[19], int(fields[2]))
 
-    All get SIGTERM at once and SIGKILL together after ``grace`` (a node's
-    interactive shell ignores SIGTERM), so ending a big network takes
-    seconds, not seconds per node.  Returns the PIDs that were ended.
+
+def _group_members(groups: set[int]) -> bool:
+    """Whether any live process is in one of ``groups``."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None and stat[1] in groups:
+                return True
+    return False
+
+
+def terminate(recorded: dict[int, Optional[str]], grace: float = 3.0) -> list[int]:
+    """End every recorded ``pid -> start time`` that is still the same process,
+    with its process group when it leads one.
+
+    The switch, the host programs and Spark each lead a group of their own
+    (``start_new_session``, ``mnexec -d``); what they start (Spark's JVM
+    starts ``window_job.py`` and its Python workers) is in it, unrecorded.
+    A group is taken only if its leader is still the recorded process when
+    the ending begins: its number cannot then belong to anyone else.  All get SIGTERM at once
+    and SIGKILL together after ``grace`` (a node's interactive shell ignores
+    SIGTERM), so ending a big network takes seconds, not seconds per node.
+    Returns the PIDs that were ended.
     """
     alive = {pid: start for pid, start in recorded.items() if start is not None and _start_time(pid) == start}
+    groups = {pid for pid in alive if (_stat(pid) or ("", 0))[1] == pid}
+
+    def left() -> bool:
+        return any(_start_time(p) == s for p, s in alive.items()) or (bool(groups) and _group_members(groups))
+
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        for pid in [pid for pid, start in alive.items() if _start_time(pid) == start]:
+        for pgid in groups:
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
+        for pid in [pid for pid, start in alive.items() if pid not in groups and _start_time(pid) == start]:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(_start_time(p) == s for p, s in alive.items()):
+        while time.monotonic() < deadline and left():
             time.sleep(0.05)
     return sorted(alive)
 
