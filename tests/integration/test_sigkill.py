@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
-from support.runs import new_tag, nothing_left, small_topology, start_run, wait_for
+from support.runs import env_for, new_tag, nothing_left, small_topology, start_run, wait_for
+from testbed import ROOT
 from testbed.analysis.spark import spark_missing
 from testbed.emulation.footprint import Footprint, tagged_processes
 from testbed.emulation.network import mininet_missing
@@ -38,6 +42,7 @@ OPERATORS = ("op1", "op2", "op3")
 WINDOW = {"kind": "count", "size": 3, "slide": 1}
 #: Seconds the watchdog has, from the kill, to leave nothing.
 BUDGET_S = 10.0
+needs_spark = pytest.mark.skipif(spark_missing() is not None, reason=f"Spark skipped: {spark_missing()}")
 
 #: (what the run has started when it is killed, phase it stops itself entering or
 #: ``mid-stream``, with Spark)
@@ -79,35 +84,27 @@ def stopped(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("target", ["model", "bmv2"])
-@pytest.mark.parametrize("what, phase, spark", CASES, ids=[c[0].replace(" ", "-") for c in CASES])
-def test_a_run_killed_with_sigkill_leaves_nothing(tmp_path, target, what, phase, spark):
-    if target == "bmv2" and toolchain_missing():
-        pytest.skip(f"bmv2 toolchain: {toolchain_missing()}")
-    if spark and spark_missing():
-        pytest.skip(f"Spark skipped: {spark_missing()}")
-    topo = small_topology(tmp_path, SWITCH, WINDOW, events=12000, rate=1000)    # 12 s of stream
-    out = tmp_path / "run"
-    tag = new_tag()
-    before = Footprint.take()
-    args = [str(topo), "--out", str(out), "--target", target,
-            *(["--spark-master", "local[1]"] if spark else ["--no-spark"])]
-    proc = start_run(*args, tag=tag, interrupt=None if phase == "mid-stream" else (phase, "SIGSTOP"))
+def receivers_wrote(out: Path) -> bool:
+    """Every receiver of a run under ``out`` has written a part of what it received: mid-stream."""
+    name = lambda op: RunDir(out).receiver_status(op).name       # noqa: E731
+    found = {op: list(out.rglob(name(op))) for op in OPERATORS}
+    return all(found.values()) and all(read_json(path).get("parts") for paths in found.values() for path in paths)
+
+
+def kill_and_count(proc: subprocess.Popen, before: Footprint, tag: str, out: Path, target: str, reached,
+                   what: str, expected: list[str]) -> float:
+    """Once ``reached()``, kill ``proc``'s process group with SIGKILL and assert that within
+    ``BUDGET_S`` nothing it started is left, without ``testbed clean``, the root namespace
+    as ``before`` it started; the seconds it took."""
     try:
-        if phase == "mid-stream":
-            parts = lambda: all(read_json(RunDir(out).receiver_status(op)).get("parts") for op in OPERATORS)  # noqa: E731
-            wait_for(lambda: parts() or proc.poll() is not None, 300, "every receiver's first part")
-        else:
-            wait_for(lambda: stopped(proc.pid) or proc.poll() is not None, 300, f"the run to enter {phase!r}")
+        wait_for(lambda: reached() or proc.poll() is not None, 300, what)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         started = [p for p in tagged_processes(tag) if p.pid != proc.pid]
         names = " ".join(" ".join(p.cmdline()) for p in started)
-        expected = ["mininet:src", f"mininet:{SWITCH}", "testbed.emulation.lifeline",
-                    "testbed.emulation.receiver" if phase in ("stream", "mid-stream") else "",
-                    "org.apache.spark.deploy.SparkSubmit" if spark else ""]
-        assert all(part in names for part in expected), names
+        assert all(part in names for part in ["mininet:src", f"mininet:{SWITCH}", "testbed.emulation.lifeline",
+                                              *expected]), names
         namespaces = net_namespaces(p.pid for p in started)
-        assert len(namespaces) >= 1 + len(OPERATORS)           # the switch's and every host's
+        assert len(namespaces) >= 2 + len(OPERATORS)           # the switch's and every host's
         os.killpg(proc.pid, signal.SIGKILL)                     # the run and anything of its own group
         killed = time.monotonic()
         proc.wait(timeout=10)
@@ -126,7 +123,58 @@ def test_a_run_killed_with_sigkill_leaves_nothing(tmp_path, target, what, phase,
     assert [n for n in after.namespaces - before.namespaces if ours(n)] == []
     # It was the watchdog, and it says what it ended.  (Mininet's host shells may
     # go by themselves: their terminal's other end closes with the run.)
-    log = (RunDir(out).logs / "lifeline.log").read_text()
-    assert f"({target} switch {SWITCH})" in log, log
+    logs = [path.read_text() for path in out.rglob("lifeline.log")]
+    assert any(f"({target} switch {SWITCH})" in log for log in logs), logs
     print(f"{what} ({target}): nothing left {took:.1f}s after SIGKILL")
     nothing_left(tag)
+    return took
+
+
+@pytest.mark.parametrize("target", ["model", "bmv2"])
+@pytest.mark.parametrize("what, phase, spark", CASES, ids=[c[0].replace(" ", "-") for c in CASES])
+def test_a_run_killed_with_sigkill_leaves_nothing(tmp_path, target, what, phase, spark):
+    if target == "bmv2" and toolchain_missing():
+        pytest.skip(f"bmv2 toolchain: {toolchain_missing()}")
+    if spark and spark_missing():
+        pytest.skip(f"Spark skipped: {spark_missing()}")
+    topo = small_topology(tmp_path, SWITCH, WINDOW, events=12000, rate=1000)    # 12 s of stream
+    out = tmp_path / "run"
+    tag = new_tag()
+    args = [str(topo), "--out", str(out), "--target", target,
+            *(["--spark-master", "local[1]"] if spark else ["--no-spark"])]
+    before = Footprint.take()
+    proc = start_run(*args, tag=tag, interrupt=None if phase == "mid-stream" else (phase, "SIGSTOP"))
+    reached = (lambda: receivers_wrote(out)) if phase == "mid-stream" else (lambda: stopped(proc.pid))
+    kill_and_count(proc, before, tag, out, target, reached, what,
+                   ["testbed.emulation.receiver" if phase in ("stream", "mid-stream") else "",
+                    "org.apache.spark.deploy.SparkSubmit" if spark else ""])
+
+
+@needs_spark
+def test_a_python_api_run_killed_with_sigkill_leaves_nothing(tmp_path):
+    """A process running ``testbed.api.run`` (a test, a notebook), killed mid-stream with Spark."""
+    topo = small_topology(tmp_path, SWITCH, WINDOW, events=12000, rate=1000)
+    out = tmp_path / "run"
+    tag = new_tag()
+    code = f"import testbed.api; testbed.api.run({str(topo)!r}, 'model', out={str(out)!r}, spark_master='local[1]')"
+    before = Footprint.take()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env_for(tag), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    kill_and_count(proc, before, tag, out, "model", lambda: receivers_wrote(out), "the Python API mid-stream",
+                   ["testbed.emulation.receiver", "org.apache.spark.deploy.SparkSubmit"])
+
+
+@needs_spark
+def test_an_experiment_killed_with_sigkill_leaves_nothing_not_even_its_warm_spark(tmp_path):
+    """``testbed experiment`` with the warm Spark application its runs share
+    (recorded under a state file of its own), killed in its first run's stream."""
+    topo = small_topology(tmp_path, SWITCH, WINDOW, events=12000, rate=1000)
+    out = tmp_path / "experiment"
+    tag = new_tag()
+    before = Footprint.take()
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "experiment", str(topo), "--repeat", "2",
+                             "--target", "model", "--spark-master", "local[1]", "--out", str(out)],
+                            cwd=ROOT, env=env_for(tag), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    kill_and_count(proc, before, tag, out, "model", lambda: receivers_wrote(out), "an experiment's run mid-stream",
+                   ["testbed.emulation.receiver", "org.apache.spark.deploy.SparkSubmit", "window_job.py --serve"])
