@@ -3,8 +3,10 @@
 Each cycle starts ``testbed run`` on a small topology, waits until the run
 reaches a phase drawn at random (from its state file, as ``testbed clean``
 sees it), waits a random fraction of a second more, and stops it the way a
-user might: Ctrl-C (SIGINT), ``kill`` (SIGTERM), or ``kill -9`` followed by
-``testbed clean``.  Cycles aimed at Spark's phases run with Spark.
+user might: Ctrl-C (SIGINT), ``kill`` (SIGTERM), or ``kill -9``; after a
+``kill -9`` the run's watchdog has ``WATCHDOG_S`` to end its processes, then
+``testbed clean`` runs and its output (``nothing to clean`` when the
+watchdog missed nothing) is kept in the cycle's row.  Cycles aimed at Spark's phases run with Spark.
 
 Before the first cycle and after the last, the soak counts what runs can
 leave on a machine (``testbed.emulation.footprint``): processes (found by
@@ -51,6 +53,8 @@ SIGNALS = ["SIGINT", "SIGTERM", "SIGKILL"]
 SWITCH = "r20"
 #: A cycle's run that has not ended this long after its signal is a failure of the soak itself.
 EXIT_TIMEOUT_S = 600
+#: What a SIGKILLed run's watchdog has to end every process of the run in.
+WATCHDOG_S = 10
 
 
 class SoakParams(KindParams):
@@ -181,6 +185,11 @@ class Soak(ExperimentKind):
                "seconds": round(time.monotonic() - t0, 2), "message": (stderr.strip().splitlines() or [""])[-1],
                "clean": ""}
         if signame == "SIGKILL":
+            # The run's watchdog ends what it started (emulation.lifeline); `testbed clean`
+            # after it says whether it missed anything.
+            deadline = time.monotonic() + WATCHDOG_S
+            while tagged_processes(tag) and time.monotonic() < deadline:
+                time.sleep(0.05)
             clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], cwd=ROOT, env=env,
                                    capture_output=True, text=True)
             row["clean"] = clean.stdout.strip()
