@@ -60,9 +60,6 @@ class Lifeline:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-        if self.watchdog is not None:
-            # Reaped when done, so a long-lived owner (pytest, an experiment) keeps no zombie.
-            self.watchdog.poll()
 
     def wait(self, timeout: float) -> int:
         """Wait for the watchdog to exit (after ``close``): its exit code."""
@@ -76,6 +73,7 @@ def watch(state_file: Path, line: int = 0) -> list[str]:
     The cleanup is ``testbed clean``'s for one state file, so the two end the
     same set; it is written to the run directory's ``logs/lifeline.log``.
     """
+    # Imported before the wait, so that the end, when it comes, is quick.
     from testbed.emulation.cleanup import clean_file
 
     while os.read(line, 4096):

@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import signal
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,11 +41,23 @@ def _hold(state_file: Path) -> None:
         _lifelines[state_file] = Lifeline(state_file).start()
 
 
+#: Long enough for the watchdog to end what a run could not (``terminate``'s two graces and more).
+LET_GO_S = 30.0
+
+
 def _let_go(state_file: Path) -> None:
-    """Close ``state_file``'s lifeline; its watchdog ends what the file still records, if it still exists."""
+    """Close ``state_file``'s lifeline; its watchdog ends what the file still records, if it still exists.
+
+    Waits for the watchdog: once the run has ended, nothing it started runs,
+    the watchdog included (a run that ended in order leaves it nothing to do).
+    """
     line = _lifelines.pop(state_file, None)
     if line is not None:
         line.close()
+        try:
+            line.wait(LET_GO_S)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _start_time(pid: int) -> Optional[str]:
@@ -260,8 +273,6 @@ def terminate(recorded: dict[int, Optional[str]], grace: float = 3.0) -> list[in
 def spawn(cmd: list[str], log_path: Path, what: str, host=None, **popen_args):
     """Start ``cmd`` (inside Mininet ``host`` when given), output to ``log_path``,
     and record its PID.  The log is closed here: the child keeps its own handle."""
-    import subprocess
-
     with open(log_path, "ab") as log:
         popen = host.popen if host is not None else subprocess.Popen
         proc = popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen_args)
@@ -281,8 +292,6 @@ def node_run(node, *argv: str) -> str:
 
 def stop(proc, grace: float = 15.0) -> None:
     """SIGTERM one child and wait for it (SIGKILL after ``grace``); forget its PID."""
-    import subprocess
-
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
@@ -338,8 +347,6 @@ def log_tail(path: Path, lines: int = 20) -> str:
 def stop_group(proc, grace: float = 5.0) -> None:
     """End a child started with ``start_new_session=True`` and its whole
     process group (SIGTERM, then SIGKILL after ``grace``); forget its PID."""
-    import subprocess
-
     if proc is None:
         return
     if proc.poll() is None:
