@@ -42,7 +42,8 @@ def clean_file(state_file: Path) -> tuple[Optional[dict], list[str]]:
 
 
 def clean_state(state: dict) -> list[str]:
-    """End what one run's state records, remove its state file; a line per thing done."""
+    """End what one run's state records, and remove its state file unless something
+    recorded survived; a line per thing done."""
     lines = []
     run_id = state.get("run_id", "?")
     pids = state.get("pids", {})
@@ -63,5 +64,10 @@ def clean_state(state: dict) -> list[str]:
         elif p.exists():
             p.unlink()
         lines.append(f"{run_id}: removed {path}")
-    Path(state["_file"]).unlink(missing_ok=True)
+    survivors = procs.alive_of(state)
+    if survivors:
+        # kept, so that a later `testbed clean` can try again
+        lines.append(f"{run_id}: could not end {', '.join(survivors)}")
+    else:
+        Path(state["_file"]).unlink(missing_ok=True)
     return lines

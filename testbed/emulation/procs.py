@@ -116,13 +116,15 @@ def set_phase(phase: str) -> None:
 def end_run() -> list[str]:
     """Stop recording; return what is still alive of what was recorded.
 
-    The state file is removed only when nothing recorded survives, so
-    whatever a failed stop left stays findable for ``testbed clean``.
+    The state file is removed when nothing recorded survives.  Otherwise
+    the run's watchdog, its lifeline cut here, tries once more to end what
+    a failed stop left, as ``testbed clean`` would; what it cannot end stays
+    recorded for ``testbed clean``.
     """
     global _state_file
     if _state_file is None:
         return []
-    alive = _alive(_read())
+    alive = alive_of(_read())
     if not alive:
         _state_file.unlink(missing_ok=True)
     _let_go(_state_file)
@@ -151,13 +153,13 @@ def owned_by(owner_id: str, what: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if not _alive(_read()):
+        if not alive_of(_read()):
             _state_file.unlink(missing_ok=True)
             _let_go(_state_file)
         _state_file = saved
 
 
-def _alive(state: dict) -> list[str]:
+def alive_of(state: dict) -> list[str]:
     """``pid N (what)`` of each recorded process that is still the same process."""
     return [f"pid {pid} ({info.get('what')})" for pid, info in state["pids"].items()
             if info.get("start") is not None and _start_time(int(pid)) == info.get("start")]
@@ -242,10 +244,10 @@ def terminate(recorded: dict[int, Optional[str]], grace: float = 3.0) -> list[in
     (``start_new_session``, ``mnexec -d``); what they start (Spark's JVM
     starts ``window_job.py`` and its Python workers) is in it, unrecorded.
     A group is taken only if its leader is still the recorded process when
-    the ending begins: its number cannot then belong to anyone else.  All get SIGTERM at once
-    and SIGKILL together after ``grace`` (a node's interactive shell ignores
-    SIGTERM), so ending a big network takes seconds, not seconds per node.
-    Returns the PIDs that were ended.
+    the ending begins: its number cannot then belong to anyone else.  All
+    get SIGTERM at once and SIGKILL together after ``grace`` (a node's
+    interactive shell ignores SIGTERM), so ending a big network takes
+    seconds, not seconds per node.  Returns the PIDs that were ended.
     """
     alive = {pid: start for pid, start in recorded.items() if start is not None and _start_time(pid) == start}
     groups = {pid for pid in alive if (_stat(pid) or ("", 0))[1] == pid}

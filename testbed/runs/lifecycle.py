@@ -66,8 +66,8 @@ class RunLifecycle:
                 return
             if left:
                 record.left_running = left
-                self.console.log(f"[red]could not stop {', '.join(left)}; the run's watchdog tries again "
-                                 f"(`testbed clean` ends what it cannot)")
+                self.console.log(f"[red]could not stop {', '.join(left)}; the run's watchdog tried again "
+                                 f"(logs/lifeline.log), `testbed clean` ends what it could not")
             record.signals = list(self.interrupts.received)
             record.end = time.time()
             if self.rundir.root.is_dir():
