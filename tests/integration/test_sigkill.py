@@ -67,9 +67,15 @@ def net_namespaces(pids) -> set[str]:
     return found - {own}
 
 
-def held_namespaces(namespaces: set[str]) -> set[str]:
-    """Those of ``namespaces`` some live process on the machine is still in."""
-    return net_namespaces(int(e.name) for e in os.scandir("/proc") if e.name.isdigit()) & namespaces
+def held_namespaces(namespaces: set[str], killed_at: float) -> set[str]:
+    """Those of ``namespaces`` a process started before ``killed_at`` (wall clock) is still in.
+
+    Once freed, a namespace's inode number is given to the next one made, and
+    others' runs on this machine make namespaces all the time: a process in
+    one of ours was started before the kill (or by one that was).
+    """
+    older = [p.pid for p in psutil.process_iter(["create_time"]) if (p.info["create_time"] or 0) < killed_at]
+    return net_namespaces(older) & namespaces
 
 
 def ours(name: str) -> bool:
@@ -105,6 +111,7 @@ def kill_and_count(proc: subprocess.Popen, before: Footprint, tag: str, out: Pat
                                               *expected]), names
         namespaces = net_namespaces(p.pid for p in started)
         assert len(namespaces) >= 2 + len(OPERATORS)           # the switch's and every host's
+        killed_at = time.time()
         os.killpg(proc.pid, signal.SIGKILL)                     # the run and anything of its own group
         killed = time.monotonic()
         proc.wait(timeout=10)
@@ -113,11 +120,12 @@ def kill_and_count(proc: subprocess.Popen, before: Footprint, tag: str, out: Pat
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     deadline = killed + BUDGET_S
-    while time.monotonic() < deadline and (tagged_processes(tag) or held_namespaces(namespaces)):
+    while time.monotonic() < deadline and (tagged_processes(tag) or held_namespaces(namespaces, killed_at)):
         time.sleep(0.1)
     took = time.monotonic() - killed
     left = [f"{p.pid} {' '.join(p.cmdline())[:100]}" for p in tagged_processes(tag)]
-    assert left == [] and held_namespaces(namespaces) == set(), f"after {took:.1f}s: {left}"
+    held = held_namespaces(namespaces, killed_at)
+    assert left == [] and held == set(), f"after {took:.1f}s: processes {left}, namespaces {held}"
     after = Footprint.take()
     assert [n for n in after.interfaces - before.interfaces if ours(n)] == []
     assert [n for n in after.namespaces - before.namespaces if ours(n)] == []
