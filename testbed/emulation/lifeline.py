@@ -67,8 +67,8 @@ class Lifeline:
         return self.watchdog.wait(timeout=timeout)
 
 
-def watch(state_file: Path, line: int = 0) -> list[str]:
-    """Block until the lifeline on ``line`` breaks, then clean ``state_file``; what was done.
+def watch(state_file: Path, fd: int = 0) -> list[str]:
+    """Block until the lifeline, read end ``fd``, breaks, then clean ``state_file``; what was done.
 
     The cleanup is ``testbed clean``'s for one state file, so the two end the
     same set; it is written to the run directory's ``logs/lifeline.log``.
@@ -76,13 +76,13 @@ def watch(state_file: Path, line: int = 0) -> list[str]:
     # Imported before the wait, so that the end, when it comes, is quick.
     from testbed.emulation.cleanup import clean_file
 
-    while os.read(line, 4096):
+    while os.read(fd, 4096):
         pass                                   # nothing is sent on the line; only its end counts
     state, lines = clean_file(state_file)
     logs = Path(state["run_dir"]) / "logs" if state and state.get("run_dir") else None
     if lines and logs is not None and logs.is_dir():
         with open(logs / "lifeline.log", "a") as log:
-            log.write("".join(f"the run's process is gone: {line}\n" for line in lines))
+            log.write("".join(f"watchdog: {line}\n" for line in lines))
     return lines
 
 
