@@ -17,11 +17,11 @@ state file before it closes the lifeline, so the watchdog finds nothing to
 do and exits.  Being in a session of its own, the watchdog is not hit by a
 signal to the run's process group (Ctrl-C in a terminal, ``kill -9 -PGID``).
 What it ended it writes to ``logs/lifeline.log`` in the run directory.
+The watchdog's program is ``testbed.emulation.watchdog``.
 """
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +43,7 @@ class Lifeline:
         try:
             # The watchdog's own session keeps it out of signals aimed at the run's group;
             # cwd=ROOT imports this checkout's testbed, as the host programs do.
-            self.watchdog = subprocess.Popen([sys.executable, "-m", "testbed.emulation.lifeline",
+            self.watchdog = subprocess.Popen([sys.executable, "-m", "testbed.emulation.watchdog",
                                               str(self.state_file)], stdin=read_end, stdout=subprocess.DEVNULL,
                                              stderr=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
         except BaseException:
@@ -65,33 +65,3 @@ class Lifeline:
         """Wait for the watchdog to exit (after ``close``): its exit code."""
         assert self.watchdog is not None
         return self.watchdog.wait(timeout=timeout)
-
-
-def watch(state_file: Path, fd: int = 0) -> list[str]:
-    """Block until the lifeline, read end ``fd``, breaks, then clean ``state_file``; what was done.
-
-    The cleanup is ``testbed clean``'s for one state file, so the two end the
-    same set; it is written to the run directory's ``logs/lifeline.log``.
-    """
-    # Imported before the wait, so that the end, when it comes, is quick.
-    from testbed.emulation.cleanup import clean_file
-
-    while os.read(fd, 4096):
-        pass                                   # nothing is sent on the line; only its end counts
-    state, lines = clean_file(state_file)
-    logs = Path(state["run_dir"]) / "logs" if state and state.get("run_dir") else None
-    if lines and logs is not None and logs.is_dir():
-        with open(logs / "lifeline.log", "a") as log:
-            log.write("".join(f"watchdog: {line}\n" for line in lines))
-    return lines
-
-
-def main() -> None:
-    # Only the lifeline's end stops the watchdog: a terminal's Ctrl-C or hang-up must not.
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    watch(Path(sys.argv[1]))
-
-
-if __name__ == "__main__":
-    main()

@@ -107,7 +107,7 @@ def kill_and_count(proc: subprocess.Popen, before: Footprint, tag: str, out: Pat
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         started = [p for p in tagged_processes(tag) if p.pid != proc.pid]
         names = " ".join(" ".join(p.cmdline()) for p in started)
-        assert all(part in names for part in ["mininet:src", f"mininet:{SWITCH}", "testbed.emulation.lifeline",
+        assert all(part in names for part in ["mininet:src", f"mininet:{SWITCH}", "testbed.emulation.watchdog",
                                               *expected]), names
         namespaces = net_namespaces(p.pid for p in started)
         assert len(namespaces) >= 2 + len(OPERATORS)           # the switch's and every host's

@@ -55,7 +55,7 @@ def watchdogs_of(state_file: Path) -> list[int]:
                 argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"testbed.emulation.lifeline" in argv and str(state_file).encode() in argv:
+            if b"testbed.emulation.watchdog" in argv and str(state_file).encode() in argv:
                 found.append(int(entry.name))
     return [p for p in found if alive(p)]
 
