@@ -137,20 +137,38 @@ class FailoverPolicy:
         #: host -> {stream: its operator list when the host was removed}
         self.removed: dict[str, dict[int, tuple[str, ...]]] = {}
         self.heard_again: list[tuple[int, float]] = []     # (port, wall clock)
+        #: Every answer to a failure or a return, in order: ``(policy, host, decisions)``,
+        #: so that a source held for failover (``schedule``, ``hold: failover``) knows
+        #: when the policy has acted, and on which changes to wait.
+        self.acts: list[tuple[str, str, tuple[Decision, ...]]] = []
+        self._acts_lock = threading.Lock()
+
+    def _acted(self, policy: str, host: str, decisions: list[Decision]) -> None:
+        with self._acts_lock:
+            self.acts.append((policy, host, tuple(decisions)))
+
+    def act_since(self, policy: str, host: str, since: int) -> Optional[tuple[Decision, ...]]:
+        """The decisions of the first ``policy`` act on ``host`` at index ``since`` or later, if any."""
+        with self._acts_lock:
+            return next((d for p, h, d in self.acts[since:] if p == policy and h == host), None)
 
     def on_recovery(self, port: int) -> None:
         self.heard_again.append((port, time.time()))
         host = self.host_of_port.get(port)
+        decisions = []
         for sid, before in sorted(self.removed.pop(host, {}).items()):
             current = self.adapter.current(sid).operators
             # its old place among the operators that are still there, newcomers after
             back = [op for op in before if op in current or op == host] + [op for op in current if op not in before]
-            self.adapter.submit(Decision("recovery", sid, tuple(back), f"{host} heard again (port {port})"),
-                                self.adapter.current(sid).model_copy(update={"operators": back}))
+            decisions.append(self.adapter.submit(
+                Decision("recovery", sid, tuple(back), f"{host} heard again (port {port})"),
+                self.adapter.current(sid).model_copy(update={"operators": back})))
+        self._acted("recovery", host, decisions)
 
     def on_failure(self, detection: Detection) -> None:
         self.detections.append(detection)
         host = self.host_of_port.get(detection.port)
+        decisions = []
         for sid in sorted(self.adapter.controller.streams):
             stream = self.adapter.current(sid)
             if host not in stream.operators:
@@ -158,12 +176,15 @@ class FailoverPolicy:
             self.removed.setdefault(host, {})[sid] = tuple(stream.operators)
             left = tuple(op for op in stream.operators if op != host)
             decision = Decision("failover", sid, left, f"{host} failed (port {detection.port})")
+            decisions.append(decision)
             if not left:
                 decision.error = f"stream {stream.label} has no operator left"
+                decision.armed.set()        # failed: nothing will arm it
                 with self.adapter.lock:
                     self.adapter.decisions.append(decision)
                 continue
             self.adapter.submit(decision, stream.model_copy(update={"operators": list(left)}))
+        self._acted("failover", host, decisions)
 
 
 #: What an elastic policy's thresholds measure, by its signal.

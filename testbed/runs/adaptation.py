@@ -34,6 +34,10 @@ SWITCH_CATCH_UP_S = 2.0
 #: How long a held source waits for a change to be armed: longer only when an
 #: earlier change's transition needs more events, which only the source can send.
 ARM_WAIT_S = 1.0
+#: How long a source held for failover (``hold: failover``) waits for the policy
+#: to act at most: detection takes ``detect_timeout`` and more on a busy machine,
+#: and only a monitor that stopped watching never acts.
+FAILOVER_WAIT_S = 30.0
 
 
 class RunAdaptation:
@@ -61,6 +65,8 @@ class RunAdaptation:
         self.adapter = Adapter(installed.fork(self._api()), plan, timeout=CHANGE_TIMEOUT_S)
         self.failures: list[dict[str, Any]] = []
         self.recoveries: list[dict[str, Any]] = []
+        #: host -> how many failover acts there were when it last failed
+        self._failed_from: dict[str, int] = {}
         self.monitor: Optional[HeartbeatMonitor] = None
         self.failover: Optional[FailoverPolicy] = None
         self.elastic: Optional[ElasticPolicy] = None
@@ -180,16 +186,49 @@ class RunAdaptation:
                                      "after": change.after, "slot": change.slot, "at": time.time(),
                                      "install_ms": round(1000 * (time.perf_counter() - started), 3)})
             return None
+        held = entry.hold == "failover" and self.failover is not None
+        start = time.monotonic()
         if entry.fail is not None:
-            self.failures.append({"host": entry.fail.host, "how": entry.fail.how, "at": time.time(),
-                                  "port": self.plan.ports[entry.fail.host]} | placed)
-            self.fail(entry.fail.host, entry.fail.how)
+            host = entry.fail.host
+            failure = {"host": host, "how": entry.fail.how, "at": time.time(), "port": self.plan.ports[host]} | placed
+            self.failures.append(failure)
+            # Acts from here on answer this failure: an earlier one of the same host was answered before.
+            self._failed_from[host] = self._acts_so_far()
+            self.fail(host, entry.fail.how)
+            if held:
+                answered = self._await_failover("failover", host, self._failed_from[host])
+                failure["failover_held_s"] = time.monotonic() - start if answered else None
         elif entry.recover is not None:
             host = entry.recover.host
             how = next(f["how"] for f in reversed(self.failures) if f["host"] == host)
-            self.recoveries.append({"host": host, "at": time.time()} | placed)
+            # A return is answered only after the removal it undoes: wait for that first.
+            answered = held and self._await_failover("failover", host, self._failed_from[host])
+            since = self._acts_so_far()
+            recovery = {"host": host, "at": time.time()} | placed
+            self.recoveries.append(recovery)
             self.recover(host, how)
+            if held:
+                answered = answered and self._await_failover("recovery", host, since)
+                recovery["failover_held_s"] = time.monotonic() - start if answered else None
         return None
+
+    def _acts_so_far(self) -> int:
+        return len(self.failover.acts) if self.failover is not None else 0
+
+    def _await_failover(self, policy: str, host: str, since: int) -> bool:
+        """Wait until the failover policy's first ``policy`` act on ``host`` from
+        act ``since`` on is armed; False if the run stopped, the monitor stopped
+        watching or ``FAILOVER_WAIT_S`` passed first, or its changes were not
+        armed within ``ARM_WAIT_S`` (as a held change's: an earlier transition
+        may need events that only the source can send)."""
+        deadline = time.monotonic() + FAILOVER_WAIT_S
+        decisions = None
+        while decisions is None:
+            if self.monitor.error is not None or time.monotonic() > deadline or self._stop.wait(POINT_POLL_S):
+                return False
+            decisions = self.failover.act_since(policy, host, since)
+        armed_by = time.monotonic() + ARM_WAIT_S
+        return all(d.armed.wait(max(0.0, armed_by - time.monotonic())) for d in decisions)
 
     def _tick(self, period: float) -> None:
         while not self._stop.wait(period):

@@ -24,6 +24,13 @@ machine is.  Each entry carries exactly one of:
   heartbeats resume.  With ``adapt.failover`` the controller gives it back
   its streams at their next boundaries.
 
+A ``fail`` or ``recover`` entry placed ``after`` a point may also say
+``hold: failover``: its source is then held until the failover policy has
+acted on it (the failure detected and the host's removal armed, or the host
+heard again and its place given back and armed), so the removal and the
+return begin at the first boundary after their points, however long
+detection took on the machine.
+
 ``adapt`` turns on controller policies: ``failover`` (detect failed
 operators from heartbeats and remove them) and ``elastic`` (scale a
 stream's N from its operators' load).
@@ -115,6 +122,9 @@ class ScheduleEntry(_Strict):
     fail: Optional[FailAction] = None
     recover: Optional[RecoverAction] = None
     cep: Optional[CepChange] = None
+    #: What a source held at ``after`` waits for: the action itself (the host
+    #: failed or back), or also the failover policy's answer to it.
+    hold: Literal["action", "failover"] = "action"
 
     @model_validator(mode="after")
     def _one_action(self):
@@ -129,6 +139,11 @@ class ScheduleEntry(_Strict):
             # A point of the stream holds its source until the change is in: the change
             # then begins at one event exactly, which the check and Spark's reference apply.
             raise ValueError("a cep entry is placed by after (a point of its stream), where it begins exactly")
+        if self.hold == "failover":
+            if self.fail is None and self.recover is None:
+                raise FieldError("hold", "only a fail or recover entry waits for failover")
+            if self.after is None:
+                raise FieldError("hold", "only an entry placed by after holds its source: an at entry holds nothing")
         return self
 
     @property

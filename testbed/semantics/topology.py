@@ -725,6 +725,8 @@ def check_schedule(topo: "Topology") -> None:
     for i in order:
         entry = topo.schedule[i]
         where = f"schedule[{i}].{entry.action}"
+        if entry.hold == "failover" and (topo.adapt is None or not topo.adapt.failover):
+            raise ScheduleError(f"schedule[{i}].hold", "waits for failover, which needs adapt.failover: true")
         target = (entry.change or entry.rate).stream if (entry.change or entry.rate) else None
         if entry.after is not None and target in ends and target != entry.after.stream and due[i] > ends[target]:
             raise ScheduleError(f"schedule[{i}].after", f"due at {due[i]:.3f} s at the streams' pace, after stream "

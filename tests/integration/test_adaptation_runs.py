@@ -168,24 +168,39 @@ def test_failover_detects_and_removes_a_killed_operator(tmp_path):
 def test_a_failed_operator_comes_back_and_gets_its_windows_again(tmp_path, how, target):
     """op2 fails (its receiver killed, or its link down), is detected and
     removed; the schedule brings it back and, heard again, it returns to its
-    place at the next boundary.  A new receiver carries on the old one's
-    parts, and the check passes."""
+    place.  A new receiver carries on the old one's parts, and the check passes.
+
+    Both entries are placed in stream terms and hold the source until
+    failover has acted (``hold: failover``), so the removal begins at event
+    1,000 and the return at event 2,500 however long detection, a new
+    receiver's start or the change took: placed at 1.0 and 2.5 s, a receiver
+    that took 1.4 s to start on a busy machine came back with too little of
+    the stream left to get its share."""
     path = adaptive_topology(tmp_path, "sr" + target[0] + how[0], {"kind": "count", "size": 3, "slide": 1},
                              n_ops=4, events=4500, rate=1000,
-                             schedule=[{"at": 1.0, "fail": {"host": "op2", "how": how}},
-                                       {"at": 2.5, "recover": {"host": "op2"}}],
+                             schedule=[{"after": {"stream": 5, "events": 1000}, "fail": {"host": "op2", "how": how},
+                                        "hold": "failover"},
+                                       {"after": {"stream": 5, "events": 2500}, "recover": {"host": "op2"},
+                                        "hold": "failover"}],
                              adapt={"failover": True, "detect_timeout": DETECT_S})
     record = run(path, tmp_path / "run", "--target", target)
     adaptation = record["adaptation"]
+    assert [d["host"] for d in adaptation["detections"]] == ["op2"]
     assert [r["host"] for r in adaptation["recoveries"]] == ["op2"]
     assert [h["host"] for h in adaptation["heard_again"]] == ["op2"]
+    # the source waited for failover's answer each time, and got it
+    assert adaptation["failures"][0]["failover_held_s"] is not None
+    assert adaptation["recoveries"][0]["failover_held_s"] is not None
+    held = read_json(RunDir(tmp_path / "run").raw / "src.source.status.json")["held"]
+    assert [(h["entry"], h["events"]) for h in held] == [(0, 1000), (1, 2500)]
     removed, restored = record["changes"]["5"]
     assert removed["policy"] == "failover" and removed["operators"] == ["op1", "op3", "op4"]
     assert restored["policy"] == "recovery" and restored["operators"] == ["op1", "op2", "op3", "op4"]
-    assert restored["applied_at"] > adaptation["heard_again"][0]["at"]
+    assert (removed["start"], restored["start"]) == (1000, 2500)    # slide 1: a boundary after every event
     check = record["check"]["5"]
-    assert check["ok"] and check["missing"] == 0
+    assert check["ok"] and check["missing"] == check["extra"] == check["duplicates"] == 0
     d = pd.read_parquet(RunDir(tmp_path / "run").deliveries)
     at_op2 = d[d["operator"] == "op2"]["seq"]
-    assert not at_op2.between(removed["start"], restored["start"] - 1).any()    # nothing while it was out
-    assert (at_op2 >= restored["start"]).sum() > 500                            # and its share afterwards
+    assert not at_op2.between(1000, 2499).any()                     # nothing while it was out
+    # Its share afterwards: a window of 3 events in every 4, so 3 of every 4 of the last 2,000 events.
+    assert (at_op2 >= 2500).sum() >= 1490

@@ -85,6 +85,11 @@ def test_a_recovered_operator_gets_its_place_back():
     policy.on_recovery(sw.plan.ports["h3"])
     back = [d for d in sw.adapter.decisions if d.policy == "recovery"]
     assert sorted((d.stream, d.operators) for d in back) == [(1, ("h2", "h3", "h4")), (2, ("h3", "h6"))]
+    # A source held for failover waits on exactly these, in the order they were asked for.
+    removals = [d for d in sw.adapter.decisions if d.policy == "failover"]
+    assert policy.act_since("failover", "h3", 0) == tuple(removals)
+    assert policy.act_since("recovery", "h3", 0) == policy.act_since("recovery", "h3", 1) == tuple(back)
+    assert policy.act_since("failover", "h3", 1) is None and policy.act_since("recovery", "h2", 0) is None
     for sid in (1, 2):
         feed_until(sw, sid, lambda: all(d.change and d.change.boundary is not None for d in back if d.stream == sid))
     sw.adapter.drain()
@@ -99,9 +104,11 @@ def test_a_recovered_operator_gets_its_place_back():
 
 def test_failover_of_a_streams_last_operator_is_reported_not_applied():
     sw = Switch([topologies.stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2"])])
-    FailoverPolicy(sw.adapter, sw.host_of).on_failure(Detection(sw.plan.ports["h2"], 0.0, 0.1))
+    policy = FailoverPolicy(sw.adapter, sw.host_of)
+    policy.on_failure(Detection(sw.plan.ports["h2"], 0.0, 0.1))
     (d,) = sw.adapter.decisions
     assert d.error == "stream 1 has no operator left" and d.change is None
+    assert policy.act_since("failover", "h2", 0) == (d,) and d.armed.is_set()    # a held source goes on
     sw.adapter.stop()
 
 

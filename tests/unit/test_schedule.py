@@ -84,7 +84,23 @@ BAD = {
                              "schedule[0].after.events"),
     "rate after a point": ([{"after": {"stream": 5, "events": 10}, "rate": {"stream": 5, "rate": 9}}],
                            "schedule[0]: a rate entry is placed by at"),
+    "hold of a change": ([{"after": {"stream": 5, "events": 10}, "change": {"stream": 5, "operators": ["h3"]},
+                           "hold": "failover"}], "schedule[0].hold: only a fail or recover entry waits for failover"),
+    "hold at a time": ([{"at": 1, "fail": {"host": "h2"}, "hold": "failover"}],
+                       "schedule[0].hold: only an entry placed by after holds its source"),
+    "hold without failover": ([{"after": {"stream": 5, "events": 10}, "fail": {"host": "h2"}, "hold": "failover"}],
+                              "schedule[0].hold: waits for failover, which needs adapt.failover: true"),
+    "hold of no kind": ([{"after": {"stream": 5, "events": 10}, "fail": {"host": "h2"}, "hold": "forever"}],
+                        "schedule[0].hold"),
 }
+
+
+def test_fail_and_recover_can_hold_their_source_for_failover():
+    topo = parse_topology(with_schedule(
+        [{"after": {"stream": 5, "events": 100}, "fail": {"host": "h2"}, "hold": "failover"},
+         {"after": {"stream": 5, "events": 900}, "recover": {"host": "h2"}, "hold": "failover"},
+         {"after": {"stream": 5, "events": 1000}, "fail": {"host": "h3"}}], {"failover": True}))
+    assert [e.hold for e in topo.schedule] == ["failover", "failover", "action"]
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
