@@ -272,7 +272,8 @@ class RunAdaptation:
         if self.monitor is not None:
             host_of = self.plan.host_of_port()
             out["detections"] = [{"host": host_of.get(d.port), "port": d.port, "detected_at": d.wall_clock,
-                                  "silent_s": d.detected - d.last_heartbeat} for d in self.monitor.detections]
+                                  "silent_s": d.detected - d.last_heartbeat, "others_beats": d.others_beats}
+                                 for d in self.monitor.detections]
             out["heard_again"] = [{"host": host_of.get(port), "port": port, "at": at}
                                   for port, at in self.failover.heard_again]
             if self.monitor.error is not None:

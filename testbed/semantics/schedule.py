@@ -204,7 +204,8 @@ class ElasticPolicySpec(_Strict):
 
 class Adapt(_Strict):
     failover: bool = False
-    #: Silence after which an operator counts as failed (seconds).
+    #: Silence after which an operator counts as failed (seconds), stretched on a
+    #: busy machine by its peers' late heartbeats (``testbed.dataplane.liveness``).
     detect_timeout: float = Field(default=0.3, gt=0, le=10, allow_inf_nan=False)
     elastic: list[ElasticPolicySpec] = []
 

@@ -57,6 +57,44 @@ def test_monitor_declares_a_silent_port_failed_once_and_alive_again():
     assert recoveries == [3] and monitor.failed() == []
 
 
+def test_on_a_busy_machine_the_silence_stretches_with_the_other_ports_heartbeats():
+    """Heartbeats every 200 ms instead of 50: port 3's silence of 0.3 s is no
+    failure while port 2 beat fewer than 5 times meanwhile; the fifth makes it one."""
+    pipe, clock = SplitterPipeline(), Clock()
+    failures = []
+    monitor = HeartbeatMonitor(pipe, [2, 3], timeout=0.3, on_failure=failures.append, clock=clock)
+    assert monitor.beats == 5
+    beat(pipe, 2), beat(pipe, 3)
+    monitor.poll()
+    for step in range(1, 5):                   # 0.8 s: port 2 beat 4 times, port 3 is silent
+        clock.now = step * 0.2
+        beat(pipe, 2)
+        monitor.poll()
+    assert failures == [] and monitor.failed() == []
+    clock.now = 1.0
+    beat(pipe, 2)
+    monitor.poll()
+    (d,) = failures
+    assert (d.port, d.last_heartbeat, d.detected, d.others_beats) == (3, 0.0, 1.0, 5)
+
+
+def test_with_no_other_port_heard_the_seconds_decide():
+    """All ports silent (failed together, or one operator host alone): nothing
+    to measure the silence with, so 0.3 s of it is a failure as before."""
+    for ports in ([2, 3], [2]):
+        pipe, clock = SplitterPipeline(), Clock()
+        monitor = HeartbeatMonitor(pipe, ports, timeout=0.3, clock=clock)
+        for port in ports:
+            beat(pipe, port)
+        monitor.poll()
+        clock.now = 0.3
+        monitor.poll()
+        assert monitor.failed() == []
+        clock.now = 0.35
+        monitor.poll()
+        assert monitor.failed() == ports and {d.others_beats for d in monitor.detections} == {0}
+
+
 def test_detection_bound_of_the_defaults_is_within_half_a_second():
     assert detection_bound() <= 0.5
 
