@@ -135,7 +135,8 @@ class RunAdaptation:
         """Carry the entries out in the order their times give at the streams'
         pace: an ``at`` entry when its second comes, an ``after`` entry when
         its stream's source is held at its point (and the switch has seen
-        every event sent before it), releasing the source once it took effect."""
+        every event sent before it), releasing the source once it took effect
+        (with ``hold: failover``, once failover has answered it)."""
         self._await_first_event()
         due = nominal_times(self.topo)
         order = sorted(range(len(self.topo.schedule)), key=lambda i: due[i])
