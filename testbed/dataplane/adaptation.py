@@ -83,6 +83,7 @@ class Adapter:
             # Only this thread changes streams, so once settled a stream stays
             # settled until the change below: wait without holding the lock.
             self.controller.wait_settled(new.id, self.timeout)
+            self._seen_late(new.id)
             with self.lock:
                 change = self.controller.change(self.plan, new, 0)
             decision.change = change
@@ -92,6 +93,24 @@ class Adapter:
             decision.error = str(exc)
         finally:
             decision.armed.set()
+
+    def _seen_late(self, sid: int) -> None:
+        """Fill in the boundary of a change of stream ``sid`` that was armed but
+        not seen to apply within ``timeout``.  The data plane applies an armed
+        change at its boundary whenever the stream gets there, so on a busy
+        machine it may have applied after the wait gave up; a record without it
+        would hold the stream's events to the configuration it replaced.  Called
+        while the stream is settled and before anything changes it again, so the
+        switch's ``boundary`` is still that change's."""
+        api = self.controller.api
+        for decision in self.decisions:
+            change = decision.change
+            if change is None or change.stream != sid or change.boundary is not None:
+                continue
+            if not api.register_read("armed", sid) and int(api.register_read("epoch", sid)) == change.epoch:
+                change.boundary = int(api.register_read("boundary", sid))
+                change.applied_at = time.time()         # when it was seen: it applied before
+                decision.error = None
 
     def _run(self) -> None:
         while True:
@@ -121,6 +140,13 @@ class Adapter:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        # The stream has ended: a change still waiting for its boundary either got there or never will.
+        late = {d.change.stream for d in self.decisions if d.change is not None and d.change.boundary is None}
+        try:
+            for sid in sorted(late):
+                self._seen_late(sid)
+        except Exception:      # noqa: BLE001 - each target's client raises its own kinds
+            pass               # the switch is gone (the run reports why): the changes stay unapplied
 
 
 class FailoverPolicy:

@@ -236,7 +236,8 @@ class RunAdaptation:
             self.elastic.tick()
 
     def stop(self) -> None:
-        """Stop deciding; changes still waiting for a boundary give up after ``CHANGE_TIMEOUT_S``."""
+        """Stop deciding; changes still waiting for a boundary give up after ``CHANGE_TIMEOUT_S``,
+        and those the stream reached after that are recorded from the switch (``Adapter.stop``)."""
         self._stop.set()
         for t in self._threads:
             t.join()

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from support import topologies
-from testbed.dataplane.adaptation import Adapter, ElasticPolicy, ElasticSettings, FailoverPolicy
+from testbed.dataplane.adaptation import Adapter, Decision, ElasticPolicy, ElasticSettings, FailoverPolicy
 from testbed.dataplane.control import Controller
 from testbed.dataplane.liveness import Detection
 from testbed.dataplane.model import SplitterPipeline
@@ -100,6 +100,25 @@ def test_a_recovered_operator_gets_its_place_back():
     policy.on_recovery(sw.plan.ports["h3"])                  # heard again without a failure: nothing to do
     assert len([d for d in sw.adapter.decisions if d.policy == "recovery"]) == 2
     sw.adapter.stop()
+
+
+def test_a_change_that_reaches_its_boundary_after_the_wait_gave_up_is_still_recorded():
+    """On a busy machine the stream may reach an armed change's boundary after
+    the adapter stopped waiting for it; the data plane applies it all the same,
+    so the record must say where, or the check holds the events to the old
+    configuration."""
+    sw = Switch([topologies.stream(1, {"kind": "count", "size": 3, "slide": 1}, ["h2", "h3", "h4"])])
+    sw.adapter.stop()
+    adapter = Adapter(sw.ctl, sw.plan, timeout=0.05).start()
+    sw.send(1, 10)
+    new = sw.ctl.streams[1].model_copy(update={"operators": ["h2", "h4"]})
+    decision = adapter.submit(Decision("schedule", 1, ("h2", "h4"), "test"), new)
+    adapter.drain()                                  # armed, then gave up: no event came
+    assert decision.change is not None and decision.change.boundary is None and decision.error
+    sw.send(1, 10)                                   # the stream goes on past the boundary
+    adapter.stop()
+    assert decision.error is None and decision.change.boundary == 10
+    assert "h3" not in set().union(*(set(h) for _, h in sw.send(1, 10)))
 
 
 def test_failover_of_a_streams_last_operator_is_reported_not_applied():
