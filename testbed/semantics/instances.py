@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 #: Ids below are switch ports: a host with one instance is known by its port.
 FIRST_SHARED_ID = 512
@@ -81,6 +81,24 @@ def expand(operators: Iterable[str], counts: Mapping[str, int]) -> list[str]:
         else:
             count = max(1, counts.get(op, 1))
             out.extend(instance_name(op, i, count) for i in range(count))
+    return out
+
+
+def collapse(operators: Sequence[str], counts: Mapping[str, int]) -> list[str]:
+    """The shortest list ``expand`` turns back into ``operators``: all of a
+    host's instances, in order, become the host's name.  A run writes its
+    topology so, which keeps thousands of streams over shared hosts small."""
+    out: list[str] = []
+    i = 0
+    while i < len(operators):
+        host = host_of(operators[i])
+        count = counts.get(host, 1)
+        if count > 1 and list(operators[i:i + count]) == [instance_name(host, k, count) for k in range(count)]:
+            out.append(host)
+            i += count
+        else:
+            out.append(operators[i])
+            i += 1
     return out
 
 

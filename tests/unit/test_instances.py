@@ -19,7 +19,8 @@ from testbed.dataplane.control import Controller, group_calls
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows, event_frame
 from testbed.emulation.receiver import IN_PKTINFO, IP_PKTINFO, Arrivals, instance_index
-from testbed.semantics.instances import FIRST_SHARED_ID, expand, host_of
+from testbed.runs.orchestrator import run_topology
+from testbed.semantics.instances import FIRST_SHARED_ID, collapse, expand, host_of
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, TopologyError, WindowSpec, parse_topology, resolve_topology
 from testbed.semantics.topology import load_topology as load
@@ -225,3 +226,26 @@ def test_a_change_installs_handover_only_where_an_event_can_lie_in_old_windows(o
     tables = {e.table for e in plan.change(topo.streams[0], new_stream, 1).entries}
     assert ("handover" in tables) == (handover or batch is not None)
     assert {"previous_spec", "previous_position", "unicast"} <= tables
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_collapse_is_the_shortest_list_that_expands_back(seed):
+    rng = random.Random(seed)
+    counts = {"h2": rng.randint(2, 6), "h3": rng.randint(2, 4), "h4": 1}
+    pool = expand(["h2", "h3", "h4"], counts)
+    listed = rng.choice([pool, rng.sample(pool, rng.randint(1, len(pool))), pool[::-1]])
+    short = collapse(listed, counts)
+    assert expand(short, counts) == listed
+    assert len(short) <= len(listed)
+    assert collapse(pool, counts) == ["h2", "h3", "h4"] and collapse(pool[::-1], counts) == pool[::-1]
+
+
+def test_a_runs_topology_file_reads_back_as_the_same_streams():
+    """The run directory's topology keeps operator lists short and means what the run ran."""
+    data = shared([topologies.stream(1, COUNT, ["h2", "h3"]), topologies.stream(2, COUNT, ["h3.1", "h2.0", "h2.1"])],
+                  {"h2": 2, "h3": 3})
+    topo = parse_topology(data)
+    written = run_topology(topo, "model")
+    assert [s["operators"] for s in written["streams"]] == [["h2", "h3"], ["h3.1", "h2"]]
+    again = parse_topology(written)
+    assert [s.operators for s in again.streams] == [s.operators for s in topo.streams]
