@@ -116,6 +116,14 @@ def streams_topology(count: int, n: int, rate: float) -> dict[str, Any]:
                          "id": 1, "operators": ["h2", "h3"], "events": n, "rate": rate}]}
 
 
+def table_row(r: dict[str, Any], first: list[str], installed: Any) -> str:
+    """A point's row in the docs' tables: ``first``, set-up, install, what was
+    installed, peak memory, load and the verdict."""
+    cells = [*first, r.get("setup_s", "-"), r.get("install_s", "-"), installed, r.get("peak_memory_mib", "-"),
+             r.get("copies_max_over_mean", "-"), "passes" if r["check_passes"] else "FAILS"]
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def load_balance(rundir: RunDir, operators: list[str]) -> dict[str, Any]:
     """Copies per instance: max over mean, and the spread, over every instance of the stream."""
     got = pd.read_parquet(rundir.deliveries, columns=["operator"])["operator"].value_counts()
@@ -227,10 +235,7 @@ class ScaleRuns(ExperimentKind):
                  "", "| target | windows | N | set-up (s) | install (s) | control calls | peak memory (MiB) | "
                      "copies max/mean | check |", "|---|---|---|---|---|---|---|---|---|"]
         for r in points:
-            lines.append(f"| {r['target']} | {r['semantic']} | {r['N']:,} | {r.get('setup_s', '-')} | "
-                         f"{r.get('install_s', '-')} | {r.get('install_operations', '-')} | "
-                         f"{r.get('peak_memory_mib', '-')} | {r.get('copies_max_over_mean', '-')} | "
-                         f"{'passes' if r['check_passes'] else 'FAILS'} |")
+            lines.append(table_row(r, [r["target"], r["semantic"], f"{r['N']:,}"], r.get("install_operations", "-")))
         largest = ours.get("largest_n_passed") or {}
         if largest:
             ratio = ", ".join(f"{t}: N = {n:,} ({n / fig7['count_tumbling']['max_operators']:.2%} of S4's figure)"
@@ -247,10 +252,8 @@ class ScaleRuns(ExperimentKind):
                       "| target | streams | events | set-up (s) | install (s) | entries installed | "
                       "peak memory (MiB) | copies max/mean | check |", "|---|---|---|---|---|---|---|---|---|"]
             for r in streams:
-                lines.append(f"| {r['target']} | {r['streams']:,} | {r['events']:,} | {r.get('setup_s', '-')} | "
-                             f"{r.get('install_s', '-')} | {r.get('installed_entries', '-')} | "
-                             f"{r.get('peak_memory_mib', '-')} | {r.get('copies_max_over_mean', '-')} | "
-                             f"{'passes' if r['check_passes'] else 'FAILS'} |")
+                lines.append(table_row(r, [r["target"], f"{r['streams']:,}", f"{r['events']:,}"],
+                                       r.get("installed_entries", "-")))
             most = ours.get("largest_streams_passed") or {}
             ratio = ", ".join(f"{t}: {n:,} streams ({n / fig7['time_based']['max_streams']:.1%} of S4's time-based "
                               f"figure)" for t, n in sorted(most.items()) if n)
