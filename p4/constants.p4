@@ -86,6 +86,7 @@ const bit<32> DROP_COUNTER_SIZE = 524288;  /* N_STREAMS * DROP_SLOTS */
 
 /* Table capacities (exact-match entries). */
 const int STREAM_TABLE_SIZE    = 131072; /* window_spec, operator_count: one per stream and bank */
+const int PREVIOUS_TABLE_SIZE  = 65536;  /* previous_spec: one per stream */
 /* Keyed by operator set, which streams with the same operators share
  * (issue 43): bmv2 allocates an exact-match table's entries as they are
  * added, not up front. */

@@ -115,7 +115,7 @@ control MyIngress(inout headers_t hdr,
         key = { meta.stream      : exact @name("stream"); }
         actions = { set_previous; @defaultonly NoAction; }
         const default_action = NoAction();
-        size = STREAM_TABLE_SIZE;
+        size = PREVIOUS_TABLE_SIZE;
     }
 
     /* ---- unicast / multicast ------------------------------------------ */

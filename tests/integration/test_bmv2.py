@@ -462,7 +462,7 @@ def test_control_plane_state_reads_back_as_planned(switch):
     api.table_clear("unicast")
     assert api.table_entries("unicast") == []
     with pytest.raises(Exception, match="does not fit"):
-        api.table_add("operator_count", "set_operator_count", ["70000", "0"], ["1"])   # stream id > 16 bits
+        api.table_add("operator_count", "set_operator_count", ["70000", "0"], ["1", "1"])   # stream id > 16 bits
 
 
 @needs_root
