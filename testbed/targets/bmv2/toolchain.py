@@ -17,6 +17,10 @@ forwarding baseline of the latency experiment, compiles the same way into
 
 ``python -m testbed.targets.bmv2.toolchain`` compiles both programs and prints their
 paths, or exits non-zero with a one-line reason.
+
+The versions and build flags the project is tested with are ``PINS``, read
+from ``toolchain.toml`` beside this module: the file ``make toolchain``
+(``scripts/toolchain.py``) builds from.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Optional
 
@@ -61,6 +66,12 @@ SWITCH_CLI = "simple_switch_CLI"
 #: A bmv2 Thrift module that must be importable to drive the switch.
 THRIFT_CLIENT_MODULE = "bm_runtime"
 VERSION_PATTERN = re.compile(r"\d+\.\d+\.\d+")
+#: The pinned versions, commits and build flags (docs/p4.md, "Toolchain").
+PINS_FILE = Path(__file__).with_name("toolchain.toml")
+with open(PINS_FILE, "rb") as _pins:
+    PINS: dict = tomllib.load(_pins)
+#: Appended to every reason that a tool is missing: the one command that builds them.
+BUILD_HINT = "`make toolchain` builds p4c and bmv2"
 
 
 class P4BuildError(RuntimeError):
@@ -124,7 +135,7 @@ def add_bmv2_python_path() -> str:
 def compiler_missing() -> Optional[str]:
     if find_compiler() is None:
         return (f"p4c not found: none of {', '.join(COMPILERS)} on PATH or in "
-                f"${PREFIX_VAR}/bin ({prefix() / 'bin'})")
+                f"${PREFIX_VAR}/bin ({prefix() / 'bin'}); {BUILD_HINT}")
     return None
 
 
@@ -135,12 +146,12 @@ def toolchain_missing() -> Optional[str]:
     if reason:
         return reason
     if find_tool(SWITCH) is None:
-        return f"{SWITCH} not found on PATH or in ${PREFIX_VAR}/bin ({prefix() / 'bin'})"
+        return f"{SWITCH} not found on PATH or in ${PREFIX_VAR}/bin ({prefix() / 'bin'}); {BUILD_HINT}"
     if importlib.util.find_spec("thrift") is None:
         return "Python module 'thrift' missing (Debian: apt-get install python3-thrift)"
     if bmv2_python_path() is None:
         return (f"bmv2's Python Thrift modules ({THRIFT_CLIENT_MODULE}) not found in sys.path "
-                f"or ${PREFIX_VAR}/lib/python3*/")
+                f"or ${PREFIX_VAR}/lib/python3*/; {BUILD_HINT}")
     return None
 
 
