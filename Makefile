@@ -20,7 +20,7 @@ DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute
         iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift python3-six \
         tshark valgrind
 
-.PHONY: deps debs venv experiment figures run stop clean test bench soak stress p4 plots distclean
+.PHONY: deps debs venv experiment figures run stop clean test bench soak stress p4 plots distclean toolchain
 
 deps: debs venv
 
@@ -61,6 +61,15 @@ bench: deps
 
 p4: venv
 	$(PY) -m testbed.targets.bmv2.toolchain
+
+# p4c and bmv2 built from source at the pins of testbed/targets/bmv2/toolchain.toml
+# (docs/p4.md, "Toolchain"), into P4_PREFIX (default /opt/p4); P4_SOURCES=DIR
+# takes the sources from local clones there instead of upstream git.  Both
+# reach the script through the environment, never through the shell line.
+# Debian's Python, since the virtual environment may not exist yet.
+export P4_PREFIX P4_SOURCES
+toolchain:
+	/usr/bin/python3 scripts/toolchain.py
 
 plots: deps
 	$(TESTBED) plot $(RUN)    # a run or an experiment directory
