@@ -322,6 +322,14 @@ def experiment(ctx: click.Context, name: str, target: Optional[str], quick: bool
         run_experiment,
     )
 
+    if target == "bmv2":
+        # Asked for bmv2 by name: refuse before anything starts, rather than
+        # skip the target as an experiment that lists both does on its own.
+        from testbed.targets.bmv2.toolchain import toolchain_missing
+
+        reason = toolchain_missing()
+        if reason:
+            _refuse(f"--target bmv2: {reason}")
     path = None if name == "all" else experiment_path(name)
     if repeat is not None and name == "all":
         _refuse("--repeat: name one experiment or scenario, not all")
