@@ -205,6 +205,19 @@ def test_a_checkout_leaves_out_the_file_the_snapshot_lacks(tmp_path, snapshot):
     assert (dest / "build-output").exists()
 
 
+def test_an_upstream_source_is_fetched_at_its_one_commit(tmp_path, snapshot):
+    """Upstream is fetched over git's transport (here file://, as https
+    would be): one commit, shallow, sparse, with p4c's 10-digit abbreviation."""
+    _bare, commit = snapshot
+    dest = tmp_path / "work" / "p4c"
+    script.checkout(script.Steps(1, tmp_path / "logs"), "src", (tmp_path / "upstream").as_uri(), False, dest,
+                    commit, skip_paths=("docs/big.pptx",), abbrev=script.P4C_ABBREV)
+    assert script.git_head(dest) == commit
+    assert _git("rev-parse", "--is-shallow-repository", cwd=dest) == "true"
+    assert _git("rev-parse", "--short", "HEAD", cwd=dest) == commit[:10]
+    assert not (dest / "docs" / "big.pptx").exists()
+
+
 def test_a_full_checkout_of_that_snapshot_fails(tmp_path, snapshot):
     """Without the sparse checkout the missing file stops the build: the
     reason the pins name it."""
