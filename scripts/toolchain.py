@@ -352,6 +352,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="sources and build trees (default: build/toolchain)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel compile jobs")
     ap.add_argument("--no-debs", action="store_true", help="do not install Debian packages")
+    ap.add_argument("--only", choices=("p4c", "bmv2"), default=None,
+                    help="build this tool alone; the other's record in BUILD-INFO.txt is kept as it is")
     ap.add_argument("--pins", type=Path, default=PINS_FILE, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -360,8 +362,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     work = args.work.resolve()
     sources = args.sources.resolve() if args.sources else None
     info = read_info(prefix)
+    chosen = (args.only,) if args.only else ("p4c", "bmv2")
     ready = up_to_date(prefix, pins)
-    total = (0 if args.no_debs else 1) + sum(0 if ok else 4 for ok in ready.values())
+    total = (0 if args.no_debs else 1) + sum(0 if ready[name] else 4 for name in chosen)
     steps = Steps(max(total, 1), work / "logs")
     steps.say(f"prefix {prefix}; sources {sources or 'upstream git'}; work {work}")
     try:
@@ -370,6 +373,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         built = {k: v for k, v in ((n, info.get(n, {}).get("built")) for n in ("p4c", "bmv2")) if v}
         records = {}
         for name, build in (("p4c", build_p4c), ("bmv2", build_bmv2)):
+            if name not in chosen:
+                if name in info:
+                    records[name] = {k: v for k, v in info[name].items() if k != "built"}
+                continue
             if ready[name]:
                 steps.say(f"{name}: already in {prefix} at the pinned version and flags")
             else:
@@ -386,7 +393,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BuildError as err:
         steps.say(f"failed: {err}")
         return 1
-    steps.say(f"done: p4c-bm2-ss and simple_switch in {prefix}/bin ({INFO_NAME} there)")
+    steps.say(f"done: {' and '.join(chosen)} in {prefix} ({INFO_NAME} there)")
     return 0
 
 

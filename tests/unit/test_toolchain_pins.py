@@ -164,6 +164,21 @@ def test_a_prefix_up_to_date_is_left_alone(tmp_path, capsys):
     assert script.read_info(prefix)["bmv2"]["built"] == "then"
 
 
+def test_only_one_tool_keeps_the_others_record(tmp_path, capsys):
+    prefix = tmp_path / "p4"
+    _fake_tool(prefix / "bin" / "simple_switch", "1.15.5-693e69e6")
+    records = {name: script.component_record(PINS, name) for name in ("p4c", "bmv2")}
+    (prefix / script.INFO_NAME).write_text(script.render_info(records, {"p4c": "then", "bmv2": "then"}))
+    work = tmp_path / "work"
+    # p4c-bm2-ss is not there, but only bmv2 was asked for.
+    assert script.main(["--prefix", str(prefix), "--work", str(work), "--no-debs", "--only", "bmv2",
+                        "--sources", str(tmp_path / "none")]) == 0
+    assert "p4c" not in capsys.readouterr().out.replace(str(tmp_path), "")
+    assert not (work / "p4c").exists()
+    info = script.read_info(prefix)
+    assert info["p4c"]["built"] == "then" and script.recorded_matches(info, PINS, "p4c")
+
+
 def _git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
                           env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
