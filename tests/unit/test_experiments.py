@@ -141,14 +141,15 @@ def test_sweep_over_n_grows_as_the_formula_says():
     assert (tumbling["multicast"] == 0).all() and (tumbling["multicast_groups"] == 0).all()
 
 
-def test_sweep_over_streams_is_linear_with_shared_groups():
+def test_sweep_over_streams_costs_two_entries_a_stream_and_one_operator_set():
     windows = semantic_windows({"cbsw": "cbsw1", "tbtw": "tbtw1"})
     rows = sweep_streams(windows, [1, 3, 10], n_ops=6)
     for semantic, part in rows.groupby("semantic"):
         one = part[part["streams"] == 1].iloc[0]
-        per_stream = one["entries"] - one["egress_rewrite"]      # egress entries belong to the ports
         for r in part.itertuples():
-            assert r.entries == r.streams * per_stream + one["egress_rewrite"]
+            # window_spec and operator_count each; the streams share one operator set's entries
+            assert r.entries == one["entries"] + 2 * (r.streams - 1)
+            assert r.unicast == one["unicast"] == 6 and r.window_spec == r.operator_count == r.streams
             assert r.multicast_groups == one["multicast_groups"]    # same ports, same groups
             assert r.register_bytes == r.streams * one["register_bytes"]
 
