@@ -102,10 +102,10 @@ class ResourceParams(KindParams):
         check_scenarios([name])
         return name
 
-    @field_validator("stream_sweep")
+    @field_validator("stream_sweep", "readback_streams")
     @classmethod
     def _stream_ids(cls, sizes: list[int]) -> list[int]:
-        if max(sizes) > N_STREAMS or min(sizes) < 1:
+        if sizes and (max(sizes) > N_STREAMS or min(sizes) < 1):
             raise ValueError(f"streams must be 1..{N_STREAMS} (16-bit stream ids)")
         return sizes
 
@@ -114,13 +114,6 @@ class ResourceParams(KindParams):
     def _instances(cls, sizes: list[int]) -> list[int]:
         if max(sizes) > MAX_SHARED_INSTANCES or min(sizes) < 1:
             raise ValueError(f"N must be 1..{MAX_SHARED_INSTANCES} (16-bit instance ids past the ports)")
-        return sizes
-
-    @field_validator("readback_streams")
-    @classmethod
-    def _readback_ids(cls, sizes: list[int]) -> list[int]:
-        if sizes and (max(sizes) > N_STREAMS or min(sizes) < 1):
-            raise ValueError(f"streams must be 1..{N_STREAMS} (16-bit stream ids)")
         return sizes
 
 
