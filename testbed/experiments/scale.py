@@ -110,7 +110,7 @@ MIXED_WINDOWS = [{"kind": "count", "size": 1, "slide": 1}, {"kind": "count", "si
 
 def streams_topology(count: int, n: int, rate: float) -> dict[str, Any]:
     """``count`` streams as one family over ``n`` instances on two shared hosts, from two sources, as YAML data."""
-    return {"name": f"streams{count}", "switch": {"name": "ssc"},
+    return {"name": f"fam{count}", "switch": {"name": "ssc"},
             "hosts": {"h1": {}, "h2": {"instances": n - n // 2}, "h3": {"instances": n // 2}, "h4": {}},
             "streams": [{"family": {"count": count, "windows": MIXED_WINDOWS, "sources": ["h1", "h4"]},
                          "id": 1, "operators": ["h2", "h3"], "events": n, "rate": rate}]}

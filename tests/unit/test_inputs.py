@@ -59,12 +59,23 @@ def hosts(n: int, switch: str = "s1"):
     return data
 
 
+def own_order(ops: list[str], i: int) -> list[str]:
+    """The ``i``-th of distinct orders of ``ops`` (a rotation, then the first swapped with a later one)."""
+    turn, swap = i % len(ops), i // len(ops)
+    out = ops[turn:] + ops[:turn]
+    if swap:
+        out[0], out[swap + 1] = out[swap + 1], out[0]
+    return out
+
+
 def many_operators(streams: int, operators: int):
-    """A plan with ``streams * operators`` unicast entries."""
+    """A plan with ``streams * operators`` unicast entries: each stream deals
+    its windows over its own order of the operators, so no two share an
+    operator set (docs/p4.md)."""
     ops = [f"o{i}" for i in range(operators)]
     return {"name": "t", "hosts": {"src": {}} | {o: {} for o in ops},
-            "streams": [topologies.stream(i, {"kind": "count", "size": 1, "slide": 1}, ops, source="src")
-                        for i in range(streams)]}
+            "streams": [topologies.stream(i, {"kind": "count", "size": 1, "slide": 1}, own_order(ops, i),
+                                          source="src") for i in range(streams)]}
 
 
 # ---------------------------------------------------------------------------
