@@ -58,7 +58,9 @@ from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.strict import OperatorCount, StreamCount
 from testbed.semantics.topology import Topology, WindowSpec, parse_topology
 from testbed.targets.bmv2 import toolchain
+from testbed.targets.bmv2.client import Bmv2Error
 from testbed.targets.bmv2.program import short_name
+from testbed.targets.embedded.client import ControlError
 
 #: S4's four semantics and the scenario each takes its window spec from.
 SEMANTICS = {"cbtw": "cbtw1", "cbsw": "cbsw1", "tbtw": "tbtw1", "tbsw": "tbsw1"}
@@ -259,7 +261,17 @@ def readback(target: str, api: Any, windows: dict[str, WindowSpec], sizes: list[
                  [readback_topology(window, streams_n, count) for count in streams]
         for topo in points:
             plan = SplitterPlan(topo)
-            install = controller.install(plan)
+            try:
+                install = controller.install(plan)
+            except (Bmv2Error, ControlError) as err:
+                # The switch cannot hold it (bmv2's replication engine has a
+                # fixed number of nodes): the readback's answer at this point.
+                controller.clear()
+                rows.append({"target": target, "semantic": sem, "N": len(topo.streams[0].operators),
+                             "streams": len(topo.streams), "what": "refused", "planned": len(plan.entries()),
+                             "read_back": 0, "same": True, "cleared": True, "install_s": None, "refused": str(err)})
+                log(f"{target} {sem}: N = {rows[-1]['N']}, {rows[-1]['streams']:,} streams refused: {err}")
+                continue
             found = compare(target, sem, plan, api)
             controller.clear()
             tables, groups = switch_state(api)
@@ -432,12 +444,16 @@ def contract_counts() -> dict[str, Any]:
 
 
 def readback_summary(rows: pd.DataFrame) -> dict[str, Any]:
-    """Whether every install read back as planned and cleared, and the largest N and stream count per target."""
+    """Whether every install the switch took read back as planned and cleared,
+    the largest N and stream count it took per target, and what it refused."""
     rows = rows.assign(streams=rows["streams"] if "streams" in rows else 1)
-    per_target = rows.groupby("target").agg(installs=("N", "size"), same=("same", "all"), cleared=("cleared", "all"),
-                                            largest_n=("N", "max"), most_streams=("streams", "max"))
+    refused = rows[rows["what"] == "refused"]
+    taken = rows[rows["what"] != "refused"]
+    per_target = taken.groupby("target").agg(installs=("N", "size"), same=("same", "all"), cleared=("cleared", "all"),
+                                             largest_n=("N", "max"), most_streams=("streams", "max"))
     return {"all_same": bool(rows["same"].all()), "all_cleared": bool(rows["cleared"].all()),
-            "targets": per_target.reset_index().to_dict("records")}
+            "targets": per_target.reset_index().to_dict("records"),
+            "refused": refused.reindex(columns=["target", "semantic", "N", "streams", "refused"]).to_dict("records")}
 
 
 # ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from testbed.experiments.resources import (
     plan_row,
     program_stats,
     readback,
+    readback_summary,
     register_bits,
     semantic_windows,
     sweep_n,
@@ -36,6 +37,7 @@ from testbed.experiments.shipped import scenario
 from testbed.rundir import ExperimentDir
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import WindowSpec
+from testbed.targets.embedded.client import ControlError
 
 
 def multicast_formula(size: int, slide: int, n_ops: int) -> int:
@@ -201,6 +203,26 @@ def test_readback_notices_a_missing_entry():
     rows = pd.DataFrame(readback("forgetful", Forgetful(), semantic_windows({"cbtw": "cbtw1"}), [3]))
     unicast = rows[rows["what"] == "unicast"].iloc[0]
     assert not unicast["same"] and unicast["read_back"] == unicast["planned"] - 1
+
+
+def test_readback_records_what_the_switch_refuses_and_goes_on():
+    """bmv2's replication engine holds a fixed number of nodes: a point past it
+    is the readback's answer there, the switch is emptied, and smaller ones still read back."""
+    class Small(SplitterPipeline):
+        def mc_node_create(self, rid, ports):
+            if len(self.mc_nodes) >= 20:
+                raise ControlError("mc_node_create: TABLE_FULL")
+            return super().mc_node_create(rid, ports)
+
+    api = Small()
+    rows = pd.DataFrame(readback("small", api, semantic_windows({"cbsw": "cbsw1"}), [3, 40, 4]))
+    refused = rows[rows["what"] == "refused"]
+    assert refused[["N", "refused"]].values.tolist() == [[40, "mc_node_create: TABLE_FULL"]]
+    taken = rows[rows["what"] != "refused"]
+    assert sorted(set(taken["N"])) == [3, 4] and taken["same"].all() and taken["cleared"].all()
+    assert not api.mc_dump() and not any(api.table_entries(t) for t in SCHEMA)
+    summary = readback_summary(rows)
+    assert summary["targets"][0]["largest_n"] == 4 and summary["refused"][0]["N"] == 40
 
 
 PIPELINE = {
