@@ -929,6 +929,17 @@ def cep_install(api, plan: SplitterPlan, rules) -> None:
     CepControl(api, CEP_SINKS).install(rules)
 
 
+def complex_frames(out) -> dict[int, list[bytes]]:
+    """The complex-event frames among ``(port, frame)`` pairs, per sink port, in order."""
+    from testbed.dataplane.wire import CEP_UDP_PORT
+
+    per_port = defaultdict(list)
+    for port, frame in out:
+        if len(frame) > EVENT_OFFSET and int.from_bytes(frame[36:38], "big") == CEP_UDP_PORT:
+            per_port[port].append(frame)
+    return dict(per_port)
+
+
 @needs_root
 @pytest.mark.parametrize("seed", [31, 32])
 def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
@@ -937,7 +948,7 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
     operators, the same complex event frames to each sink, in order, byte for
     byte; the oracle's complex events; and the same CEP registers and counters."""
     from testbed.dataplane.contract import CEP_COUNTERS, CEP_REGISTERS
-    from testbed.dataplane.wire import CEP_UDP_PORT, is_event_frame, parse_complex_events
+    from testbed.dataplane.wire import is_event_frame, parse_complex_events
     from testbed.semantics.cep.oracle import BasicEvent, CepOracle
     from testbed.semantics.cep.rules import CepRules
 
@@ -964,13 +975,6 @@ def test_cep_stage_matches_the_model_and_the_oracle(seed, rig, cep_switch):
         assert cap.kernel_drops == 0, f"capture sockets dropped {cap.kernel_drops} frames"
     finally:
         cap.close()
-
-    def complex_frames(out) -> dict[int, list[bytes]]:
-        per_port = defaultdict(list)
-        for port, frame in out:
-            if len(frame) > EVENT_OFFSET and int.from_bytes(frame[36:38], "big") == CEP_UDP_PORT:
-                per_port[port].append(frame)
-        return dict(per_port)
 
     # The sinks: the same frames, in the same order, and what the oracle finds.
     assert complex_frames(got) == complex_frames(want)
@@ -1061,7 +1065,7 @@ def test_cep_rules_changed_mid_stream_match_the_model_and_the_oracle(rig, cep_sw
     import pandas as pd
 
     from testbed.dataplane.cep import CepControl
-    from testbed.dataplane.wire import CEP_UDP_PORT, parse_complex_events
+    from testbed.dataplane.wire import parse_complex_events
     from testbed.semantics.cep.reference import complex_events, per_sink
 
     _proc, api = cep_switch
@@ -1103,19 +1107,12 @@ def test_cep_rules_changed_mid_stream_match_the_model_and_the_oracle(rig, cep_sw
     finally:
         cap.close()
 
-    def sink_events(out) -> dict[int, list[tuple]]:
-        per_port = defaultdict(list)
-        for port, f in out:
-            if len(f) > EVENT_OFFSET and int.from_bytes(f[36:38], "big") == CEP_UDP_PORT:
-                per_port[port].append(f)
-        return dict(per_port)
-
-    assert sink_events(got) == sink_events(want)
+    assert complex_frames(got) == complex_frames(want)
     events = pd.DataFrame({"stream": 3, "seq": range(300), "ts": range(300), "key": 0, "value": values,
                            "send_ns": range(300)})
     expected = per_sink(topo.cep, complex_events(topo.cep, events, timeline), timeline)
     for host, port in CEP_SINKS.items():
-        received = [(p, m, s, q, v) for f in sink_events(want).get(port, [])
+        received = [(p, m, s, q, v) for f in complex_frames(want).get(port, [])
                     for p, m, s, q, _t, v in parse_complex_events(f[EVENT_OFFSET:])]
         assert received == expected[host], host
     assert {k[0] for keys in expected.values() for k in keys} == {30, 5, 12, 77}, "every pattern matched"

@@ -50,3 +50,19 @@ def edited(data: dict, path: tuple, value: Any) -> dict:
     else:
         node[path[-1]] = value
     return data
+
+
+def assert_validate_refuses(folder: Path, data: dict[str, Any], field: str, words: str) -> None:
+    """``testbed validate`` of ``data`` (written in ``folder``) exits 2 with one
+    line that names the file and ``field`` and says ``words``."""
+    from click.testing import CliRunner
+
+    from testbed.cli import main
+
+    path = folder / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    line = result.stderr.rstrip("\n")
+    assert "\n" not in line and line.startswith(f"error: {path}: {field}: "), line
+    assert words in line, line

@@ -11,10 +11,8 @@ import copy
 
 import pandas as pd
 import pytest
-import yaml
-from click.testing import CliRunner
 
-from testbed.cli import main
+from support import topologies
 from testbed.dataplane.cep import CepControl
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import CEP_UDP_PORT, EVENT_OFFSET, FrameTemplate, parse_complex_events
@@ -184,10 +182,4 @@ def test_a_change_the_switch_cannot_take_is_one_line_naming_the_file_and_field(t
     data, field, words = CASES[case]
     if data.get("cep") is None:
         data = {k: v for k, v in data.items() if k != "cep"}
-    path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(data))
-    result = CliRunner().invoke(main, ["validate", str(path)])
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    line = result.stderr.rstrip("\n")
-    assert "\n" not in line and line.startswith(f"error: {path}: {field}: "), line
-    assert words in line, line
+    topologies.assert_validate_refuses(tmp_path, data, field, words)
