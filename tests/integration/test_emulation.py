@@ -121,6 +121,13 @@ def test_clean_after_crash(tmp_path):
     tag = new_tag()
     proc = start_run(str(topo), "--out", str(out), "--no-spark", tag=tag)
     wait_for(RunDir(out).source_status("src").exists, 60, "the source to start")
+    # A crash that takes the run's watchdog with it (the OOM killer, `kill -9` of
+    # everything): otherwise the watchdog cleans at once and `clean` is never needed
+    # (that path is tests/integration/test_sigkill.py's).
+    watchdogs = [p for p in tagged_processes(tag) if "testbed.emulation.watchdog" in " ".join(p.cmdline())]
+    assert watchdogs, "the run started no watchdog"
+    for watchdog in watchdogs:
+        watchdog.kill()
     os.kill(proc.pid, signal.SIGKILL)            # a crash: no finally block runs
     proc.communicate()
     assert tagged_processes(tag) and state_files()   # the crash left things behind
