@@ -94,17 +94,19 @@ class Source:
 
         A stream's pace is its rate, or the steps its topology's schedule
         gives it (``rate`` entries, ``schedule.rate_profile``): event ``i`` is
-        due ``offsets[i]`` seconds after the start.  Each pass sends the
-        events that are due, at most one burst per stream; a stream that is
-        behind is paced at ``CATCH_UP_FACTOR`` times its pace until it is
-        back on time.  A stream held at a barrier (a schedule entry placed in
-        its terms) sends nothing until the run says go, and its pace resumes
-        from there: the time held does not count as being behind.
+        due ``offsets[i]`` seconds after the start, plus the stream's phase
+        (``phases``).  Each pass sends the events of the streams that are
+        due, at most one burst per stream; a stream that is behind is paced
+        at ``CATCH_UP_FACTOR`` times its pace until it is back on time.  A
+        stream held at a barrier (a schedule entry placed in its terms) sends
+        nothing until the run says go, and its pace resumes from there: the
+        time held does not count as being behind.
         """
+        phases = self.phases()
         due = []
         for s in self.streams:
             profile = rate_profile(s, self.schedule)
-            offsets = np.asarray(send_offsets(profile, self.total(s.id)), dtype=np.float64)
+            offsets = np.asarray(send_offsets(profile, self.total(s.id)), dtype=np.float64) + phases[s.id]
             plan = self._frame_plan(s, offsets)
             self.plans[s.id], self.waits[s.id] = plan, plan.wait(offsets)
             events_per_frame = s.batch.events if s.batch else 1
@@ -117,19 +119,19 @@ class Source:
         sent_at = {sid: np.zeros(len(plan), dtype=np.int64) for sid, plan, *_ in due}
         send, fd = self.sock.send, self.sock.fileno()
         start = time.monotonic()
+        # When each stream next needs a look: a pass visits only those whose
+        # time has come, so thousands of streams on a host cost a pass little.
+        next_at = np.array([start + plan.due[0] if len(plan) else np.inf for _, plan, *_ in due], dtype=np.float64)
         next_status = start
         while not self.stopping:
             now = time.monotonic()
-            pending, wake = False, now + 0.05
-            for sid, plan, ends, frames, many, burst in due:
+            for i in np.flatnonzero(next_at <= now).tolist():
+                sid, plan, ends, frames, many, burst = due[i]
                 f, total = self.frames_sent[sid], len(plan)
-                if f >= total:
-                    continue
-                pending = True
                 barrier = self.barriers[sid][0] if self.barriers[sid] else None
                 if barrier is not None and self.sent[sid] == barrier.events:
                     if not self._passed(barrier):
-                        wake = min(wake, now + BARRIER_POLL_S)
+                        next_at[i] = now + BARRIER_POLL_S
                         continue
                     barrier = self.barriers[sid][0] if self.barriers[sid] else None
                 clock = now - start - self.held_s[sid]      # the stream's own time: pauses at barriers left out
@@ -148,19 +150,37 @@ class Source:
                     send(frames[f])
                     f += 1
                 self.frames_sent[sid], self.sent[sid] = f, ends[f - 1] if f else 0
-                if f < total:
+                if f >= total:
+                    next_at[i] = np.inf
+                elif barrier is not None and self.sent[sid] == barrier.events:
+                    next_at[i] = now                # say at once that the barrier is reached
+                else:
                     on_time = start + self.held_s[sid] + plan.due[f]
-                    behind = on_time <= now
                     interval = plan.due[f + 1] - plan.due[f] if f + 1 < total else 0.001
-                    wake = min(wake, now + burst * interval / CATCH_UP_FACTOR if behind else on_time)
-            if not pending:
+                    next_at[i] = now + burst * interval / CATCH_UP_FACTOR if on_time <= now else on_time
+            if np.isinf(next_at).all():
                 break
             if now >= next_status:
                 self._status(False)
                 next_status = now + STATUS_EVERY_S
+            wake = min(float(next_at.min()), now + 0.05)
             time.sleep(max(0.0, wake - time.monotonic()))
         self._write({sid: np.repeat(sent_at[sid], np.diff(plan.ends, prepend=0)) for sid, plan, *_ in due})
         self._status(True)
+
+    def phases(self) -> dict[int, float]:
+        """Each stream's phase: the k streams of this host are spread over their
+        first interval, stream j starting j/k of it late.
+
+        Streams declared alike (a family) would otherwise be due at the same
+        instants, and every one of those instants would put k events, and their
+        copies, into the switch's and each operator link's queues at once: on a
+        busy machine the queues overflow and copies are lost.  A phase shifts
+        when events leave, never what they carry: timestamps, sequence numbers
+        and every schedule point are in the stream's own terms.
+        """
+        k = len(self.streams)
+        return {s.id: j / k / s.rate for j, s in enumerate(self.streams)}
 
     def _frame_plan(self, s, offsets: np.ndarray) -> FramePlan:
         """The stream's frames: one per event, or its batches, cut at its barriers."""
