@@ -237,7 +237,8 @@ def test_p4build_cli_prints_outputs():
     assert res.returncode == 0, res.stderr
     expected = [*toolchain.outputs(), *toolchain.outputs(program=toolchain.BATCH_PROGRAM),
                 *toolchain.outputs(program=toolchain.CEP_PROGRAM),
-                *toolchain.outputs(program=toolchain.FORWARD_PROGRAM)]
+                *toolchain.outputs(program=toolchain.FORWARD_PROGRAM),
+                *(path for program in toolchain.BENCH_BASELINES for path in toolchain.outputs(program=program))]
     assert res.stdout.split() == [str(p) for p in expected]
 
 

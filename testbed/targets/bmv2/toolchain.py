@@ -15,8 +15,9 @@ folder.  ``FORWARD_PROGRAM`` (``p4/baseline/forward.p4``), the plain
 forwarding baseline of the latency experiment, compiles the same way into
 ``build/forward.json``.
 
-``python -m testbed.targets.bmv2.toolchain`` compiles both programs and prints their
-paths, or exits non-zero with a one-line reason.
+``python -m testbed.targets.bmv2.toolchain`` compiles the splitter's builds,
+the forwarding baseline and the bench's baselines (``BENCH_BASELINES``) and
+prints their paths, or exits non-zero with a one-line reason.
 
 The versions and build flags the project is tested with are ``PINS``, read
 from ``toolchain.toml`` beside this module: the file ``make toolchain``
@@ -55,6 +56,12 @@ def splitter_program(batches: bool, cep: bool = False) -> Path:
         raise ValueError("no splitter build takes batches and runs the CEP stage at once")
     return CEP_PROGRAM if cep else BATCH_PROGRAM if batches else PROGRAM
 FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
+#: The programs of ``p4/baseline/`` that only ``make bench`` runs, counted
+#: beside the splitter's builds (testbed.experiments.bench.instructions):
+#: forwarding that reads the event, and the least CEP stage and splitter.
+BENCH_BASELINES = tuple(P4_DIR / "baseline" / f"{name}.p4" for name in ("forward_events", "cep_floor",
+                                                                       "splitter_floor"))
+SPLITTER_FLOOR_PROGRAM = BENCH_BASELINES[-1]
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
 DEFAULT_PREFIX = "/opt/p4"
@@ -245,7 +252,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if reason:
         print(f"p4 toolchain: {reason}", file=sys.stderr)
         return 1
-    for program in (PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM):
+    for program in (PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM) + BENCH_BASELINES:
         try:
             compile_program(args.out_dir, force=args.force, program=program)
         except P4BuildError as err:
