@@ -279,3 +279,45 @@ def test_the_cep_floors_transitions_find_the_oracles_matches():
             completed.add(event.seq)
     assert completed == completing(topo.cep, events) and len(completed) > 100
     assert floor_workload().copies(2000) == 2000 + len(completed)
+
+
+def floor_sends(config, events):
+    """``(seq, port)`` of what splitter_floor.p4 sends with ``config``: its
+    ingress step by step (count the event, look the state up, move to the
+    next state when the slide is full), a group standing for its ports."""
+    table = {state: (action, params) for state, action, params in config.entries}
+    fill, state, sent = 0, 0, set()
+    for seq in range(events):
+        fill += 1
+        action, (target, following, slide) = table[state]
+        ports = [target] if action == "to_operator" else config.groups[target]
+        sent |= {(seq, port) for port in ports}
+        if fill == slide:
+            fill, state = 0, following
+    return sent
+
+
+@pytest.mark.parametrize("size, slide, n", [(100, 100, 6), (100, 50, 6), (5, 1, 3), (12, 3, 2), (7, 7, 1), (6, 2, 6)])
+def test_the_splitter_floors_entries_send_every_event_where_the_oracle_does(size, slide, n):
+    """splitter_floor.p4's table, as floor_config fills it, walks the lead-in
+    of a sliding stream (fewer windows per slide) into the ring of N states,
+    and sends each event to the operators of exactly the windows the oracle
+    puts it in, over several turns of the ring."""
+    from testbed.experiments.bench.splitter_floor import floor_config, oracle_deliveries
+
+    ports = list(range(2, 2 + n))
+    config = floor_config(size, slide, ports)
+    events = size + 3 * n * slide + slide // 2          # the lead-in, three turns, half a slide
+    assert floor_sends(config, events) == oracle_deliveries(size, slide, ports, events)
+    assert len(config.entries) == n + size // slide - 1 == len({state for state, _a, _p in config.entries})
+    if size == slide:                                     # tumbling: no replication at all
+        assert not config.groups and {action for _s, action, _p in config.entries} == {"to_operator"}
+
+
+def test_the_splitter_floor_refuses_windows_it_cannot_hold():
+    from testbed.experiments.bench.splitter_floor import floor_config
+
+    with pytest.raises(ValueError, match="multiple of the slide"):
+        floor_config(100, 30, [2, 3])
+    with pytest.raises(ValueError, match="256 states"):
+        floor_config(300, 1, [2, 3])
