@@ -321,3 +321,35 @@ def test_the_splitter_floor_refuses_windows_it_cannot_hold():
         floor_config(100, 30, [2, 3])
     with pytest.raises(ValueError, match="256 states"):
         floor_config(300, 1, [2, 3])
+
+
+def test_the_bench_refuses_a_splitter_floor_whose_copies_are_not_the_oracles():
+    """The bench reads each copy's event back from its frame and holds the
+    (event, port) pairs to the oracle's: a copy to the wrong operator, a
+    missing one or one sent twice stops the count, so the floor is never
+    counted doing less than splitting."""
+    from testbed.experiments.bench.instructions import (
+        SPLITTER_FLOOR,
+        WORKLOADS,
+        delivered,
+        frames_of,
+        refuse_wrong_copies,
+        splitter_floor_workload,
+        workload,
+    )
+
+    label = "count sliding 100/50"
+    floor = workload(SPLITTER_FLOOR, label)
+    due = floor.deliveries(200)
+    assert floor.copies(200) == len(due) == 50 + 150 * 2          # the first slide is held by one window
+    frames = {seq: frame for seq, frame in enumerate(frames_of(WORKLOADS[label][1], 200))}
+    sent = [(port, frames[seq]) for seq, port in sorted(due)]
+    assert set(delivered(sent)) == due
+    refuse_wrong_copies(SPLITTER_FLOOR, label, delivered(sent), due)
+    wrong = delivered(sent[:-1] + [(sent[-1][0] + 1, sent[-1][1])])
+    with pytest.raises(RuntimeError, match="2 copies differ from the oracle's"):
+        refuse_wrong_copies(SPLITTER_FLOOR, label, wrong, due)
+    with pytest.raises(RuntimeError, match="0 copies differ .* 1 sent twice"):
+        refuse_wrong_copies(SPLITTER_FLOOR, label, delivered(sent + sent[:1]), due)
+    with pytest.raises(ValueError, match="count windows only"):
+        splitter_floor_workload("time sliding 1000/500")

@@ -18,7 +18,10 @@ frames of ``BATCH_EVENTS``, and on the count workload's one to a frame.
 And two more programs of ``p4/baseline/`` (``floors``): forwarding that
 takes the event frame apart (``forward_events.p4``), and the least CEP stage
 for the same pattern and window (``cep_floor.p4``), so that the CEP build's
-cost can be told from what any CEP on this target must pay.
+cost can be told from what any CEP on this target must pay.  And the least
+count-window splitter (``splitter_floor.p4``) on the count workloads, so
+that the splitter's cost can be told from what splitting itself costs; each
+of its copies, (event, port), is held to the oracle's.
 
 bmv2 gives each packet a header vector (PHV) from a pool, and makes a new
 one, at some 40,000 instructions, only when the pool is empty.  How many it
@@ -46,9 +49,11 @@ from testbed import ROOT
 from testbed.dataplane.cep import CepControl
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.wire import EVENT_OFFSET, parse_event
 from testbed.emulation.source import planned_frames
 from testbed.emulation.veth import Taps, VethRig, send_frames
 from testbed.experiments.bench.costs import TEMPLATE, one_stream
+from testbed.experiments.bench.splitter_floor import floor_config, install_floor, oracle_deliveries
 from testbed.rundir import ExperimentDir
 from testbed.semantics.batching import plan_frames
 from testbed.semantics.plan import SplitterPlan
@@ -88,10 +93,14 @@ LONE_WORKLOAD = "count tumbling 100/100, one event per frame"
 #: the event; ``CEP_FLOOR`` also runs the CEP workload's pattern, compiled in,
 #: and clones each completing event to ``FLOOR_SINK_PORT``.
 FORWARD_EVENTS, CEP_FLOOR = "forward_events", "cep_floor"
+#: The least splitter (``splitter_floor``): no forwarding table, its own one
+#: table configured from the workload's window (bench.splitter_floor).
+SPLITTER_FLOOR = "splitter_floor"
 BASELINES: dict[str, Path] = {
     FORWARD: toolchain.FORWARD_PROGRAM,
     FORWARD_EVENTS: toolchain.P4_DIR / "baseline" / "forward_events.p4",
     CEP_FLOOR: toolchain.P4_DIR / "baseline" / "cep_floor.p4",
+    SPLITTER_FLOOR: toolchain.SPLITTER_FLOOR_PROGRAM,
 }
 #: cep_floor.p4's mirror session (FLOOR_SESSION), the group it clones to, and its port.
 FLOOR_SESSION, FLOOR_GROUP, FLOOR_SINK_PORT = 1, 1, SOURCE_PORT + 2
@@ -123,7 +132,8 @@ class InstructionParams(StrictModel):
     rate: Rate = Field(default=50, description="events per second, in any frames: slow enough for bmv2 under valgrind")
     workloads: list[str] = Field(default=list(WORKLOADS), min_length=1)
     cep: bool = Field(default=True, description="count the CEP build too (CEP_WORKLOAD)")
-    floors: bool = Field(default=True, description="count forward_events and cep_floor too (BASELINES)")
+    floors: bool = Field(default=True, description="count forward_events, cep_floor and splitter_floor too "
+                                                   "(BASELINES; splitter_floor on the count workloads)")
     batches: bool = Field(default=True, description="count the batches build too (BATCH_WORKLOADS)")
 
     @field_validator("workloads")
@@ -227,25 +237,28 @@ Installer = Callable[[Any], None]
 
 class Workload(NamedTuple):
     """A program's workload: what configures the switch beyond forwarding
-    (None: nothing), the frames of ``count`` events, and how many copies the
-    switch must send for them."""
+    (None: nothing), the frames of ``count`` events, how many copies the
+    switch must send for them, and, where the bench holds every copy to the
+    oracle, which: ``(seq, port)``."""
 
     install: Optional[Installer]
     frames: Callable[[int], list[bytes]]
     copies: Callable[[int], int]
+    deliveries: Optional[Callable[[int], set[tuple[int, int]]]] = None
 
 
 def counted(expdir: ExperimentDir, rig: VethRig, name: str, program: str, install: Optional[Installer],
-            frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, int]:
-    """Instructions the switch spent on ``frames`` and the copies that came out.
-    ``program``: a build of the splitter (``CEP``, ``BATCHES``, else the plain
-    one), configured by ``install``; or one of ``BASELINES``, forwarding from
-    the source's port to port 2 and configured further by ``install`` if given."""
+            frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, list[tuple[int, bytes]]]:
+    """Instructions the switch spent on ``frames`` and the copies that came out
+    (port, frame).  ``program``: a build of the splitter (``CEP``,
+    ``BATCHES``, else the plain one), configured by ``install``; or one of
+    ``BASELINES``, forwarding from the source's port to port 2 (all but
+    ``SPLITTER_FLOOR``) and configured further by ``install`` if given."""
     baseline = BASELINES.get(program)
     dumps = expdir.root / "callgrind" / name / "callgrind.out"
     dumps.parent.mkdir(parents=True, exist_ok=True)
     proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace,
-                       forward={SOURCE_PORT: SOURCE_PORT + 1} if baseline else None,
+                       forward={SOURCE_PORT: SOURCE_PORT + 1} if baseline and program != SPLITTER_FLOOR else None,
                        json_path=toolchain.compile_program(program=baseline) if baseline else None,
                        cep=program == CEP, batches=program == BATCHES, dumps=dumps)
     proc.start(timeout=START_TIMEOUT_S)
@@ -260,7 +273,7 @@ def counted(expdir: ExperimentDir, rig: VethRig, name: str, program: str, instal
         try:
             proc.zero()
             send_frames(rig.host_ends[SOURCE_PORT], frames, rate)
-            copies = len(taps.drain(PATIENCE_S, expect=copies_expected))
+            copies = list(taps.drain(PATIENCE_S, expect=copies_expected))
             return proc.dump(), copies
         finally:
             taps.close()
@@ -338,6 +351,29 @@ def floor_workload() -> Workload:
     return Workload(install, lambda count: event_frames(topo, count, CEP_SEED)[0], copies)
 
 
+def splitter_floor_workload(label: str) -> Workload:
+    """``splitter_floor.p4`` on the count workload ``label``'s events, its
+    window over the ``OPERATORS`` ports after the source's, as the splitter
+    has them: each copy must be one the oracle makes."""
+    window, step = WORKLOADS[label]
+    if window["kind"] != "count":
+        raise ValueError(f"the splitter's floor splits count windows only, not {label!r}")
+    size, slide = window["size"], window["slide"]
+    ports = [SOURCE_PORT + 1 + i for i in range(OPERATORS)]
+    config = floor_config(size, slide, ports)
+
+    def deliveries(count: int) -> set[tuple[int, int]]:
+        return oracle_deliveries(size, slide, ports, count)
+
+    return Workload(lambda api: install_floor(api, config), lambda count: frames_of(step, count),
+                    lambda count: len(deliveries(count)), deliveries)
+
+
+def delivered(copies: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
+    """``(seq, port)`` of each copy a switch sent."""
+    return [(parse_event(frame[EVENT_OFFSET:])[1], port) for port, frame in copies]
+
+
 def workload(program: str, label: str) -> Workload:
     """How to configure ``program`` for the workload ``label``, its frames, and the copies due."""
     if program in (FORWARD, FORWARD_EVENTS):     # no plan: the frames of the workload, forwarded
@@ -345,6 +381,8 @@ def workload(program: str, label: str) -> Workload:
         return Workload(None, lambda count: frames_of(step, count), lambda count: count)
     if program == CEP_FLOOR:
         return floor_workload()
+    if program == SPLITTER_FLOOR:
+        return splitter_floor_workload(label)
     if program == CEP:
         install, frames = cep_workload()
     elif program == BATCHES:
@@ -363,10 +401,12 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     cases += [(BATCHES, label) for label in BATCH_WORKLOADS] if params.batches else []
     first = next(iter(WORKLOADS))
     cases += [(FORWARD_EVENTS, first), (CEP_FLOOR, CEP_WORKLOAD)] if params.floors else []
+    cases += [(SPLITTER_FLOOR, label) for label in params.workloads
+              if WORKLOADS[label][0]["kind"] == "count"] if params.floors else []
     cases.append((FORWARD, first))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
-            install, frames_for, copies_for = workload(program, label)
+            install, frames_for, copies_for, deliveries_for = workload(program, label)
             totals = {}
             for count in (few, many):
                 frames = frames_for(count)
@@ -375,16 +415,30 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
                 for attempt in range(RETRIES + 1):
                     name = f"{program}-{len(rows)}-{count}-{attempt}"
                     instructions, copies = counted(expdir, rig, name, program, install, frames, rate, want)
-                    if copies == want or attempt == RETRIES:
+                    if len(copies) == want or attempt == RETRIES:
                         break
                     rate /= SLOWER       # frames were lost on the way in: the switch fell behind
-                if copies != want:
-                    raise RuntimeError(f"{program} on {label}: {copies} copies out of {count} events at "
+                if len(copies) != want:
+                    raise RuntimeError(f"{program} on {label}: {len(copies)} copies out of {count} events at "
                                        f"{rate:g}/s, expected {want}: the count would not be of the same work")
-                totals[count] = (instructions, copies)
+                if deliveries_for is not None:
+                    refuse_wrong_copies(program, label, delivered(copies), deliveries_for(count))
+                totals[count] = (instructions, len(copies))
             per_event = (totals[many][0] - totals[few][0]) / (many - few)
             rows.append({"target": "bmv2", "program": program, "p4_revision": revision,
                          "workload": "any" if install is None else label,
                          "events": many, "copies": totals[many][1], "instructions": totals[many][0],
                          "instructions_per_event": round(per_event)})
     return rows
+
+
+def refuse_wrong_copies(program: str, label: str, sent: list[tuple[int, int]], due: set[tuple[int, int]]) -> None:
+    """Raise unless ``sent`` is each of ``due`` once: a program that splits
+    wrongly would be counted doing other work than the splitter's."""
+    wrong = sorted(set(sent) ^ due)
+    twice = len(sent) - len(set(sent))
+    if wrong or twice:
+        example = ", ".join(f"event {seq} {'not ' if (seq, port) in due else ''}to port {port}"
+                            for seq, port in wrong[:3])
+        raise RuntimeError(f"{program} on {label}: {len(wrong)} copies differ from the oracle's"
+                           f"{' (' + example + ')' if example else ''}, {twice} sent twice")
