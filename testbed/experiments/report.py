@@ -274,6 +274,11 @@ def instructions_section(results: Path) -> str:
         out += ["", f"In `{where}`, forwarding's instructions per event as a share of each CEP program's "
                 f"(the most its throughput can be of forwarding's, if throughput follows instructions): "
                 f"{floor_shares(rows)}.{floor_verdict(rows)}"]
+    splitters = [(e, rows) for e, _record, rows in benches if splitter_multiples(rows)]
+    if splitters:
+        expdir, rows = splitters[-1]
+        out += ["", f"In `{shown(expdir.root, root)}`, the splitter's instructions per event against its "
+                f"floor's on the same events: {splitter_multiples(rows)}."]
     return "\n".join(out) + "\n"
 
 
@@ -317,6 +322,28 @@ def stalled_section(results: Path) -> str:
 FORWARDING = {"plain forwarding": ("forward", "any"), "forwarding that reads the event": ("forward_events", "any")}
 LEAST_CEP = "cep_floor"
 CEP_ROWS = {"the least CEP stage (`cep_floor`)": LEAST_CEP, "the CEP build (`splitter_cep`)": "splitter_cep"}
+
+
+#: The least count-window splitter, counted on the splitter's count workloads
+#: (docs/p4.md, "The splitter's floor"), and the build it is the floor of.
+LEAST_SPLITTER, SPLITTER = "splitter_floor", "splitter"
+
+
+def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
+    """How many times its floor's instructions per event the shipped splitter
+    spends, per workload both were counted on, and what forwarding costs
+    beside them.  None without a pair."""
+    per_event = per_event_of(rows)
+    forward = per_event.get(FORWARDING["plain forwarding"])
+    parts = []
+    for (program, workload), floor in per_event.items():
+        splitter = per_event.get((SPLITTER, workload))
+        if program != LEAST_SPLITTER or not (isinstance(floor, int) and isinstance(splitter, int)):
+            continue
+        against = f"; forwarding {forward / floor:.0%} of the floor" if isinstance(forward, int) else ""
+        parts.append(f"{workload}, the splitter (`{SPLITTER}`) {splitter / floor:.1f}× the floor "
+                     f"(`{LEAST_SPLITTER}`, {floor:,}){against}")
+    return "; ".join(parts) or None
 
 
 #: Issue 22's bmv2 throughput target: the CEP build at n = 32 against plain forwarding.

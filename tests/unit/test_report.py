@@ -397,3 +397,28 @@ def test_a_claim_cites_each_paper_by_its_short_name_and_place():
 
     assert cited(paper.P4SS_ADAPTABILITY["source"]) == "P4SS §2.2 and §4.1, S4 §III (Fig. 3) and §IV-A"
     assert cited(paper.S4_TABLE_V["source"]) == "S4 Table V"
+
+
+def test_the_instruction_table_says_how_many_times_its_floor_the_splitter_costs(tmp_path):
+    """Under the table, from the newest bench that counted both on one
+    workload: the splitter's instructions per event over its floor's, and
+    forwarding's share of the floor; a workload the floor was not counted on
+    (time windows) has no line."""
+    from testbed.experiments.report import instructions_section, splitter_multiples
+
+    rows = [{"program": "forward", "workload": "any", "instructions_per_event": 46_000},
+            {"program": "splitter", "workload": "count tumbling 100/100", "instructions_per_event": 230_000},
+            {"program": "splitter", "workload": "time sliding 1000/500", "instructions_per_event": 350_000},
+            {"program": "splitter_floor", "workload": "count tumbling 100/100", "instructions_per_event": 57_500}]
+    assert splitter_multiples(rows) == ("count tumbling 100/100, the splitter (`splitter`) 4.0× the floor "
+                                        "(`splitter_floor`, 57,500); forwarding 80% of the floor")
+    assert splitter_multiples(rows[1:]) == ("count tumbling 100/100, the splitter (`splitter`) 4.0× the floor "
+                                            "(`splitter_floor`, 57,500)")
+    assert splitter_multiples(rows[:3]) is None and splitter_multiples([rows[0], rows[3]]) is None
+    folder = tmp_path / "results" / "bench" / "20260101-000000"
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text(json.dumps({
+        "kind": "bench", "experiment": {"name": "bench"}, "git_revision": "a" * 40, "ours": {"instructions": rows}}))
+    last = instructions_section(tmp_path / "results").splitlines()[-1]
+    assert last == (f"In `results/bench/20260101-000000`, the splitter's instructions per event against its "
+                    f"floor's on the same events: {splitter_multiples(rows)}.")
