@@ -353,3 +353,31 @@ def test_the_bench_refuses_a_splitter_floor_whose_copies_are_not_the_oracles():
         refuse_wrong_copies(SPLITTER_FLOOR, label, delivered(sent + sent[:1]), due)
     with pytest.raises(ValueError, match="count windows only"):
         splitter_floor_workload("time sliding 1000/500")
+
+
+def test_the_breakdown_reads_calls_and_their_cost_by_caller_from_a_callgrind_dump():
+    """A part of the breakdown is every call into its bmv2 function from
+    outside it, with what the call cost, callees included; a function met
+    twice in one part (an expression evaluating its operands) is counted at
+    its entry only, and a caller can tell two uses of one function apart."""
+    from testbed.experiments.bench.breakdown import Calls, call_graph, per_event, role_calls
+
+    def dump(packets):
+        return "\n".join([
+            "version: 1", "events: Ir", f"summary: {1000 * packets}",
+            "fn=(1) SimpleSwitch::ingress_thread()", "5 10",
+            "cfn=(2) bm::Pipeline::apply(bm::Packet*)", f"calls={packets} 0", f"6 {700 * packets}",
+            "fn=(3) SimpleSwitch::egress_thread(unsigned long)",
+            "cfn=(2)", f"calls={2 * packets} 0", f"7 {200 * packets}",
+            "fn=(2)", "cfn=(4) bm::Expression::eval_(bm::PHV const&) const", f"calls={3 * packets} 0",
+            f"8 {90 * packets}",
+            "fn=(4)", "cfn=(4)", f"calls={packets} 0", f"9 {20 * packets}", ""])
+
+    graph = call_graph(dump(10))
+    assert graph["SimpleSwitch::ingress_thread()", "bm::Pipeline::apply(bm::Packet*)"] == Calls(10, 7000)
+    assert role_calls(graph, "bm::Pipeline::apply(") == Calls(30, 9000)
+    assert role_calls(graph, "bm::Pipeline::apply(", "SimpleSwitch::egress_thread(") == Calls(20, 2000)
+    assert role_calls(graph, "bm::Expression::eval_(") == Calls(30, 900)      # the inner call is inside
+    parts = per_event(dump(10), dump(50), 40)
+    assert parts["ingress control"] == (1.0, 700.0) and parts["egress control"] == (2.0, 200.0)
+    assert parts["expressions"] == (3.0, 90.0) and parts["parser"] == (0.0, 0.0)

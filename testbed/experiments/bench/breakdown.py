@@ -1,0 +1,146 @@
+"""Where a program's instructions per event go inside bmv2, from the bench's callgrind dumps.
+
+The pinned bmv2 is built without its logging macros (toolchain.toml), so
+it cannot say which P4 table or action a packet went through.  What
+callgrind does keep is bmv2's call graph: each call's count and inclusive
+cost, by caller.  bmv2 runs every P4 element through a handful of
+functions (a table through ``MatchTableAbstract::apply_action``, an
+``if`` through ``Conditional::operator()``, a primitive through
+``ActionPrimitiveCall::execute``), so their calls count the elements a
+packet passes and their cost is what those elements take.  The same
+differencing as the bench's (a count of ``many`` events less one of
+``few``) leaves the cost per event.
+
+``python -m testbed.experiments.bench.breakdown results/bench/<id>`` prints
+one table per program and workload the bench counted there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+#: What each part of the breakdown is, by the bmv2 function whose calls make
+#: it up (matched against callgrind's function names) and, where one
+#: function serves two parts, its caller.  Parts may overlap (a table's
+#: actions are inside the table); ``PARTS`` says which hold which.
+ROLES: dict[str, tuple[str, Optional[str]]] = {
+    "parser": ("bm::Parser::parse(", None),
+    "deparser": ("bm::Deparser::deparse(", None),
+    "ingress control": ("bm::Pipeline::apply(", "SimpleSwitch::ingress_thread("),
+    "egress control": ("bm::Pipeline::apply(", "SimpleSwitch::egress_thread("),
+    "metadata reset": ("bm::PHV::reset_metadata(", None),
+    "replication": ("SimpleSwitch::multicast(", None),
+    "tables (lookup and action)": ("bm::MatchTableAbstract::apply_action(", None),
+    "actions": ("bm::ActionFnEntry::operator()(", None),
+    "primitives": ("bm::ActionPrimitiveCall::execute(", None),
+    "conditions": ("bm::Conditional::operator()(", None),
+    "expressions": ("bm::Expression::eval_(", None),
+    "register reads": ("register_read::operator()(", None),
+    "register writes": ("register_write::operator()(", None),
+    "assignments": ("bm::core::assign::operator()(", None),
+}
+
+
+class Calls(NamedTuple):
+    """Calls to one function (from one caller, or from any) and what they cost, callees included."""
+
+    count: int
+    inclusive: int
+
+
+def call_graph(dump: str) -> dict[tuple[str, str], Calls]:
+    """``(caller, callee) -> Calls`` of one callgrind dump.  In its format a
+    ``calls=N`` line follows ``cfn=`` and precedes the call's cost line; a
+    function is named in full the first time (``fn=(id) name``), by id after."""
+    names: dict[str, str] = {}
+    graph: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    caller = callee = None
+    count: Optional[int] = None
+    for line in dump.splitlines():
+        if count is not None:
+            if caller is not None and callee is not None:
+                entry = graph[names.get(caller, caller), names.get(callee, callee)]
+                entry[0] += count
+                entry[1] += int(line.split()[-1])
+            count = None
+            continue
+        found = re.match(r"(c?fn)=\((\d+)\)(?: (.*))?$", line)
+        if found:
+            kind, ident, name = found.groups()
+            if name:
+                names[ident] = name
+            if kind == "fn":
+                caller = ident
+            else:
+                callee = ident
+        elif line.startswith("calls="):
+            count = int(line.split("=", 1)[1].split()[0])
+    return {pair: Calls(*totals) for pair, totals in graph.items()}
+
+
+def role_calls(graph: dict[tuple[str, str], Calls], function: str, caller: Optional[str] = None) -> Calls:
+    """Every call of a function whose name holds ``function`` (from one whose
+    name holds ``caller``, if given), from outside such functions: a
+    recursive or overloaded chain is counted once, at its entry."""
+    count = cost = 0
+    for (src, dst), calls in graph.items():
+        if function in dst and function not in src and (caller is None or caller in src):
+            count += calls.count
+            cost += calls.inclusive
+    return Calls(count, cost)
+
+
+def per_event(few: str, many: str, events: int) -> dict[str, tuple[float, float]]:
+    """Each part of ``ROLES``: (calls, instructions) per event, from the dump
+    of ``few`` events and of ``events`` more than that."""
+    small, large = call_graph(few), call_graph(many)
+    out = {}
+    for role, (function, caller) in ROLES.items():
+        a, b = role_calls(small, function, caller), role_calls(large, function, caller)
+        out[role] = ((b.count - a.count) / events, (b.inclusive - a.inclusive) / events)
+    return out
+
+
+def bench_dumps(bench: Path) -> dict[tuple[str, str], tuple[Path, Path, int]]:
+    """``(program, workload) -> (dump of few events, dump of many, many - few)``
+    of a bench's instructions part: the last attempt at each count, which is
+    the one its row was made from."""
+    record = json.loads((bench / "experiment.json").read_text())
+    rows = record["ours"]["instructions"]
+    found = {}
+    for index, row in enumerate(rows):
+        runs: dict[int, Path] = {}
+        for folder in sorted((bench / "callgrind").glob(f"{row['program']}-{index}-*")):
+            count = int(folder.name.rsplit("-", 2)[1])
+            dumps = sorted(folder.glob("callgrind.out.*"), key=lambda path: int(path.suffix[1:]))
+            if dumps:                           # a later attempt's folder sorts after an earlier one's
+                runs[count] = dumps[-1]
+        if len(runs) == 2:
+            few, many = sorted(runs)
+            found[row["program"], row["workload"]] = (runs[few], runs[many], many - few)
+    return found
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m testbed.experiments.bench.breakdown",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("bench", type=Path, help="a bench folder whose instructions part ran (results/bench/<id>)")
+    args = ap.parse_args(argv)
+    dumps = bench_dumps(args.bench)
+    if not dumps:
+        print(f"{args.bench}: no callgrind dumps of the instructions part", file=sys.stderr)
+        return 1
+    for (program, workload), (few, many, events) in dumps.items():
+        print(f"\n{program}, {workload}\n| part | calls per event | instructions per event |\n|---|---|---|")
+        for role, (calls, cost) in per_event(few.read_text(), many.read_text(), events).items():
+            print(f"| {role} | {calls:,.1f} | {cost:,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
