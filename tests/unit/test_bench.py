@@ -381,3 +381,18 @@ def test_the_breakdown_reads_calls_and_their_cost_by_caller_from_a_callgrind_dum
     parts = per_event(dump(10), dump(50), 40)
     assert parts["ingress control"] == (1.0, 700.0) and parts["egress control"] == (2.0, 200.0)
     assert parts["expressions"] == (3.0, 90.0) and parts["parser"] == (0.0, 0.0)
+
+
+def test_the_breakdown_leaves_out_header_vectors_allocated_for_copies():
+    """A copy made by replication goes through the packet constructor as a
+    received frame does; the allocations the pool's state put under the
+    copies are what their constructor calls cost beyond the per-call cost
+    both paths share."""
+    from testbed.experiments.bench.breakdown import Calls, allocations_in_copies
+
+    graph = {("bm::SwitchWContexts::new_packet_ptr(unsigned int)", "bm::Packet::Packet(unsigned int)"): Calls(4, 1400),
+             ("bm::Packet::clone_with_phv() const", "bm::Packet::Packet(unsigned int)"): Calls(2, 700),
+             ("bm::PHVSourceIface::get(unsigned int)", "bm::PHVFactory::create() const"): Calls(3, 1500)}
+    assert allocations_in_copies(graph) == 500           # 700 less two calls at (1400 + 700 - 1500) / 6
+    del graph["bm::Packet::clone_with_phv() const", "bm::Packet::Packet(unsigned int)"]
+    assert allocations_in_copies(graph) == 0
