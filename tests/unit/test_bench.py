@@ -396,3 +396,28 @@ def test_the_breakdown_leaves_out_header_vectors_allocated_for_copies():
     assert allocations_in_copies(graph) == 500           # 700 less two calls at (1400 + 700 - 1500) / 6
     del graph["bm::Packet::clone_with_phv() const", "bm::Packet::Packet(unsigned int)"]
     assert allocations_in_copies(graph) == 0
+
+
+def test_the_probe_counts_every_action_and_files_it_under_the_source_most_of_it_comes_from():
+    """The probed program counts each action, by id, in a counter array of
+    its own ahead of the action's own primitives; the original is left as
+    it was.  Actions are filed under the source most of their primitives
+    come from, a macro's file counting only when there is no other."""
+    from testbed.experiments.bench.breakdown import PROBE, action_home, by_source, probed
+
+    def primitive(file):
+        return {"op": "assign", "parameters": [], "source_info": {"filename": f"/x/p4/{file}"}}
+
+    program = {"counter_arrays": [{"name": "MyIngress.stream_in", "id": 4, "size": 8, "is_direct": False}],
+               "actions": [{"name": "a", "id": 0, "primitives": [primitive("slides.p4"), primitive("constants.p4"),
+                                                                  primitive("forwarding.p4"),
+                                                                  primitive("slides.p4")]},
+                           {"name": "b", "id": 1, "primitives": [primitive("constants.p4")]},
+                           {"name": "NoAction", "id": 2, "primitives": []}]}
+    out = probed(program)
+    assert out["counter_arrays"][-1] == {"name": PROBE, "id": 5, "size": 3, "is_direct": False}
+    assert [a["primitives"][0]["parameters"][1]["value"] for a in out["actions"]] == ["0x0", "0x1", "0x2"]
+    assert len(program["actions"][0]["primitives"]) == 4 and len(out["actions"][0]["primitives"]) == 5
+    assert [action_home(a) for a in program["actions"]] == ["slides.p4", "constants.p4", "-"]
+    assert by_source(program, {0: 20, 1: 10, 2: 10}, 10) == {"-": (1.0, 0.0), "constants.p4": (1.0, 1.0),
+                                                            "slides.p4": (2.0, 8.0)}

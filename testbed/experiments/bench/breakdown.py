@@ -17,12 +17,14 @@ one table per program and workload the bench counted there.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 import sys
-from collections import defaultdict
+import tempfile
+from collections import Counter, defaultdict
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from testbed.experiments.bench.instructions import PHV_ALLOCATION
 
@@ -156,10 +158,96 @@ def bench_dumps(bench: Path) -> dict[tuple[str, str], tuple[Path, Path, int]]:
     return found
 
 
+#: How many of the actions that run the most primitives per event ``--actions`` lists.
+TOP_ACTIONS = 15
+#: The counter array a probed program counts each action's runs in, by action id.
+PROBE = "bench_probe_actions"
+
+
+def probed(program: dict[str, Any]) -> dict[str, Any]:
+    """A bmv2 JSON program whose every action first counts itself in ``PROBE``.
+
+    With bmv2's logging compiled out, this is how to learn which of the
+    program's actions, p4c's straight-line ones (``tbl_<file><line>``)
+    included, a packet runs: the counts say where the primitives are,
+    not what they cost (the probe's own are extra, and left out)."""
+    out = copy.deepcopy(program)
+    ident = max((array["id"] for array in out["counter_arrays"]), default=-1) + 1
+    out["counter_arrays"].append({"name": PROBE, "id": ident, "size": len(out["actions"]), "is_direct": False})
+    for action in out["actions"]:
+        action["primitives"].insert(0, {"op": "count", "parameters": [
+            {"type": "counter_array", "value": PROBE}, {"type": "hexstr", "value": hex(action["id"])}]})
+    return out
+
+
+#: Files of macros and constants only: a primitive expanded from them is
+#: the work of the control that used them.
+SHARED_SOURCES = {"constants.p4", "headers.p4"}
+
+
+def action_home(action: dict[str, Any]) -> str:
+    """The source file most of an action's primitives come from: p4c inlines
+    the splitter's sub-controls (BoundaryCheck in epochs.p4, SlideTracker in
+    slides.p4) and may merge their straight-line code with their caller's
+    into one action.  ``-`` for an action whose primitives name no file."""
+    files = Counter(Path(primitive["source_info"]["filename"]).name for primitive in action["primitives"]
+                    if "source_info" in primitive)
+    own = Counter({name: n for name, n in files.items() if name not in SHARED_SOURCES}) or files
+    return min(own, key=lambda name: (-own[name], name)) if own else "-"
+
+
+def by_source(program: dict[str, Any], runs: dict[int, int], events: int) -> dict[str, tuple[float, float]]:
+    """Per source file: (actions run, primitives run) per event, from each
+    action id's runs over ``events`` events (``program`` unprobed)."""
+    out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for action in program["actions"]:
+        count = runs.get(action["id"], 0)
+        if count:
+            home = out[action_home(action)]
+            home[0] += count / events
+            home[1] += count * len(action["primitives"]) / events
+    return {home: (actions, primitives) for home, (actions, primitives) in sorted(out.items())}
+
+
+def count_actions(label: str, events: int, rate: float = 500.0) -> dict[int, int]:
+    """Runs of each action of the splitter (``p4/splitter.p4``) over ``events``
+    events of the bench's workload ``label``, on the probed program (root: veth pairs)."""
+    from testbed.emulation.veth import Taps, VethRig, send_frames
+    from testbed.experiments.bench.instructions import OPERATORS, SOURCE_PORT, workload
+    from testbed.targets.bmv2 import toolchain
+    from testbed.targets.bmv2.process import Bmv2Process
+
+    program = json.loads(toolchain.compile_program().read_text())
+    install, frames, copies, _deliveries = workload("splitter", label)
+    with tempfile.TemporaryDirectory(prefix="probe-") as scratch, VethRig(1 + OPERATORS) as rig:
+        json_path = Path(scratch) / "probed.json"
+        json_path.write_text(json.dumps(probed(program)))
+        proc = Bmv2Process(rig.switch_ends, Path(scratch), name="probe", namespace=rig.namespace,
+                           json_path=json_path)
+        proc.start()
+        try:
+            with proc.api() as api:
+                install(api)
+                taps = Taps({("in", port): rig.host_ends[port] for port in rig.host_ends if port != SOURCE_PORT})
+                try:
+                    send_frames(rig.host_ends[SOURCE_PORT], frames(events), rate)
+                    got, want = len(taps.drain(5.0, expect=copies(events))), copies(events)
+                finally:
+                    taps.close()
+                if got != want:
+                    raise RuntimeError(f"{label}: {got} copies of {want}: the counts would be of other work")
+                return {action["id"]: api.counter_read(PROBE, action["id"])[1] for action in program["actions"]}
+        finally:
+            proc.stop()
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbed.experiments.bench.breakdown",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("bench", type=Path, help="a bench folder whose instructions part ran (results/bench/<id>)")
+    ap.add_argument("--actions", type=int, metavar="EVENTS", default=0,
+                    help="also run the splitter's actions, probed, on EVENTS events of each count workload "
+                         "and time workload (root), and say per source file how many run")
     args = ap.parse_args(argv)
     dumps = bench_dumps(args.bench)
     if not dumps:
@@ -169,6 +257,23 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"\n{program}, {workload}\n| part | calls per event | instructions per event |\n|---|---|---|")
         for role, (calls, cost) in per_event(few.read_text(), many.read_text(), events).items():
             print(f"| {role} | {calls:,.1f} | {cost:,.0f} |")
+    if args.actions:
+        from testbed.experiments.bench.instructions import WORKLOADS
+        from testbed.targets.bmv2 import toolchain
+
+        program = json.loads(toolchain.compile_program().read_text())
+        for label in WORKLOADS:
+            runs = count_actions(label, args.actions)
+            print(f"\nsplitter, {label}: actions run, by source file\n"
+                  "| source | actions per event | primitives per event |\n|---|---|---|")
+            for home, (actions, primitives) in by_source(program, runs, args.actions).items():
+                print(f"| {home} | {actions:,.2f} | {primitives:,.2f} |")
+            print("\n| action (p4c names straight-line code by file and line) | source | runs per event "
+                  "| primitives |\n|---|---|---|---|")
+            ranked = sorted(program["actions"], key=lambda a: -runs.get(a["id"], 0) * len(a["primitives"]))
+            for action in ranked[:TOP_ACTIONS]:
+                print(f"| {action['name']} | {action_home(action)} | {runs.get(action['id'], 0) / args.actions:,.2f} "
+                      f"| {', '.join(p['op'] for p in action['primitives'])} |")
     return 0
 
 
