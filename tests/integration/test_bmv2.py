@@ -104,6 +104,37 @@ def batch_switch(rig, batch_program, tmp_path):
     yield from fresh_switch(rig, batch_program, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def splitter_floor_program() -> Path:
+    return toolchain.compile_program(program=toolchain.SPLITTER_FLOOR_PROGRAM)
+
+
+@needs_root
+@pytest.mark.parametrize("size, slide, n", [(4, 4, 3), (6, 2, 4), (5, 1, 7)])
+def test_the_splitter_floor_sends_each_event_where_the_oracle_does(rig, splitter_floor_program, tmp_path,
+                                                                   size, slide, n):
+    """p4/baseline/splitter_floor.p4 with the bench's entries: every event of a
+    count stream to exactly the operators of the windows the oracle puts it
+    in, through the lead-in of a sliding stream and round the ring of N more
+    than once (the bench counts it only on such copies)."""
+    from testbed.experiments.bench.instructions import delivered
+    from testbed.experiments.bench.splitter_floor import floor_config, install_floor, oracle_deliveries
+
+    ports = list(range(2, 2 + n))
+    events = size + 2 * n * slide + 1
+    template = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", SPLITTER_IP, 1)
+    for _proc, api in fresh_switch(rig, splitter_floor_program, tmp_path):
+        install_floor(api, floor_config(size, slide, ports))
+        due = oracle_deliveries(size, slide, ports, events)
+        cap = Capture(rig, range(2, VETH_PORTS + 1))
+        try:
+            send_frames(rig.host_ends[1], [template.frame(seq, seq) for seq in range(events)])
+            sent = delivered(cap.drain(expect=len(due)))
+        finally:
+            cap.close()
+        assert sorted(sent) == sorted(due) and len(set(sent)) == len(sent)
+
+
 def topology(streams: list[dict]):
     return build(streams, VETH_PORTS, name="bmv2test")
 
@@ -1154,6 +1185,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
         CEP_WORKLOAD,
         FORWARD_EVENTS,
         LONE_WORKLOAD,
+        SPLITTER_FLOOR,
         TIME_BATCH_WORKLOAD,
         InstructionParams,
         batch_workload,
@@ -1167,7 +1199,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 9
+    assert len(rows) == 11
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
     cep = by[CEP, CEP_WORKLOAD]
@@ -1202,4 +1234,11 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     assert floor["copies"] == floor_workload().copies(100) == cep["copies"]
     assert forward["instructions_per_event"] < reading["instructions_per_event"] \
         < floor["instructions_per_event"] < cep["instructions_per_event"]
+    # the splitter's floor: the splitter's copies, each one the oracle's (or the part refuses), for
+    # more than reading the event and less than the splitter; sliding dearer than tumbling
+    least = {label: by[SPLITTER_FLOOR, label] for label in ("count tumbling 100/100", "count sliding 100/50")}
+    assert [row["copies"] for row in least.values()] == [tumbling["copies"], sliding["copies"]]
+    assert reading["instructions_per_event"] < least["count tumbling 100/100"]["instructions_per_event"] \
+        < least["count sliding 100/50"]["instructions_per_event"] < sliding["instructions_per_event"]
+    assert least["count tumbling 100/100"]["instructions_per_event"] < tumbling["instructions_per_event"]
     assert all(row["instructions"] > row["instructions_per_event"] * row["events"] / 2 for row in rows)
