@@ -427,6 +427,61 @@ def with_earlier_rows(table: str) -> Callable[[str], str]:
     return merged
 
 
+#: What each line under the instruction table says, by words it alone has:
+#: the docs keep an earlier bench's line of a kind the benches here lack.
+UNDER_TABLE = ("forwarding's instructions per event as a share", "the splitter's instructions per event against")
+
+
+def with_earlier_columns(section: str) -> Callable[[str], str]:
+    """``section`` (``instructions_section``'s table and the lines under it)
+    with the columns of the docs' table that no bench here stands for, in
+    the order of their folders' names (when the benches began), the newest
+    ``MAX_BENCHES`` kept.  ``results/`` is not committed, so the benches of
+    another machine, or of a p4/ this machine no longer has results of,
+    stay for comparison; a column of a p4/ revision counted here again is
+    replaced.  Likewise a line under the table of a kind the benches here
+    did not write."""
+    def revision(head: str) -> str:
+        return head.rsplit("p4/ of ", 1)[-1]
+
+    def began(head: str) -> str:
+        found = re.search(r"\d{8}-\d{6}", head)
+        return found.group(0) if found else head
+
+    def parse(text: str) -> tuple[list[str], dict[tuple[str, str], dict[str, str]], list[str]]:
+        lines = text.strip().splitlines()
+        table = [line for line in lines if line.startswith("|")]
+        under = [line for line in lines if line.strip() and not line.startswith("|")]
+        if len(table) < 2:
+            return [], {}, under
+        heads = [cell.strip() for cell in table[0].strip().strip("|").split("|")][2:]
+        cells = {}
+        for row in table[2:]:
+            parts = [cell.strip() for cell in row.strip().strip("|").split("|")]
+            cells[parts[0], parts[1]] = dict(zip(heads, parts[2:]))
+        return heads, cells, under
+
+    def merged(old: str) -> str:
+        new_heads, new_cells, new_under = parse(section)
+        old_heads, old_cells, old_under = parse(old)
+        revisions = {revision(head) for head in new_heads}
+        earlier = [head for head in old_heads if head not in new_heads and revision(head) not in revisions]
+        heads = sorted(earlier + new_heads, key=began)[-MAX_BENCHES:]
+        cases = list(old_cells) + [case for case in new_cells if case not in old_cells]
+        out = ["| program | workload | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
+        for case in cases:
+            row = [(new_cells if head in new_heads else old_cells).get(case, {}).get(head, "-") for head in heads]
+            if any(cell != "-" for cell in row):
+                out.append(f"| {case[0]} | {case[1]} | " + " | ".join(row) + " |")
+        for kind in UNDER_TABLE:
+            line = next((line for line in new_under if kind in line),
+                        next((line for line in old_under if kind in line), None))
+            if line is not None:
+                out += ["", line]
+        return "\n".join(out) + "\n"
+    return merged
+
+
 def generated_docs(docs: Path, results: Path, names: list[str], figures: Optional[dict[Path, bytes]] = None,
                    records: Optional[dict[Path, str]] = None) -> dict[Path, str]:
     """Each generated document's new text (only the documents that have markers);
@@ -454,7 +509,10 @@ def generated_docs(docs: Path, results: Path, names: list[str], figures: Optiona
         if_blank[STRESS] = stress
     else:
         sections[STRESS] = with_earlier_rows(stress)
-    (if_blank if instructions.startswith(NOT_RUN) else sections)[INSTRUCTIONS] = instructions
+    if instructions.startswith(NOT_RUN):
+        if_blank[INSTRUCTIONS] = instructions
+    else:
+        sections[INSTRUCTIONS] = with_earlier_columns(instructions)
     stalled = stalled_section(results)
     (if_blank if stalled.startswith(NOT_RUN) else sections)[STALLED] = stalled
     out = {}

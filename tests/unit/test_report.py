@@ -422,3 +422,44 @@ def test_the_instruction_table_says_how_many_times_its_floor_the_splitter_costs(
     last = instructions_section(tmp_path / "results").splitlines()[-1]
     assert last == (f"In `results/bench/20260101-000000`, the splitter's instructions per event against its "
                     f"floor's on the same events: {splitter_multiples(rows)}.")
+
+
+def test_the_instruction_table_keeps_the_docs_columns_of_benches_not_here():
+    """results/ is not committed: a bench here adds its column beside the
+    docs' columns of benches another machine ran, in the order they began;
+    a column of a p4/ revision counted here again is this machine's; a line
+    under the table of a kind no bench here wrote stays, one it wrote is new."""
+    from testbed.experiments.report import with_earlier_columns
+
+    old = "\n".join([
+        "| program | workload | `results/bench/20260101-000000`, p4/ of aaaaaaaaaa "
+        "| `results/bench/20260102-000000`, p4/ of bbbbbbbbbb |",
+        "|---|---|---|---|",
+        "| splitter | count tumbling 100/100 | 223,012 | 222,957 |",
+        "| cep_floor | p4cep pattern, window of 32 | - | 93,642 |",
+        "",
+        "In `results/bench/20260102-000000`, forwarding's instructions per event as a share of each CEP "
+        "program's: plain forwarding 49.5% of the least CEP stage.", ""])
+    new = "\n".join([
+        "| program | workload | `results/bench/20260103-000000`, p4/ of bbbbbbbbbb "
+        "| `results/bench/20260104-000000`, p4/ of cccccccccc |",
+        "|---|---|---|---|",
+        "| splitter | count tumbling 100/100 | 222,950 | 225,124 |",
+        "| splitter_floor | count tumbling 100/100 | - | 65,858 |",
+        "",
+        "In `results/bench/20260104-000000`, the splitter's instructions per event against its floor's on "
+        "the same events: count tumbling 100/100, 3.4× the floor.", ""])
+    assert with_earlier_columns(new)(old).splitlines() == [
+        "| program | workload | `results/bench/20260101-000000`, p4/ of aaaaaaaaaa "
+        "| `results/bench/20260103-000000`, p4/ of bbbbbbbbbb | `results/bench/20260104-000000`, p4/ of cccccccccc |",
+        "|---|---|---|---|---|",
+        "| splitter | count tumbling 100/100 | 223,012 | 222,950 | 225,124 |",
+        "| splitter_floor | count tumbling 100/100 | - | - | 65,858 |",
+        "",
+        "In `results/bench/20260102-000000`, forwarding's instructions per event as a share of each CEP "
+        "program's: plain forwarding 49.5% of the least CEP stage.",
+        "",
+        "In `results/bench/20260104-000000`, the splitter's instructions per event against its floor's on "
+        "the same events: count tumbling 100/100, 3.4× the floor."]
+    # the cep_floor row had a count only in the column a newer bench of its p4/ replaced
+    assert with_earlier_columns(new)("").splitlines()[0] == new.splitlines()[0]
