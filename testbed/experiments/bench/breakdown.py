@@ -12,7 +12,10 @@ differencing as the bench's (a count of ``many`` events less one of
 ``few``) leaves the cost per event.
 
 ``python -m testbed.experiments.bench.breakdown results/bench/<id>`` prints
-one table per program and workload the bench counted there.
+one table per program and workload the bench counted there; with
+``--actions EVENTS`` it also runs the splitter with every action counting
+itself (``probed``), for which actions the calls are (docs/p4.md, "Where
+the splitter's instructions go").
 """
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ from testbed.experiments.bench.instructions import PHV_ALLOCATION
 
 #: What each part of the breakdown is, by the bmv2 function whose calls make
 #: it up (matched against callgrind's function names) and, where one
-#: function serves two parts, its caller.  Parts may overlap (a table's
-#: actions are inside the table); ``PARTS`` says which hold which.
+#: function serves two parts, its caller.  Parts overlap: a table holds its
+#: action, an action its primitives, the deparser the checksum, and the
+#: controls all of those.
 ROLES: dict[str, tuple[str, Optional[str]]] = {
     "parser": ("bm::Parser::parse(", None),
     "deparser": ("bm::Deparser::deparse(", None),
