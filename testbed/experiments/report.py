@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 from testbed import ROOT
 from testbed.experiments import claims
 from testbed.experiments.claims import Comparison
-from testbed.rundir import ExperimentDir
+from testbed.rundir import ExperimentDir, RunDirError
 from testbed.rundir.schema import markdown as record_schema
 
 #: Leaves shown per experiment and side; the rest are in the results' raw/ and experiment.json.
@@ -54,12 +54,26 @@ NOT_RUN = "Not run yet"
 
 def newest_result(name: str, results: Path) -> Optional[ExperimentDir]:
     """``results/figures/<name>/`` as ``make figures`` writes it, else the newest
-    ``results/<name>/<id>/`` that holds an ``experiment.json``."""
+    ``results/<name>/<id>/`` whose experiment ended without an error.
+
+    An experiment still running, killed or ended by an error has an
+    ``experiment.json`` too, without our numbers: the docs would lose the
+    last good ones to it.  Only when no result has ended well is the newest
+    taken all the same, so that what is wrong with it is said by name."""
     figures = ExperimentDir(results / "figures" / name)
     if figures.is_experiment():
         return figures
-    found = sorted(p for p in (results / name).glob("*") if ExperimentDir(p).is_experiment())
-    return ExperimentDir(found[-1]) if found else None
+    found = [ExperimentDir(p) for p in sorted((results / name).glob("*")) if ExperimentDir(p).is_experiment()]
+    ended = [expdir for expdir in found if _ended_well(expdir)]
+    return (ended or found or [None])[-1]
+
+
+def _ended_well(expdir: ExperimentDir) -> bool:
+    try:
+        record = expdir.read_record()
+    except RunDirError:
+        return False
+    return "ended" in record and "error" not in record
 
 
 def leaves(value: Any, prefix: str = "", max_list: Optional[int] = MAX_LIST) -> Iterator[tuple[str, str]]:

@@ -14,8 +14,8 @@ def experiment(root: Path, name: str, ours: dict, started: float = 1.7e9, ok: bo
     folder = root / name
     folder.mkdir(parents=True)
     (folder / "experiment.json").write_text(json.dumps({
-        "kind": "resources", "experiment": {"name": name}, "started": started, "git_revision": "abcdef0123456",
-        "quick": False,
+        "kind": "resources", "experiment": {"name": name}, "started": started, "ended": started + 60,
+        "git_revision": "abcdef0123456", "quick": False,
         "ok": ok, "paper": {"s4_fig7": {"source": "S4, Fig. 7", "max_operators": 457000}}, "ours": ours,
         "skipped": {"compiled": "p4c not found"}}))
     return folder
@@ -58,6 +58,23 @@ def test_the_numbers_come_from_the_newest_results(tmp_path):
     before = (docs / "evaluation.md").read_text()
     assert report(check=True, docs=docs, results=results, names=["s4resources", "s4amp"]) != []
     assert (docs / "evaluation.md").read_text() == before
+
+
+def test_an_experiment_that_has_not_ended_well_leaves_the_last_good_numbers(tmp_path):
+    results = tmp_path / "results"
+    good = experiment(results / "s4amp", "20260101-000000", {"capacity": 4000.5})
+    running = experiment(results / "s4amp", "20260102-000000", {})
+    record = json.loads((running / "experiment.json").read_text())
+    del record["ended"]
+    (running / "experiment.json").write_text(json.dumps(record))
+    failed = experiment(results / "s4amp", "20260103-000000", {})
+    record = json.loads((failed / "experiment.json").read_text())
+    (failed / "experiment.json").write_text(json.dumps(dict(record, error="RunError: the switch died")))
+    assert newest_result("s4amp", results).root == good.resolve()
+    # with nothing that ended well, the newest is taken, to be named for what is wrong with it
+    good_json = good / "experiment.json"
+    good_json.write_text("{not json")
+    assert newest_result("s4amp", results).root == failed.resolve()
 
 
 def test_make_figures_results_come_first(tmp_path):
