@@ -516,9 +516,11 @@ class WindowJob:
         changes, unseen = self.given("changes"), self.given("unseen")
         parts, plain = [], []
         for sid, spec in self.specs.items():
-            if changes.get(str(sid)) or unseen.get(str(sid)):
+            if changes.get(str(sid)) or unseen.get(str(sid)) or spec["window"].get("starts") == "event":
                 # The oracle counts the events it is given, so after a loss
                 # its count windows are the switch's, whatever the seqs say.
+                # Windows that start at events depend on every event before
+                # them, so their stream is walked in send order too.
                 parts.append(partials(reference_with_epochs(self.spark, sources, spec, changes.get(str(sid), [])),
                                       spec))
             else:

@@ -161,12 +161,17 @@ def live_differences(windows: pd.DataFrame) -> dict[int, list[int]]:
 def completion_rule(spec: dict) -> Optional[Completion]:
     """The rule of a stream's job record, or ``None`` when its windows are
     emitted only at the end of the input (a stream whose window spec the
-    schedule changes: its windows' extent then depends on the epochs)."""
+    schedule changes, or whose windows start at events: their extent then
+    depends on the epochs or on the events)."""
     if not spec.get("live", True):
         return None
     w = spec["window"]
     if w["kind"] == "count":
         return CountCompletion(int(w["size"]))
+    if w.get("starts") == "event":
+        # A window's end is its start plus size, and its start is an event's
+        # timestamp the job does not track: emitted at the end of the input.
+        return None
     owners = tuple(spec["operators"]) if spec.get("split") == "key" else ()
     return TimeCompletion(int(spec["origin"]), int(w["slide"]), int(w["size"]), int(w.get("lateness") or 0),
                           int(spec["id"]), owners)

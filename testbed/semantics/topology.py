@@ -39,6 +39,9 @@ from testbed.semantics.splitting import SPLITS
 from testbed.semantics.strict import FieldError as _FieldError
 from testbed.semantics.strict import StrictModel
 from testbed.semantics.windows import (
+    EVENT,
+    GRID,
+    MAX_EVENT_WINDOWS,
     MAX_LATE_SLIDES,
     StreamConfig,
     StreamOracle,
@@ -95,7 +98,9 @@ class WindowSpec(StrictModel):
 
     Time windows may allow ``lateness``: an event up to that far behind the
     newest timestamp of its stream still goes to its own windows
-    (docs/windows.md, "Late events").
+    (docs/windows.md, "Late events").  They start on a fixed grid
+    (``starts: grid``) or at events (``starts: event``, S4's rule;
+    docs/windows.md, "Where windows start").
     """
 
     kind: Literal["count", "time"]
@@ -103,6 +108,7 @@ class WindowSpec(StrictModel):
     slide: Int64 = Field(gt=0)
     origin: Optional[Int64] = Field(default=None, ge=0)
     lateness: Int64 = Field(default=0, ge=0)
+    starts: Literal[GRID, EVENT] = GRID  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _time_only_fields(self):
@@ -111,6 +117,16 @@ class WindowSpec(StrictModel):
         if self.kind == "count" and self.lateness:
             raise ValueError("lateness is only meaningful for time windows: count windows number "
                              "events by arrival, so no event arrives late")
+        if self.kind == "count" and self.starts == EVENT:
+            raise _FieldError("starts", "only time windows can start at events: count windows start every "
+                                        "slide events, under S4's rule as under the grid")
+        if self.starts == EVENT and self.lateness:
+            raise _FieldError("lateness", "starts: event takes no lateness: a late event may lie in windows "
+                                          "older than the newest starts the switch keeps")
+        if self.starts == EVENT and max_windows(self.size, self.slide) > MAX_EVENT_WINDOWS:
+            raise _FieldError("size", f"starts: event lets at most {MAX_EVENT_WINDOWS} windows hold an event "
+                                      f"(the switch keeps that many starts per stream), but size/slide = "
+                                      f"{max_windows(self.size, self.slide)}")
         if self.lateness > MAX_LATE_SLIDES * self.slide:
             raise _FieldError("lateness", f"{self.lateness} exceeds what the splitter supports, "
                                           f"{MAX_LATE_SLIDES} slides ({MAX_LATE_SLIDES * self.slide})")
@@ -120,7 +136,8 @@ class WindowSpec(StrictModel):
         return self
 
     def assigner(self) -> WindowAssigner:
-        return make_assigner(self.kind, self.size, self.slide)
+        """A fresh assigner: under ``starts: event`` it learns the stream's starts, so one per stream."""
+        return make_assigner(self.kind, self.size, self.slide, self.starts)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump()
@@ -252,6 +269,9 @@ class Stream(StrictModel):
                 raise _FieldError("dataset", str(err)) from None
             if self.events > held:
                 raise _FieldError("events", f"{self.events} events, but dataset {self.dataset.name} holds {held}")
+        if self.window.starts == EVENT and self.sends_batches:
+            raise _FieldError("batch", "starts: event takes events one to a frame: the switch's batch path "
+                                       "finds a batch's windows on the grid")
         if self.split == "key" and not query(self.query.kind).group_by_key:
             keyed = ", ".join(q.kind for q in QUERIES.values() if q.group_by_key)
             raise _FieldError("split", f"split: key gives each key's windows to one operator, so the query must "
@@ -324,6 +344,9 @@ class Stream(StrictModel):
             raise _FieldError("split", f"stream {self.label} is split by key: its windows and operators stay as "
                                        f"they are for the whole run (a change would move keys between operators "
                                        f"in the middle of their windows)")
+        if EVENT in (self.window.starts, new.window.starts):
+            raise _FieldError("window.starts", f"stream {self.label}: a stream whose windows start at events "
+                                               f"takes no change (the switch keeps one epoch's starts only)")
         self.config(new.window, new.operators)
         if new.window.lateness > self.window.lateness:
             raise ValueError(f"stream {self.label}: window.lateness cannot grow at run time "

@@ -9,7 +9,10 @@ this module implements.
 
 Count and time windows share one piece of arithmetic: both place an event at
 a coordinate ``x`` on an axis (its arrival index, or its timestamp minus the
-origin) and window ``j`` covers ``j*slide <= x < j*slide + size``.
+origin) and window ``j`` covers ``j*slide <= x < j*slide + size``.  Time
+windows may instead start at events (``starts: event``, S4's rule): then
+window ``j`` covers ``[s_j, s_j + size)`` with ``s_j`` the coordinate of the
+event that opened it.
 """
 from __future__ import annotations
 
@@ -33,6 +36,15 @@ DROP_REASONS = (NO_WINDOW, BEFORE_ORIGIN, TOO_LATE)
 #: most this many slides before the newest one, which bounds the data
 #: plane's extra work to as many compare-and-subtract steps (docs/windows.md).
 MAX_LATE_SLIDES = 4
+
+#: Window-start rules of time windows (docs/windows.md, "Where windows start").
+GRID, EVENT = "grid", "event"
+START_RULES = (GRID, EVENT)
+
+#: Under ``starts: event`` the data plane keeps the starts of this many
+#: newest windows per stream, so a spec may let at most this many windows
+#: hold an event (ceil(size/slide)).
+MAX_EVENT_WINDOWS = 4
 
 
 def late_slides(lateness: int, slide: int) -> int:
@@ -93,8 +105,23 @@ class WindowAssigner(ABC):
     def coordinate(self, index: int, ts: int, origin: int) -> int:
         """Position of the event on this assigner's axis."""
 
+    #: Where windows start (``GRID`` or ``EVENT``); count windows always on the grid.
+    starts: str = GRID
+
+    def windows_at(self, x: int) -> range:
+        """Ids of the windows that hold coordinate ``x``."""
+        return windows_on_axis(x, self.size, self.slide)
+
+    def observe(self, x: int) -> None:
+        """An in-order event reached coordinate ``x`` (``x >= 0``).  Grid
+        windows start where they start whatever the events: nothing to learn."""
+
+    def fresh(self) -> "WindowAssigner":
+        """An assigner of the same spec that has seen no event."""
+        return type(self)(self.size, self.slide)
+
     def assign(self, index: int, ts: int, origin: int = 0) -> range:
-        return windows_on_axis(self.coordinate(index, ts, origin), self.size, self.slide)
+        return self.windows_at(self.coordinate(index, ts, origin))
 
     def assign_many(self, index: np.ndarray, ts: np.ndarray, origin: int = 0,
                     owner: Optional[np.ndarray] = None, n_operators: int = 1) -> list[range]:
@@ -141,10 +168,75 @@ class TimeWindows(WindowAssigner):
         return ts - origin
 
 
+class EventStartTimeWindows(TimeWindows):
+    """Time windows that start at events (S4's rule, ``starts: event``).
+
+    Window 0 starts at the origin (coordinate 0).  Window ``j + 1`` starts at
+    the first in-order event whose coordinate is at or past ``s_j + slide``,
+    at that event's coordinate, however far past it lies: after a gap in
+    time one window opens, not one per slide passed.  Window ``j`` covers
+    ``[s_j, s_j + size)``.  The starts depend on the stream so far, so unlike
+    the grid assigners this one has state: one instance per stream.
+    """
+
+    starts = EVENT
+
+    def __init__(self, size: int, slide: int):
+        super().__init__(size, slide)
+        self._starts = [0]
+
+    @property
+    def window_starts(self) -> tuple[int, ...]:
+        """The coordinates where the windows opened so far start, window 0 first."""
+        return tuple(self._starts)
+
+    def observe(self, x: int) -> None:
+        if x >= self._starts[-1] + self.slide:
+            self._starts.append(x)
+
+    def windows_at(self, x: int) -> range:
+        # Starts increase and every window has the same size, so the windows
+        # holding x are a run of consecutive ids: those that start at or
+        # before x and after x - size.
+        if x < 0:
+            return range(0)
+        return range(bisect_right(self._starts, x - self.size), bisect_right(self._starts, x))
+
+    def assign_many(self, index: np.ndarray, ts: np.ndarray, origin: int = 0,
+                    owner: Optional[np.ndarray] = None, n_operators: int = 1) -> list[range]:
+        """``assign`` for the events of one whole stream, from its start: the
+        starts depend on every event before, so the events are walked in
+        arrival (index) order by a fresh assigner."""
+        index = np.asarray(index, dtype=np.int64)
+        x = np.asarray(ts, dtype=np.int64) - origin
+        walker = self.fresh()
+        out: list[range] = [range(0)] * len(x)
+        newest = None
+        for i in np.argsort(index, kind="stable").tolist():
+            xi = int(x[i])
+            if newest is None or xi >= newest:
+                newest = xi
+                if xi >= 0:
+                    walker.observe(xi)
+            r = walker.windows_at(xi)
+            if owner is not None:
+                own = int(owner[i])
+                r = range(0) if own < 0 or not len(r) else range(r.start + (own - r.start) % n_operators,
+                                                                 r.stop, n_operators)
+            out[i] = r
+        return out
+
+
 ASSIGNERS: dict[str, type[WindowAssigner]] = {cls.kind: cls for cls in (CountWindows, TimeWindows)}
 
 
-def make_assigner(kind: str, size: int, slide: int) -> WindowAssigner:
+def make_assigner(kind: str, size: int, slide: int, starts: str = GRID) -> WindowAssigner:
+    if starts == EVENT:
+        if kind != "time":
+            raise ValueError(f"only time windows can start at events, not {kind} windows")
+        return EventStartTimeWindows(size, slide)
+    if starts != GRID:
+        raise ValueError(f"unknown window-start rule {starts!r}; known: {list(START_RULES)}")
     try:
         return ASSIGNERS[kind](size, slide)
     except KeyError:
@@ -246,7 +338,7 @@ class Epoch:
 
     def local_windows(self, x: int) -> range:
         """Local ids ``j`` of this epoch's windows that hold coordinate ``x``."""
-        r = windows_on_axis(x - self.start, self.size, self.slide)
+        r = self.config.assigner.windows_at(x - self.start)
         n = self.n_windows
         if n is not None and r.stop > n:
             r = range(r.start, max(r.start, n))
@@ -265,6 +357,9 @@ def chain_epochs(first: StreamConfig, changes: Sequence[tuple[int, StreamConfig]
     given as ``(start, new config)`` with ``start`` a window start of the
     epoch before it (as ``Epoch.boundary_after`` gives)."""
     epochs = [Epoch(0, first)]
+    if changes and first.assigner.starts == EVENT:
+        raise ValueError("a stream whose windows start at events takes no change: the data plane keeps "
+                         "the starts of one epoch's windows only (docs/windows.md, \"Where windows start\")")
     for start, config in changes:
         prev = epochs[-1]
         if config.assigner.kind != first.assigner.kind:
@@ -401,7 +496,8 @@ class StreamOracle:
     def step(self, seq: int, ts: int, key: int = 0) -> EventVerdict:
         """EventVerdict for the next event to arrive (``key`` matters only when split by key)."""
         if self.assigner.is_event_time:
-            if self.last_ts is not None and ts < self.last_ts:
+            in_order = self.last_ts is None or ts >= self.last_ts
+            if not in_order:
                 newest = self.last_ts - (self.origin or 0)
                 if self.last_ts - ts > self.epoch_at(newest).config.lateness:
                     return EventVerdict(seq, ts, range(0), (), TOO_LATE)
@@ -411,6 +507,9 @@ class StreamOracle:
                 self.origin = ts
             if ts < self.origin:
                 return EventVerdict(seq, ts, range(0), (), BEFORE_ORIGIN)
+            if in_order:
+                # only an in-order event may open a window (windows that start at events)
+                self.assigner.observe(ts - self.origin)
         index = self.count
         self.count += 1
         windows, operators = self.assign(self.assigner.coordinate(index, ts, self.origin or 0))

@@ -52,6 +52,18 @@ BAD = [
      "streams[0].window.lateness: 21 exceeds what the splitter supports, 4 slides (20)"),
     (("streams", 0, "window"), {"kind": "time", "size": 10, "slide": 5, "lateness": -1},
      "streams[0].window.lateness: Input should be greater than or equal to 0"),
+    # S4's window-start rule (docs/windows.md, "Where windows start"): what it cannot be combined with
+    (("streams", 0, "window"), {"kind": "time", "size": 10, "slide": 5, "lateness": 5, "starts": "event"},
+     "streams[0].window.lateness: starts: event takes no lateness"),
+    (("streams", 0, "window"), {"kind": "count", "size": 3, "slide": 1, "starts": "event"},
+     "streams[0].window.starts: only time windows can start at events"),
+    (("streams", 0, "window"), {"kind": "time", "size": 9, "slide": 2, "starts": "event"},
+     "streams[0].window.size: starts: event lets at most 4 windows hold an event"),
+    (("streams", 0, "window"), {"kind": "time", "size": 9, "slide": 3, "starts": "sometimes"},
+     "streams[0].window.starts: Input should be 'grid' or 'event'"),
+    (("streams", 0), {**GOOD["streams"][0], "window": {"kind": "time", "size": 9, "slide": 3, "starts": "event"},
+                      "batch": {"events": 4, "max_delay": 0.01}},
+     "streams[0].batch: starts: event takes events one to a frame"),
 ]
 
 
@@ -102,7 +114,7 @@ def test_cli_plan_json_for_every_scenario(name):
     for s in topo.streams:
         st = doc["streams"][str(s.id)]
         assert st["window"] == {"kind": s.window.kind, "size": s.window.size, "slide": s.window.slide,
-                                "origin": s.window.origin, "lateness": 0}
+                                "origin": s.window.origin, "lateness": 0, "starts": "grid"}
         assert st["operators"] == s.operators
         assert len(st["events"]) == 7
         assert st["events"][0]["operators"] == [s.operators[0]]

@@ -1,4 +1,6 @@
 """The oracle against brute force and against the papers' worked examples."""
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -7,6 +9,7 @@ from testbed.semantics.windows import (
     NO_WINDOW,
     TOO_LATE,
     CountWindows,
+    EventStartTimeWindows,
     StreamConfig,
     StreamOracle,
     TimeWindows,
@@ -301,3 +304,99 @@ def test_a_change_must_start_at_a_window_start_of_the_epoch_before():
         StreamOracle(CountWindows(4, 2), ["a"], changes=[(3, cfg)])
     with pytest.raises(ValueError, match="cannot turn"):
         StreamOracle(CountWindows(4, 2), ["a"], changes=[(2, StreamConfig(TimeWindows(4, 2), ("a",)))])
+
+
+# ---- starts: event (S4's window-start rule, docs/windows.md "Where windows start")
+
+def brute_event_starts(xs, size, slide):
+    """Per event of an in-order stream (coordinates ``xs``, origin 0): the
+    windows that hold it, by the definition read literally.  The starts are
+    found first, over the whole stream: window 0 at 0, then each next one
+    at the first event at or past the previous start + slide."""
+    starts = [0]
+    for x in xs:
+        if x >= starts[-1] + slide:
+            starts.append(x)
+    return [[j for j, s in enumerate(starts) if s <= x < s + size] for x in xs]
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.integers(0, 25), min_size=1, max_size=60), size=st.integers(1, 12),
+       slide=st.integers(1, 12), n=st.integers(1, 5))
+def test_event_starts_match_the_definition(steps, size, slide, n):
+    xs = [sum(steps[:i + 1]) - steps[0] for i in range(len(steps))]   # in order, from 0, gaps of any size
+    ops = [f"o{i}" for i in range(n)]
+    oracle = StreamOracle(EventStartTimeWindows(size, slide), ops)
+    expected = brute_event_starts(xs, size, slide)
+    for i, (x, want) in enumerate(zip(xs, expected)):
+        v = oracle.step(i, 1000 + x)
+        assert list(v.windows) == want
+        assert set(v.operators) == {ops[j % n] for j in want}
+        assert v.dropped == (None if want else NO_WINDOW)
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=st.lists(st.integers(0, 25), min_size=1, max_size=40), size=st.integers(1, 12),
+       slide=st.integers(1, 12), n=st.integers(1, 4))
+def test_event_starts_assign_many_walks_the_stream(steps, size, slide, n):
+    ts = np.cumsum(steps) + 7
+    oracle = StreamOracle(EventStartTimeWindows(size, slide), ["a", "b", "c", "d"][:n])
+    stepped = [list(oracle.step(i, int(t)).windows) for i, t in enumerate(ts)]
+    # assign_many is handed the events out of order; it walks them by index
+    order = np.arange(len(ts))[::-1]
+    whole = EventStartTimeWindows(size, slide).assign_many(order, ts[::-1], int(ts[0]))
+    assert [list(r) for r in whole[::-1]] == stepped
+    owners = np.asarray([i % n for i in range(len(ts))])
+    owned = EventStartTimeWindows(size, slide).assign_many(np.arange(len(ts)), ts, int(ts[0]), owners, n)
+    assert [list(r) for r in owned] == [[j for j in w if j % n == o] for w, o in zip(stepped, owners)]
+
+
+def test_event_starts_after_a_gap_open_one_window_at_the_event():
+    """Tumbling, 5: grid windows [1,6), [6,11), [11,16) put t=13 in window 2;
+    S4's rule opens window 1 at 13, so the round robin does not skip b."""
+    grid = StreamOracle(TimeWindows(5, 5), ["a", "b", "c"])
+    event = StreamOracle(EventStartTimeWindows(5, 5), ["a", "b", "c"])
+    for i, t in enumerate((1, 2, 13, 17, 18)):
+        g, e = grid.step(i, t), event.step(i, t)
+        assert (t, g.operators, e.operators) == (t, *{1: (("a",), ("a",)), 2: (("a",), ("a",)),
+                                                     13: (("c",), ("b",)), 17: (("a",), ("b",)),
+                                                     18: (("a",), ("c",))}[t])
+    assert event.assigner.window_starts == (0, 12, 17)
+
+
+def test_event_starts_fixed_origin_is_window_zero():
+    """With a fixed origin, window 0 starts there (not at an event); events before it are before_origin."""
+    oracle = StreamOracle(EventStartTimeWindows(4, 4), ["a", "b"], origin=10)
+    got = [oracle.step(i, t) for i, t in enumerate((8, 11, 21, 23, 25))]
+    assert [v.dropped for v in got] == [BEFORE_ORIGIN, None, None, None, None]
+    assert [tuple(v.windows) for v in got] == [(), (0,), (1,), (1,), (2,)]
+
+
+def test_event_starts_late_events_never_open_windows():
+    """The oracle's reading of lateness under starts: event (the topology refuses
+    the combination, the switch keeps too few starts): a late event lies in
+    the windows that hold its timestamp and opens none."""
+    oracle = StreamOracle(EventStartTimeWindows(6, 3), ["a", "b", "c"], lateness=10)
+    assert tuple(oracle.step(0, 100).windows) == (0,)
+    assert tuple(oracle.step(1, 108).windows) == (1,)        # opens [8, 14)
+    assert tuple(oracle.step(2, 104).windows) == (0,)        # late: in [0, 6) only
+    assert oracle.assigner.window_starts == (0, 8)
+
+
+def test_event_starts_take_no_change():
+    with pytest.raises(ValueError, match="start at events takes no change"):
+        change = (2, StreamConfig(EventStartTimeWindows(4, 2), ("b",)))
+        StreamOracle(EventStartTimeWindows(4, 2), ["a"], changes=[change])
+    oracle = StreamOracle(EventStartTimeWindows(4, 2), ["a"])
+    with pytest.raises(ValueError, match="start at events takes no change"):
+        oracle.arm(StreamConfig(EventStartTimeWindows(4, 2), ("b",)))
+
+
+def test_event_starts_coincide_with_the_grid_when_every_slide_starts_with_an_event():
+    """Timestamps on a step that divides the slide: every slide holds an event
+    at its grid start, so both rules give the same windows."""
+    for size, slide, step in ((9, 3, 1), (9, 3, 3), (5, 5, 1), (10, 4, 2)):
+        grid = StreamOracle(TimeWindows(size, slide), ["a", "b", "c"])
+        event = StreamOracle(EventStartTimeWindows(size, slide), ["a", "b", "c"])
+        for i in range(50):
+            assert tuple(grid.step(i, 5 + i * step).windows) == tuple(event.step(i, 5 + i * step).windows)
