@@ -64,12 +64,24 @@ control MyIngress(inout headers_t hdr,
         meta.win.lateness = lateness;
     }
 
+    /* starts: event (eventstarts.p4): no lateness, and the size itself */
+    action set_event_time_window(bit<64> slide, bit<64> size, bit<32> cap,
+                                 bit<8> fixed_origin, bit<64> origin) {
+        meta.win.kind = WINDOW_TIME;
+        meta.win.event_starts = 1;
+        meta.win.slide = slide;
+        meta.win.size = size;
+        meta.win.cap = cap;
+        meta.win.fixed_origin = fixed_origin;
+        meta.win.origin = origin;
+    }
+
     table window_spec {
         key = {
             meta.stream      : exact @name("stream");
             meta.epoch.bank  : exact @name("bank");
         }
-        actions = { set_count_window; set_time_window; @defaultonly NoAction; }
+        actions = { set_count_window; set_time_window; set_event_time_window; @defaultonly NoAction; }
         const default_action = NoAction();
         size = STREAM_TABLE_SIZE;
     }

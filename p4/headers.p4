@@ -122,6 +122,8 @@ struct window_params_t {
     bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
     bit<64> origin;
     bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
+    bit<1>  event_starts;  /* time windows: 1 = windows start at events (set_event_time_window) */
+    bit<64> size;          /* ... and last this long (their starts are no grid full/extra describe) */
     bit<32> n_ops;         /* N, the number of operators of the stream */
     bit<1>  by_key;        /* 1: split by key (split_by_key), 0: by windows */
     bit<32> opset;         /* the operator set: unicast, multicast and operator_position key on it */

@@ -96,6 +96,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
     ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= N */
     ShiftSubtractDivide() old_div;        /* distance past the boundary / old slide */
+    EventStartTracker() event_starts;     /* windows that start at events */
 
     apply {
         bit<1>  was_initialized;
@@ -160,6 +161,14 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
                 newest_op.read(newest, idx);
                 begun.read(begun_now, idx);
                 newest_window.read(window, idx);
+            }
+
+            /* -- windows that start at events: their own tracker, which
+             *    has no late path and no transition (no lateness, no
+             *    change) ---------------------------------------------- */
+            if (win.event_starts == 1) {
+                event_starts.apply(x, idx, win, start, newest, begun_now, window, verdict);
+                return;
             }
 
             /* -- an armed change takes effect: freeze the old epoch's newest

@@ -12,6 +12,7 @@
  *   parser.p4      parser, deparser, checksum controls
  *   state.p4       per-stream registers (window state, reconfiguration)
  *   epochs.p4      BoundaryCheck: which bank of configuration serves an event
+ *   eventstarts.p4 the (w, c) decision for windows that start at events
  *   slides.p4      the slide tracker: the (w, c) decision, per epoch
  *   batches.p4     the per-event steps of a batch, unrolled per event slot
  *   cep.p4         complex event processing beside the splitter (CEP builds)
@@ -27,6 +28,7 @@
 #include "parser.p4"
 #include "state.p4"
 #include "epochs.p4"
+#include "eventstarts.p4"
 #include "slides.p4"
 #include "batches.p4"
 #include "cep.p4"

@@ -19,6 +19,11 @@ register<bit<32>>(N_STREAMS) newest_op;    /* operator of the newest window (q m
 register<bit<32>>(N_STREAMS) begun;        /* windows begun in the epoch, saturating at cap */
 register<bit<64>>(N_STREAMS) newest_window;/* global id of the newest window (at slide_start) */
 
+/* ---- windows that start at events (eventstarts.p4) --------------------- */
+register<bit<64>>(N_STREAMS) start_back1;  /* start of the window before the newest */
+register<bit<64>>(N_STREAMS) start_back2;  /* ... and of the one before that */
+register<bit<64>>(N_STREAMS) start_back3;  /* ... and of the one before that */
+
 /* ---- reconfiguration at run time --------------------------------------- */
 register<bit<64>>(N_STREAMS) next_start;   /* where the slide after the newest starts */
 register<bit<1>>(N_STREAMS)  time_axis;    /* set by the first event: 1 for time windows */

@@ -60,6 +60,11 @@ REGISTERS = {
     "old_newest": 32,     # ... its newest window's operator
     "old_begun": 32,      # ... and how many of its windows had begun
     "old_window": 64,     # ... and its newest window's global id
+    # windows that start at events (docs/windows.md, "Where windows start"):
+    # the starts of the windows before the newest, which slide_start holds
+    "start_back1": 64,
+    "start_back2": 64,
+    "start_back3": 64,
 }
 
 #: The registers a stream of each window kind reads and writes: one cell of
@@ -79,6 +84,9 @@ RECONFIG_REGISTERS = ("next_start", "time_axis", "epoch", "armed", "in_transitio
 #: docs/wire.md), per stream, counted apart for the same reason: S4's
 #: operators compute their windows themselves.
 HEADER_REGISTERS = ("newest_window",)
+#: What ``starts: event`` costs on top of a time stream: the starts of the
+#: older windows that may still hold an event, which the grid computes.
+EVENT_START_REGISTERS = ("start_back1", "start_back2", "start_back3")
 HEADER_TABLES = ("operator_position", "previous_position")
 
 #: Counter name -> size.
@@ -150,6 +158,11 @@ SCHEMA: dict[str, TableSpec] = {
                                        Param("extra", "int", 64), Param("cap", "int", 32),
                                        Param("fixed_origin", "int", 8), Param("origin", "int", 64),
                                        Param("lateness", "int", 64))),
+        # starts: event takes no lateness, and needs the size itself: the
+        # windows' starts are not a grid that full and extra describe.
+        "set_event_time_window": ActionSpec((Param("slide", "int", 64), Param("size", "int", 64),
+                                             Param("cap", "int", 32), Param("fixed_origin", "int", 8),
+                                             Param("origin", "int", 64))),
     }),
     # N, and how the stream is split: round robin over windows
     # (set_operator_count) or one operator per key (split_by_key).

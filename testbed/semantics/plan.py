@@ -23,7 +23,7 @@ from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.instances import instance_counts, placement_order, plan_instances
 from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
 from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
-from testbed.semantics.windows import late_slides, max_windows, windows_per_position
+from testbed.semantics.windows import EVENT, late_slides, max_windows, windows_per_position
 
 WINDOW_SPEC = "window_spec"
 OPERATOR_COUNT = "operator_count"
@@ -126,6 +126,11 @@ def stream_destination_pairs(s: Stream) -> list[tuple[int, int]]:
     n_ops = len(s.operators)
     if s.sends_batches:
         return [(newest, active) for newest in range(n_ops) for active in range(1, n_ops + 1)]
+    if s.window.starts == EVENT:
+        # Windows that start at events are not a grid: after a gap fewer of
+        # them hold an event, so every count up to ceil(size/slide) ends anywhere.
+        most = min(max_windows(s.window.size, s.window.slide), n_ops)
+        return [(newest, active) for newest in range(n_ops) for active in range(1, most + 1)]
     return destination_pairs(s.window.size, s.window.slide, n_ops)
 
 
@@ -314,6 +319,10 @@ class SplitterPlan:
         n_ops = len(s.operators)
         if w.kind == "count":
             spec = TableEntry(WINDOW_SPEC, "set_count_window", (s.id, bank), (w.slide, full, extra, cap))
+        elif w.starts == EVENT:
+            fixed = 0 if w.origin is None else 1
+            spec = TableEntry(WINDOW_SPEC, "set_event_time_window", (s.id, bank),
+                              (w.slide, w.size, cap, fixed, w.origin or 0))
         else:
             fixed = 0 if w.origin is None else 1
             spec = TableEntry(WINDOW_SPEC, "set_time_window", (s.id, bank),

@@ -9,7 +9,7 @@ from support import topologies
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline, shift_subtract_divmod
 from testbed.semantics.plan import SplitterPlan, destination_pairs
-from testbed.semantics.windows import MAX_LATE_SLIDES
+from testbed.semantics.windows import MAX_EVENT_WINDOWS, MAX_LATE_SLIDES
 
 
 def topo_for(streams, n_hosts):
@@ -77,6 +77,26 @@ def test_executor_matches_oracle_property(size, slide, n_ops, kind, steps, late_
     window = {"kind": kind, "size": size, "slide": slide}
     if kind == "time":
         window.update(lateness=int(late_fraction * MAX_LATE_SLIDES * slide), origin=origin)
+    topo = topo_for([{"id": 7, "source": "h1", "window": window, "operators": ops, "events": 1, "rate": 1}],
+                    n_ops + 1)
+    t, events = 300, []
+    for seq, s in enumerate(steps):
+        t = max(0, t + s)
+        events.append((7, seq, t))
+    assert run_plan(topo, events) == oracle_sets(topo, events)
+
+
+@given(slide=st.integers(1, 30), windows=st.integers(1, MAX_EVENT_WINDOWS), short=st.integers(0, 29),
+       n_ops=st.integers(1, 7), steps=st.lists(st.integers(-40, 200), min_size=1, max_size=150),
+       origin=st.one_of(st.none(), st.integers(0, 400)))
+@settings(max_examples=200, deadline=None)
+def test_executor_matches_oracle_with_event_starts(slide, windows, short, n_ops, steps, origin):
+    """starts: event (S4's rule) on the model, against the oracle: gaps of many
+    slides, events that go back in time (too late, since no lateness), a
+    size that is not a multiple of the slide, and sizes below the slide."""
+    size = max(1, windows * slide - short % slide)
+    ops = [f"h{i}" for i in range(2, 2 + n_ops)]
+    window = {"kind": "time", "size": size, "slide": slide, "origin": origin, "starts": "event"}
     topo = topo_for([{"id": 7, "source": "h1", "window": window, "operators": ops, "events": 1, "rate": 1}],
                     n_ops + 1)
     t, events = 300, []

@@ -18,10 +18,17 @@ class WindowParams(NamedTuple):
     fixed_origin: int = 0
     origin: int = 0
     lateness: int = 0
+    #: set_event_time_window: windows start at events, and last ``size``.
+    event_starts: bool = False
+    size: int = 0
 
     @classmethod
     def of(cls, action: str, params: tuple[int, ...]) -> "WindowParams":
-        """set_count_window(slide, full, extra, cap) or set_time_window(..., fixed_origin, origin, lateness)."""
+        """set_count_window(slide, full, extra, cap), set_time_window(..., fixed_origin, origin, lateness)
+        or set_event_time_window(slide, size, cap, fixed_origin, origin)."""
+        if action == "set_event_time_window":
+            slide, size, cap, fixed_origin, origin = params
+            return cls(False, slide, 0, 0, cap, fixed_origin, origin, 0, True, size)
         return cls(action == "set_count_window", *params)
 
 

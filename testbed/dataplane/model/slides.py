@@ -47,6 +47,8 @@ class SlideTracker:
             regs["initialized"][stream] = 1
             regs["time_axis"][stream] = 0 if win.is_count else 1
             self._begin_epoch(stream, origin, win.slide, 0)
+        if win.event_starts:
+            return self._track_event_starts(stream, x, win, n_ops)
         start, newest, begun = regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream]
         if switching:
             start, newest, begun = self._switch(stream, start, newest, begun, win.slide, prev)
@@ -109,3 +111,37 @@ class SlideTracker:
         regs["newest_window"][stream] = window
         return start, newest, begun, window
 
+
+    def _track_event_starts(self, stream: int, x: int, win: "WindowParams", n_ops: int) -> "str | SlideOutcome":
+        """Windows that start at events (slides.p4, EventStartTracker): an
+        in-order event at or past the newest start + slide opens one window
+        at its own coordinate, and the starts of the three before it move
+        back one register.  The windows holding x are the newest ones that
+        have not ended: no division, four comparisons."""
+        regs = self.registers
+        start, newest, begun = regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream]
+        window = regs["newest_window"][stream]
+        if x < start:
+            return BEFORE_ORIGIN
+        if x - start >= win.slide:
+            regs["start_back3"][stream] = regs["start_back2"][stream]
+            regs["start_back2"][stream] = regs["start_back1"][stream]
+            regs["start_back1"][stream] = start
+            start = x
+            newest = 0 if newest + 1 >= n_ops else newest + 1
+            if begun < win.cap:
+                begun += 1
+            window = (window + 1) & U64
+            regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, newest, begun
+            regs["next_start"][stream] = (start + win.slide) & U64
+            regs["newest_window"][stream] = window
+        # Starts grow and every window lasts size, so an older window holds
+        # x only if every newer one does: counting the ones that do suffices.
+        active = 0
+        for i, begun_start in enumerate((start, regs["start_back1"][stream], regs["start_back2"][stream],
+                                         regs["start_back3"][stream])):
+            if begun > i and x - begun_start < win.size:
+                active += 1
+        if active == 0:
+            return NO_WINDOW
+        return SlideOutcome(newest, active, 0, 0, window, 0)
