@@ -27,6 +27,7 @@ from typing import Optional
 import pytest
 
 from support.changes import next_timestamp, random_change
+from support.s4cases import load_cases
 from support.topologies import build, topology_data
 from support.topologies import stream as stream_data
 from support.veth import Capture, VethRig, by_event, event_key, running, send_frames, send_in_steps
@@ -413,6 +414,77 @@ def test_differential_random_specs(seed, rig, switch):
     for name in REGISTERS:
         for sid in (1, 2, 3, 4, 5):
             assert api.register_read(name, sid) == run.model.register_read(name, sid), (name, sid)
+
+
+# ----------------------------------------------------------------------
+# starts: event (S4's window-start rule, docs/windows.md "Where windows start")
+# ----------------------------------------------------------------------
+EVENT_STARTS = {
+    "tumbling": {"kind": "time", "size": 5, "slide": 5},     # S4's time-window cases' specs
+    "sliding": {"kind": "time", "size": 9, "slide": 3},
+}
+S4_CASES = {case.name: case for case in load_cases()}
+
+
+@needs_root
+@pytest.mark.parametrize("name", sorted(EVENT_STARTS))
+def test_event_starts_match_model_and_oracle(name, rig, switch):
+    """The same timestamps through three streams: the spec with starts: event,
+    on the grid, and with starts: event and a fixed origin the stream begins
+    before.  Irregular steps, gaps of several slides and steps back (too
+    late: such streams have no lateness).  bmv2 sends the model's bytes, counts
+    its drops and ends with its registers; both follow the oracle; and the
+    two rules do part on these timestamps."""
+    _proc, api = switch
+    rng = random.Random(name)
+    spec = EVENT_STARTS[name]
+    ops = ["h2", "h3", "h4", "h5", "h6", "h7"]
+    topo = topology([stream(1, {**spec, "starts": "event"}, ops), stream(2, {**spec, "starts": "grid"}, ops),
+                     stream(3, {**spec, "starts": "event", "origin": 60}, ops[:4])])
+    newest, stamps = 50, []
+    for _ in range(250):
+        r = rng.random()
+        if r < 0.8:
+            newest += rng.randint(0, 4)
+        elif r < 0.93:                                    # a gap of several slides
+            newest += rng.randint(2, 6) * spec["slide"] + rng.randint(0, spec["slide"])
+        else:                                             # behind the newest timestamp
+            stamps.append(newest - rng.randint(1, 4))
+            continue
+        stamps.append(newest)
+    stamps = [40, 45] + stamps              # stream 3 begins before its origin
+    events = [(sid, seq, ts) for seq, ts in enumerate(stamps) for sid in (1, 2, 3)]
+    run = Run(topo, events)
+    want = run.model_output()
+    got = run.through_bmv2(rig, api)
+    assert_same(run, got, want)
+
+    oracle_ports, oracle_drops = run.oracle()
+    assert oracle_drops[(1, "too_late")] > 0 and oracle_drops[(3, "before_origin")] > 0
+    assert sum(oracle_ports[(1, seq)] != oracle_ports[(2, seq)] for seq in range(len(stamps))) > 10
+    for sid in (1, 2, 3):
+        for reason in DROP_CODES:
+            index = drop_counter_index(sid, reason)
+            assert api.counter_read("stream_drops", index)[1] == oracle_drops[(sid, reason)], (sid, reason)
+        for name_ in REGISTERS:
+            assert api.register_read(name_, sid) == run.model.register_read(name_, sid), (name_, sid)
+
+
+@needs_root
+@pytest.mark.parametrize("name", sorted(S4_CASES))
+def test_s4_cases_reach_s4s_ports_on_bmv2(name, rig, switch):
+    """S4's PTF cases (tests/data/s4_ptf_cases.yaml) under starts: event:
+    every packet leaves bmv2 on the ports S4's tests expect, as the model's."""
+    _proc, api = switch
+    case = S4_CASES[name]
+    run = Run(case.topology("event"), case.events())
+    want = run.model_output()
+    got = run.through_bmv2(rig, api)
+    assert_same(run, got, want)
+    host_of = {port: host for host, port in run.plan.ports.items()}
+    sent = [case.s4_ports([host_of[port] for port, _ in got.get((sid, seq), [])])
+            for sid, seq, _ts in case.events()]
+    assert sent == case.expected()
 
 
 #: Hosts of the rig that run several operator instances (testbed.semantics.instances).
