@@ -23,6 +23,8 @@ kind is a module and one line in ``KINDS``:
   thousand and more, both targets (S4's scale live; issue 43);
 - ``variants``: one topology with a patch per run (real-world data against
   lateness; window splitting against key splitting under skew; issue 24);
+- ``startrule``: time streams with windows on the grid against windows that
+  start at events (S4's rule), event by event through the data plane (issue 45);
 - ``adaptation``: a topology whose streams change, fail or scale while they
   run (P4SS's adaptability; issue 9);
 - ``bench``: the testbed's own speed and memory (``make bench``; package ``bench``);
@@ -51,6 +53,7 @@ KINDS = {
     "scale": "testbed.experiments.scale:ScaleRuns",
     "adaptation": "testbed.experiments.adaptation:Adaptation",
     "variants": "testbed.experiments.variants:Variants",
+    "startrule": "testbed.experiments.startrule:StartRule",
     "bench": "testbed.experiments.bench.kind:Bench",
     "soak": "testbed.experiments.soak:Soak",
 }

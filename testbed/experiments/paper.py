@@ -153,3 +153,13 @@ P4CEP_RULE_CHANGES = {
            "runtime configuration files hold table entries",
     "a_new_pattern": "new P4 code: recompile, redeploy the program (state lost)",
 }
+
+#: S4's window-start rule for time windows, as its public PTF tests fix it
+#: (rug-ds-lab/splitter-switch, ptf-tests/time-windows-*.py): the ports they
+#: expect follow windows that open at events, not on a grid.
+S4_START_RULE = {
+    "source": f"{S4}, Algorithms 3 and 4; its PTF tests ptf-tests/time-windows-sliding.py and -tumbling.py",
+    "rule": "a new window opens at the first event at or past the previous start + slide, at its timestamp",
+    "ptf_time_window_packets": 25,
+    "finding": "the papers' workloads (consecutive timestamps) give the same windows under either rule",
+}

@@ -381,6 +381,8 @@ class ExperimentDir:
     cep_rates = At("raw", "cep_rates.parquet")                # cep: one row per blast
     cep_changes = At("raw", "cep_changes.parquet")            # cepadapt: one row per change applied
     cep_changes_events = At("raw", "cep_complex_events.parquet")  # cepadapt: switch's and oracle's complex events
+    start_windows = At("raw", "start_windows.parquet")        # startrule: one row per window, per stream and rule
+    start_load = At("raw", "start_load.parquet")              # startrule: copies per operator, per stream and rule
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", resolved(self.root))

@@ -61,7 +61,8 @@ def test_every_experiment_file_loads(quick):
                      "disorder": "scenarios", "p4ssadapt": "adaptation", "failover": "adaptation",
                      "elastic": "adaptation", "bench": "bench", "soak": "soak", "cpupolicy": "cpupolicy",
                      "flights": "variants", "skew": "variants", "slash": "scenarios", "e2elatency": "e2elatency",
-                     "batching": "batching", "p4cep": "cep", "cepadapt": "cepadapt", "s4scale": "scale"}
+                     "batching": "batching", "p4cep": "cep", "cepadapt": "cepadapt", "s4scale": "scale",
+                     "startrule": "startrule"}
 
 
 def test_all_runs_the_paper_figures_and_not_the_bench_or_the_soak():
@@ -440,3 +441,29 @@ def test_key_skew_reads_the_exponent_of_a_stream_record():
     assert key_skew({"keys": {"distribution": "zipf", "s": 1.5, "n": 3}}) == 1.5
     assert key_skew({"keys": {"distribution": "uniform", "n": 3, "s": None}}) == 0.0
     assert key_skew({}) == 0.0
+
+
+# -- startrule: the grid against windows that start at events ---------------------
+def test_startrule_parts_the_rules_only_where_a_grid_start_has_no_event(tmp_path):
+    """tbsw1's timestamps put an event on every grid start: the rules agree on
+    every event.  The flights leave nights without one: the rules part, and
+    the event rule opens fewer windows (none over the empty nights)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from testbed.cli import main
+
+    out = tmp_path / "startrule"
+    res = CliRunner().invoke(main, ["experiment", "startrule", "--quick", "--param", "events=4000",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    record = json.loads((out / "experiment.json").read_text())
+    assert record["ok"] is True
+    tbsw1, flights = record["ours"]["streams"]["tbsw1/291"], record["ours"]["streams"]["flightsdep/13"]
+    assert tbsw1["events_to_other_operators"] == 0 and tbsw1["grid"] == tbsw1["event"]
+    assert flights["events_to_other_operators"] > 0
+    assert flights["event"]["windows"] < flights["grid"]["windows"]
+    load = pd.read_parquet(out / "raw" / "start_load.parquet")
+    assert set(load["rule"]) == {"grid", "event"}
+    assert (out / "startrule.png").stat().st_size > 0
