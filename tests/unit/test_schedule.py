@@ -199,3 +199,27 @@ def test_pacing_an_experiment_moves_its_points_with_its_events():
     slow = paced(data, 0.5)
     assert slow["schedule"][0]["after"]["events"] == 500 and slow["schedule"][1]["after"]["ts"] == 1050
     parse_topology(slow)
+
+
+@pytest.mark.parametrize("change", [
+    {"operators": ["h3"]},                                                          # operators only
+    {"window": {"kind": "time", "size": 9, "slide": 3, "starts": "event"}},          # the spec itself
+], ids=["operators", "window"])
+def test_a_stream_whose_windows_start_at_events_takes_no_change(change):
+    """The switch keeps one epoch's starts only (docs/windows.md, "Where windows start")."""
+    window = {"kind": "time", "size": 10, "slide": 5, "starts": "event"}
+    data = topologies.topology_data([topologies.stream(5, window, ["h2"], events=40, rate=10)], 4)
+    data["schedule"] = [{"at": 1, "change": {"stream": 5, **change}}]
+    with pytest.raises(TopologyError, match=r"schedule\[0\]\.change\.window\.starts: .*start at events takes no "
+                                            r"change") as err:
+        parse_topology(data, "t.yaml")
+    assert "\n" not in str(err.value) and str(err.value).startswith("t.yaml: ")
+
+
+def test_a_change_cannot_turn_grid_windows_into_event_ones():
+    data = topologies.topology_data([topologies.stream(5, {"kind": "time", "size": 10, "slide": 5}, ["h2"],
+                                                       events=40, rate=10)], 4)
+    data["schedule"] = [{"at": 1, "change": {"stream": 5, "window": {"kind": "time", "size": 10, "slide": 5,
+                                                                      "starts": "event"}}}]
+    with pytest.raises(TopologyError, match=r"window\.starts"):
+        parse_topology(data, "t.yaml")
