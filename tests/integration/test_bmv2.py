@@ -282,6 +282,9 @@ SEMANTICS = {
     "count_sliding": ({"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4", "h5"], 1),
     "time_tumbling": ({"kind": "time", "size": 6, "slide": 10}, ["h2", "h3", "h4"], 3),   # with gaps
     "time_sliding": ({"kind": "time", "size": 10, "slide": 4}, ["h2", "h3", "h4"], 3),
+    # windows that start at events, on steps that do not divide the slide (off the grid)
+    "time_tumbling_event": ({"kind": "time", "size": 5, "slide": 5, "starts": "event"}, ["h2", "h3", "h4"], 3),
+    "time_sliding_event": ({"kind": "time", "size": 9, "slide": 3, "starts": "event"}, ["h2", "h3", "h4"], 4),
 }
 
 
