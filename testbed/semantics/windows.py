@@ -357,7 +357,7 @@ def chain_epochs(first: StreamConfig, changes: Sequence[tuple[int, StreamConfig]
     given as ``(start, new config)`` with ``start`` a window start of the
     epoch before it (as ``Epoch.boundary_after`` gives)."""
     epochs = [Epoch(0, first)]
-    if changes and first.assigner.starts == EVENT:
+    if changes and EVENT in {first.assigner.starts, *(config.assigner.starts for _start, config in changes)}:
         raise ValueError("a stream whose windows start at events takes no change: the data plane keeps "
                          "the starts of one epoch's windows only (docs/windows.md, \"Where windows start\")")
     for start, config in changes:

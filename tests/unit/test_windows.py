@@ -390,6 +390,9 @@ def test_event_starts_take_no_change():
     oracle = StreamOracle(EventStartTimeWindows(4, 2), ["a"])
     with pytest.raises(ValueError, match="start at events takes no change"):
         oracle.arm(StreamConfig(EventStartTimeWindows(4, 2), ("b",)))
+    grid = StreamOracle(TimeWindows(4, 2), ["a"])
+    with pytest.raises(ValueError, match="start at events takes no change"):
+        grid.arm(StreamConfig(EventStartTimeWindows(4, 2), ("b",)))
 
 
 def test_event_starts_coincide_with_the_grid_when_every_slide_starts_with_an_event():
