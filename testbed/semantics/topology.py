@@ -802,6 +802,10 @@ def check_schedule(topo: "Topology") -> None:
             if streams[e.stream].split == "key":
                 raise ScheduleError(f"adapt.elastic[{i}].stream", f"stream {e.stream} is split by key, so its N "
                                                                   f"stays fixed for the run")
+            if streams[e.stream].window.starts == EVENT:
+                raise ScheduleError(f"adapt.elastic[{i}].stream", f"stream {e.stream}'s windows start at events, "
+                                                                  f"so its N stays fixed for the run (the switch "
+                                                                  f"keeps one epoch's starts only)")
             for j, host in enumerate(e.pool):
                 if host not in topo.hosts or host == streams[e.stream].source:
                     raise ScheduleError(f"adapt.elastic[{i}].pool[{j}]", f"{host!r} cannot be an operator")
@@ -809,6 +813,10 @@ def check_schedule(topo: "Topology") -> None:
         if topo.adapt.failover and keyed:
             raise ScheduleError("adapt.failover", f"stream {keyed[0]} is split by key, and failover would move "
                                                   f"its keys to other operators mid-window")
+        at_events = [s.id for s in topo.streams if s.window.starts == EVENT]
+        if topo.adapt.failover and at_events:
+            raise ScheduleError("adapt.failover", f"stream {at_events[0]}'s windows start at events, and failover "
+                                                  f"would change its operators, which such a stream cannot take")
 
 
 def cep_timeline(topo: "Topology") -> CepTimeline:

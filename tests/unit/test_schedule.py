@@ -223,3 +223,17 @@ def test_a_change_cannot_turn_grid_windows_into_event_ones():
                                                                       "starts": "event"}}}]
     with pytest.raises(TopologyError, match=r"window\.starts"):
         parse_topology(data, "t.yaml")
+
+
+@pytest.mark.parametrize("adapt, field", [
+    ({"elastic": [{"stream": 5, "pool": ["h2", "h3", "h4"], "max": 3, "high": 2, "low": 1}]},
+     "adapt.elastic[0].stream"),
+    ({"failover": True}, "adapt.failover"),
+])
+def test_policies_that_change_operators_refuse_windows_that_start_at_events(adapt, field):
+    data = with_schedule(None, adapt)
+    data["streams"][0]["window"] = {"kind": "time", "size": 10, "slide": 5, "starts": "event"}
+    with pytest.raises(TopologyError, match=field.replace("[", r"\[").replace("]", r"\]") + ": .*start at events"):
+        parse_topology(data, "t.yaml")
+    data["streams"][0]["window"]["starts"] = "grid"
+    parse_topology(data, "t.yaml")                   # the same policy on the grid is fine

@@ -111,7 +111,6 @@ class SlideTracker:
         regs["newest_window"][stream] = window
         return start, newest, begun, window
 
-
     def _track_event_starts(self, stream: int, x: int, win: "WindowParams", n_ops: int) -> "str | SlideOutcome":
         """Windows that start at events (slides.p4, EventStartTracker): an
         in-order event at or past the newest start + slide opens one window
