@@ -215,7 +215,9 @@ def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
 @needs_mininet
 @pytest.mark.bmv2
 @pytest.mark.parametrize("window", [{"kind": "count", "size": 5, "slide": 2},
-                                    {"kind": "time", "size": 9, "slide": 4}], ids=["count", "time"])
+                                    {"kind": "time", "size": 9, "slide": 4},
+                                    {"kind": "time", "size": 9, "slide": 4, "starts": "event"}],
+                         ids=["count", "time", "time-event"])
 def test_run_on_bmv2_passes_check(tmp_path, window):
     from testbed.targets.bmv2.toolchain import toolchain_missing
     if toolchain_missing():
