@@ -349,9 +349,14 @@ def program_stats(config: dict[str, Any]) -> dict[str, Any]:
 
 def fits(row: dict[str, Any], table_sizes: dict[str, int]) -> bool:
     """Whether a plan of this size fits the compiled program: every table's
-    entries within its size, every operator on a port bmv2 can number."""
-    ports_needed = row["N"] + 1                     # the source's port, then one per operator
-    return ports_needed < N_PORTS and all(row[t] <= table_sizes.get(t, row[t]) for t in SCHEMA)
+    entries within its size, and every operator an instance the splitter can
+    address.  An operator has a port of its own while they last (one is the
+    source's); past them, the instances share hosts as a live readback places
+    them (``readback_topology``), each with a 16-bit instance id.  bmv2's
+    replication engine has a node limit of its own, which no compiled file
+    states: a live readback it refuses is recorded as refused."""
+    addressable = row["N"] + 1 < N_PORTS or row["N"] <= MAX_SHARED_INSTANCES
+    return addressable and all(row[t] <= table_sizes.get(t, row[t]) for t in SCHEMA)
 
 
 def largest_fitting(rows: pd.DataFrame, axis: str, table_sizes: dict[str, int]) -> dict[str, Any]:
