@@ -458,6 +458,28 @@ def cepadapt(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
                                                    "there and table entries here")
 
 
+def startrule(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
+    """S4's window-start rule against the grid: S4 states its rule and measures no difference."""
+    theirs = (record.get("paper") or {}).get("s4_start_rule") or {}
+    rows = []
+    for key, stream in ((record.get("ours") or {}).get("streams") or {}).items():
+        grid, event = stream.get("grid") or {}, stream.get("event") or {}
+        moved, total = stream.get("events_to_other_operators"), stream.get("events")
+        rows.append(Row(f"{key}: windows, grid / event", "-",
+                        f"{num(grid.get('windows'))} / {num(event.get('windows'))}",
+                        "the same windows" if moved == 0 else "the rules part where time has gaps"))
+        rows.append(Row(f"{key}: events sent to other operators", "-",
+                        f"{num(moved)} of {num(total)}" + (f" ({moved / total:.0%})" if moved and total else ""),
+                        "no paper number"))
+        rows.append(Row(f"{key}: busiest operator over the mean, grid / event", "-",
+                        " / ".join(f"{side['load_max_over_mean']:.3f}" if "load_max_over_mean" in side else "-"
+                                   for side in (grid, event)),
+                        "no paper number"))
+    claim = sentence(theirs.get("source", "S4"), f"{theirs.get('rule', 'windows start at events')}")
+    return Comparison(claim, rows, NOT_COMPARABLE, "S4 states its rule and measures no stream under the grid's; "
+                                                   "both are run here on the same events")
+
+
 def finding_only(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
     """A kind no paper measures: the paper's statement, no table."""
     papers = list((record.get("paper") or {}).values())
@@ -471,6 +493,7 @@ def finding_only(expdir: ExperimentDir, record: dict[str, Any]) -> Comparison:
 BY_KIND: dict[str, Callable[[ExperimentDir, dict[str, Any]], Comparison]] = {
     "scenarios": scenarios, "resources": resources, "rates": rates, "latency": latency, "control": control,
     "scale": scale, "cep": cep, "variants": variants, "adaptation": adaptation, "cepadapt": cepadapt,
+    "startrule": startrule,
 }
 
 

@@ -173,6 +173,9 @@ class StartRule(ExperimentKind):
         for col, ((name, sid), part) in enumerate(groups):
             table = part.pivot(index="operator", columns="rule", values="copies").reindex(columns=list(START_RULES))
             table.plot.bar(ax=axes[0][col], rot=0)
+            # Room above the bars for the legend: even loads reach the same height everywhere.
+            axes[0][col].set_ylim(0, 1.3 * float(table.to_numpy().max() or 1))
+            axes[0][col].legend(title="rule", ncol=2, fontsize=8, loc="upper center")
             axes[0][col].set_title(f"{name}, stream {sid}: copies per operator", fontsize=9)
             axes[0][col].set_ylabel("copies")
             w = windows[(windows["scenario"] == name) & (windows["stream"] == sid)]

@@ -480,3 +480,24 @@ def test_the_instruction_table_keeps_the_docs_columns_of_benches_not_here():
         "the same events: count tumbling 100/100, 3.4× the floor."]
     # the cep_floor row had a count only in the column a newer bench of its p4/ replaced
     assert with_earlier_columns(new)("").splitlines()[0] == new.splitlines()[0]
+
+
+def test_the_start_rule_section_puts_both_rules_side_by_side_per_stream(tmp_path):
+    from testbed.experiments import paper
+    from testbed.experiments.claims import NOT_COMPARABLE, compare
+    from testbed.rundir import ExperimentDir
+
+    same = {"windows": 124, "load_max_over_mean": 1.0}
+    record = {"kind": "startrule", "paper": {"s4_start_rule": paper.S4_START_RULE}, "ours": {"streams": {
+        "tbsw1/1": {"events": 1240, "events_to_other_operators": 0, "grid": same, "event": same},
+        "flightsdep/1": {"events": 1000, "events_to_other_operators": 790,
+                         "grid": {"windows": 2917, "load_max_over_mean": 1.27},
+                         "event": {"windows": 2579, "load_max_over_mean": 1.003}}}}}
+    comparison = compare(ExperimentDir(tmp_path), record)
+    assert comparison.verdict == NOT_COMPARABLE and comparison.claim.startswith("S4 Algorithms 3 and 4")
+    by_case = {row.case: row for row in comparison.rows}
+    assert by_case["tbsw1/1: windows, grid / event"].relation == "the same windows"
+    flights = by_case["flightsdep/1: windows, grid / event"]
+    assert flights.ours == "2,917 / 2,579" and flights.relation == "the rules part where time has gaps"
+    assert by_case["flightsdep/1: events sent to other operators"].ours == "790 of 1,000 (79%)"
+    assert by_case["flightsdep/1: busiest operator over the mean, grid / event"].ours == "1.270 / 1.003"
