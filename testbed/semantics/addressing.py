@@ -4,7 +4,9 @@ The splitter's egress rewrites every copy to its operator's addresses, so
 the plan (``testbed.semantics.plan``) needs them as much as the emulated
 network does; both take them from here, and a topology is valid only if its
 addresses can be planned.  Hosts are addressed in 10.0.0.0/24 while they
-fit beside the splitter, else in a /22.  A plan that no network will carry
+fit beside the splitter, else in the smallest of a /22, /20 or /16 that
+holds them (more than 510 hosts need racks, ``Topology.racks``; the /16
+stays clear of the shared hosts' instance networks, 10.16.0.0/12).  A plan that no network will carry
 (``parse_topology(plan_only=True)``, the resource sweeps) may have more
 operators than a switch has ports: S4 maps operator ids to addresses
 anywhere, so such plans draw from all of 10/8.
@@ -16,6 +18,8 @@ from typing import Any
 
 SUBNET = ipaddress.ip_network("10.0.0.0/24")
 WIDE_SUBNET = ipaddress.ip_network("10.0.0.0/22")
+#: For racked networks past the /22, smallest first.
+WIDER_SUBNETS = (ipaddress.ip_network("10.0.0.0/20"), ipaddress.ip_network("10.0.0.0/16"))
 PLAN_SUBNET = ipaddress.ip_network("10.0.0.0/8")
 #: Where sources address their events; never given to a host.
 SPLITTER_IP = "10.0.0.254"
@@ -36,7 +40,9 @@ def subnet(topo: Any) -> ipaddress.IPv4Network:
         return SUBNET
     if getattr(topo, "_plan_only", False) and len(topo.hosts) > WIDE_SUBNET.num_addresses - 3:
         return PLAN_SUBNET
-    return WIDE_SUBNET
+    if len(topo.hosts) <= WIDE_SUBNET.num_addresses - 3:
+        return WIDE_SUBNET
+    return next((net for net in WIDER_SUBNETS if len(topo.hosts) <= net.num_addresses - 3), WIDER_SUBNETS[-1])
 
 
 def plan_addresses(topo: Any) -> dict[str, tuple[str, str]]:

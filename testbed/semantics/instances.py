@@ -18,6 +18,12 @@ positions on that id, or on the port when the rid is 0.  The rewrite gives
 each instance the host's MAC and an IP address of its own, from a /16 per
 shared host (``instance_network``); the host accepts the whole /16 as local,
 and its one receiver tells instances apart by each datagram's destination.
+
+A host in a rack (``racks:``, docs/topology.md "Racks") shares its splitter
+port with the rack's other hosts, so the port cannot name it: its one
+instance gets an id from ``FIRST_SHARED_ID`` up too, and is reached the
+same way.  It keeps the host's own IP and MAC, which the rack's bridge
+delivers by.
 """
 from __future__ import annotations
 
@@ -116,7 +122,8 @@ class Instance:
 
     @property
     def shared(self) -> bool:
-        """Whether its host runs other instances too (reached by a multicast node of its own)."""
+        """Whether its port leads to other instances too, of its host or of its
+        rack (then it is reached by a multicast node of its own)."""
         return self.id >= FIRST_SHARED_ID
 
 
@@ -140,9 +147,11 @@ def topology_networks(topo: Any) -> dict[str, ipaddress.IPv4Network]:
 
 
 def plan_instances(hosts: Iterable[str], counts: Mapping[str, int], ports: Mapping[str, int],
-                   addresses: Mapping[str, tuple[str, str]]) -> dict[str, Instance]:
-    """Every instance of ``hosts`` (in placement order), by name, with its id and addresses."""
+                   addresses: Mapping[str, tuple[str, str]], racked: Iterable[str] = ()) -> dict[str, Instance]:
+    """Every instance of ``hosts`` (in placement order), by name, with its id and
+    addresses; a host of ``racked`` shares its port, so even its one instance gets an id past the ports."""
     hosts = list(hosts)
+    racked = set(racked)
     networks = shared_networks(hosts, counts)
     out: dict[str, Instance] = {}
     next_id = FIRST_SHARED_ID
@@ -150,7 +159,11 @@ def plan_instances(hosts: Iterable[str], counts: Mapping[str, int], ports: Mappi
         count = counts.get(host, 1)
         ip, mac = addresses[host]
         if count == 1:
-            out[host] = Instance(host, host, 0, ports[host], ports[host], ip, mac)
+            if host in racked:
+                out[host] = Instance(host, host, 0, next_id, ports[host], ip, mac)
+                next_id += 1
+            else:
+                out[host] = Instance(host, host, 0, ports[host], ports[host], ip, mac)
             continue
         network = networks[host]
         for i in range(count):

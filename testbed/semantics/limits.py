@@ -47,6 +47,11 @@ MAX_BATCH = 16
 MAX_GROUPS = (1 << GROUP_ID_BITS) - 1
 #: Host k is on switch port k, from 1 up to the port before v1model's drop port.
 MAX_HOSTS = DROP_PORT - 1
+#: A Linux bridge has at most 1,024 ports (BR_MAX_PORTS); a rack's uplink takes one.
+MAX_RACK_HOSTS = 1023
+#: Hosts the address plan can give addresses beside the splitter: a /16
+#: less its network, broadcast and splitter addresses (``addressing.subnet``).
+MAX_RACKED_HOSTS = (1 << 16) - 3
 #: Table capacities, for the plan's entry counts.
 TABLE_CAPACITY = TABLE_SIZES
 #: Linux refuses interface names longer than this (IFNAMSIZ - 1).

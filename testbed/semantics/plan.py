@@ -230,7 +230,7 @@ class SplitterPlan:
         self.addresses = plan_addresses(topology)
         #: Every operator instance a host can run, by name.
         self.instances = plan_instances(placement_order(topology), instance_counts(topology.hosts), self.ports,
-                                        self.addresses)
+                                        self.addresses, racked=topology.rack_of())
         self._group_ids: dict[tuple[int, ...], MulticastGroup] = {}
         #: Operator lists -> their sets, in the order streams brought them.
         self.opsets: dict[tuple[str, ...], OperatorSet] = {}
@@ -394,7 +394,9 @@ class SplitterPlan:
         return out
 
     def host_of_port(self) -> dict[int, str]:
-        return {p: h for h, p in self.ports.items()}
+        """``port -> the host on it``, or the rack whose bridge is on it."""
+        rack_of = self.topology.rack_of()
+        return {p: rack_of.get(h, h) for h, p in self.ports.items()}
 
     def operator_of_id(self) -> dict[int, str]:
         """``instance id -> operator instance`` (a whole host's id is its port)."""

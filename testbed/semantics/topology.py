@@ -440,6 +440,22 @@ class Link(StrictModel):
         return bool(self.delay or self.loss or self.reorder)
 
 
+class Rack(StrictModel):
+    """A leaf switch below the splitter: an ordinary L2 bridge with one
+    splitter port, its hosts hanging off it (docs/topology.md, "Racks").
+    The splitter reaches each racked host as it reaches an instance of a
+    shared host, through a group node whose rid is the host's instance id,
+    so the egress rewrite's MAC picks the host and the bridge delivers by
+    that MAC alone."""
+
+    hosts: list[Name] = Field(min_length=1, max_length=limits.MAX_RACK_HOSTS)
+
+    @field_validator("hosts")
+    @classmethod
+    def _distinct(cls, hosts: list[str]) -> list[str]:
+        return distinct(hosts, "hosts")
+
+
 class Switch(StrictModel):
     name: Name = "s1"
     target: Literal["model", "bmv2"] = "model"
@@ -450,6 +466,9 @@ class Topology(StrictModel):
     description: str = ""
     seed: Int64 = Field(default=1, ge=0)
     switch: Switch = Switch()
+    #: Leaf switches below the splitter, each holding some of the hosts on one
+    #: port.  Read before ``hosts``, whose port count depends on them.
+    racks: dict[Name, Rack] = {}
     hosts: dict[Name, Host] = Field(min_length=2)
     links: list[Link] = []
     streams: list[Stream] = Field(min_length=1)
@@ -465,15 +484,21 @@ class Topology(StrictModel):
     @field_validator("hosts")
     @classmethod
     def _ports(cls, hosts: dict[str, Host], info: ValidationInfo) -> dict[str, Host]:
-        if len(hosts) > limits.MAX_HOSTS and not _plan_only(info):
+        # Racks are read after hosts: with racks, ``_check_racks`` counts the ports instead.
+        racks = info.data.get("racks")
+        if len(hosts) > limits.MAX_HOSTS and not _plan_only(info) and not racks:
             raise ValueError(f"{len(hosts)} hosts, but the switch has ports for {limits.MAX_HOSTS} "
                              f"(1..{limits.MAX_HOSTS}: bmv2's port space is {limits.MAX_HOSTS + 2}, "
                              f"and its last port drops)")
+        if len(hosts) > limits.MAX_RACKED_HOSTS:
+            raise ValueError(f"{len(hosts)} hosts, but the address plan holds {limits.MAX_RACKED_HOSTS} "
+                             f"(a /16 beside the splitter)")
         return hosts
 
     @model_validator(mode="after")
     def _cross_references(self, info: ValidationInfo):
         hosts = self.hosts
+        self._check_racks(info)
         self._check_switch_name("switch.name")
         self._check_instances()
         for i, link in enumerate(self.links):
@@ -536,8 +561,35 @@ class Topology(StrictModel):
         return Link(host=host)
 
     def switch_ports(self) -> dict[str, int]:
-        """``host -> switch port``: ports are numbered 1.. in ``hosts`` order."""
-        return {name: i + 1 for i, name in enumerate(self.hosts)}
+        """``host -> switch port``: ports are numbered 1.. in ``hosts`` order; a
+        rack takes the next port where its first host comes, and all its hosts share it."""
+        rack_of = self.rack_of()
+        out: dict[str, int] = {}
+        rack_port: dict[str, int] = {}
+        next_port = 1
+        for name in self.hosts:
+            rack = rack_of.get(name)
+            if rack is not None and rack in rack_port:
+                out[name] = rack_port[rack]
+                continue
+            out[name] = next_port
+            if rack is not None:
+                rack_port[rack] = next_port
+            next_port += 1
+        return out
+
+    def rack_of(self) -> dict[str, str]:
+        """``racked host -> its rack``."""
+        return {host: rack for rack, r in self.racks.items() for host in r.hosts}
+
+    def rack_ports(self) -> dict[str, int]:
+        """``rack -> its one splitter port``."""
+        ports = self.switch_ports()
+        return {rack: ports[r.hosts[0]] for rack, r in self.racks.items()}
+
+    def port_count(self) -> int:
+        """Splitter ports in use: one per host outside racks, one per rack."""
+        return len(self.hosts) - sum(len(r.hosts) for r in self.racks.values()) + len(self.racks)
 
     def operator_hosts(self) -> list[str]:
         """Every host that runs, or may come to run, an operator instance: of a
@@ -622,9 +674,12 @@ class Topology(StrictModel):
             raise _FieldError(f"hosts.{shared[instances_.MAX_SHARED_HOSTS]}.instances",
                               f"at most {instances_.MAX_SHARED_HOSTS} hosts run several instances "
                               f"(each takes a /16 of {instances_.INSTANCE_NETWORKS})")
-        total = sum(counts[h] for h in shared)
+        # A racked host's one instance takes an id past the ports as well (``instances``).
+        racked_single = sum(1 for h in self.rack_of() if counts.get(h, 1) == 1)
+        total = sum(counts[h] for h in shared) + racked_single
         if total > instances_.MAX_SHARED_INSTANCES:
-            raise _FieldError("hosts", f"{total} instances on shared hosts, more than the "
+            racked = " and racked" if racked_single else ""
+            raise _FieldError("hosts", f"{total} instances on shared{racked} hosts, more than the "
                                        f"{instances_.MAX_SHARED_INSTANCES} that 16-bit instance ids leave them")
         for name, h in self.hosts.items():
             if shared and h.ip and ipaddress.ip_address(h.ip.split("/")[0]) in instances_.INSTANCE_NETWORKS:
@@ -660,12 +715,52 @@ class Topology(StrictModel):
                 seen.setdefault(op, None)
         return list(seen)
 
+    def _check_racks(self, info: ValidationInfo) -> None:
+        """Racks name known hosts, each once, that only receive: a racked host's
+        link is a bridge port, and the splitter knows the rack, not the host, by its port."""
+        if not self.racks:
+            return
+        if not _plan_only(info) and self.port_count() > limits.MAX_HOSTS:
+            raise _FieldError("racks", f"{self.port_count()} splitter ports (hosts outside racks, and one per "
+                                       f"rack), but the switch has {limits.MAX_HOSTS}")
+        seen: dict[str, str] = {}
+        sources = set(self.source_hosts())
+        sinks = {h for rule in self.cep_rules_ever() for h in rule.sinks}
+        linked = {link.host for link in self.links}
+        for rack, r in self.racks.items():
+            if rack in self.hosts or rack == self.switch.name:
+                raise _FieldError(f"racks.{rack}", f"{rack!r} is also a {'host' if rack in self.hosts else 'switch'} "
+                                                   f"name")
+            longest = f"{rack}-eth{len(r.hosts)}"
+            if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
+                raise _FieldError(f"racks.{rack}", f"with {len(r.hosts)} hosts the rack's interfaces are named "
+                                                   f"like {longest}, longer than Linux's "
+                                                   f"{limits.MAX_INTERFACE_NAME} bytes; use a shorter rack name")
+            for j, host in enumerate(r.hosts):
+                where = f"racks.{rack}.hosts[{j}]"
+                if host not in self.hosts:
+                    raise _FieldError(where, f"unknown host {host!r}")
+                if host in seen:
+                    raise _FieldError(where, f"host {host!r} is also in rack {seen[host]!r}")
+                seen[host] = rack
+                if host in sources:
+                    raise _FieldError(where, f"{host!r} is a stream's source; racked hosts only receive "
+                                             f"(a source keeps its own splitter port)")
+                if host in sinks:
+                    raise _FieldError(where, f"{host!r} is a cep sink; sinks keep their own splitter port")
+                if host in linked:
+                    raise _FieldError(where, f"{host!r} has an entry in links:; a racked host's link is a "
+                                             f"bridge port and cannot be shaped (not supported yet)")
+        if self.adapt is not None:
+            raise _FieldError("adapt", "failover and elastic pools watch whole splitter ports; a rack's port "
+                                       "holds several hosts (not supported together yet)")
+
     def _check_switch_name(self, field: str) -> None:
         if self.switch.name in self.hosts:
             raise _FieldError(field, f"{self.switch.name!r} is also a host name")
-        longest = f"{self.switch.name}-eth{len(self.hosts)}"
+        longest = f"{self.switch.name}-eth{self.port_count()}"
         if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
-            raise _FieldError(field, f"with {len(self.hosts)} hosts the switch's interfaces are named like "
+            raise _FieldError(field, f"with {self.port_count()} ports the switch's interfaces are named like "
                                      f"{longest}, longer than Linux's {limits.MAX_INTERFACE_NAME} bytes; "
                                      f"use a shorter switch name")
 
