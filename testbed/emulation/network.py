@@ -10,6 +10,10 @@ network namespace of its own, so nothing of a run is in the root namespace
 and two runs never share an interface name.  Each node's shell is recorded
 in the run's state as soon as it starts, so ``testbed clean`` can end it
 (and with it the namespace) after a crash at any moment of the build.
+
+A host in a rack (``Topology.racks``) is linked to its rack's bridge
+(``testbed.emulation.racks``) instead, and the rack to the splitter, on
+the port the plan gives the rack.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from testbed import ROOT
 from testbed.emulation.impairment import Impairment, parse_duration
 from testbed.emulation.pathstats import interface_counters, socket_drops
 from testbed.emulation.procs import node_run, register_pid, spawn, stop, wait_ready
+from testbed.emulation.racks import rack_class
 from testbed.rundir import RunDir
 from testbed.rundir.names import node_name
 from testbed.semantics.addressing import plan_addresses, subnet
@@ -93,6 +98,7 @@ class SplitterNetwork:
         self.link_modes: dict[str, str] = {}
         self.relays: dict[str, tuple[object, Impairment]] = {}     # host -> (relay node, impairment)
         self.relay_procs: dict[str, subprocess.Popen] = {}
+        self.racks: dict[str, Any] = {}      # rack -> its RackBridge node
 
     def build(self) -> "SplitterNetwork":
         from mininet.link import Link, TCLink
@@ -100,7 +106,8 @@ class SplitterNetwork:
 
         topo = self.topo
         # Mininet hands node and interface names to its nodes' shells: the last guard before it does.
-        for name, what in [(topo.switch.name, "switch.name"), *((h, f"hosts.{h}") for h in topo.hosts)]:
+        for name, what in [(topo.switch.name, "switch.name"), *((h, f"hosts.{h}") for h in topo.hosts),
+                           *((r, f"racks.{r}") for r in topo.racks)]:
             node_name(name, what)
         net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, host=_host_class())
@@ -113,9 +120,13 @@ class SplitterNetwork:
         prefix = subnet(topo).prefixlen
         ports = topo.switch_ports()
         kernel_netem = any(link.impaired and link.shaper != "user" for link in topo.links) and netem_missing() is None
+        rack_of = topo.rack_of()
         for name in topo.hosts:
             ip, mac = addresses[name]
             host = net.addHost(name, ip=f"{ip}/{prefix}", mac=mac)
+            if name in rack_of:
+                self._rack_link(host, rack_of[name], ports[name], mac)
+                continue      # validation refused links: entries for racked hosts
             link = topo.link_for(name)
             bw = {"bw": link.bw} if link.bw is not None else {}
             if link.impaired and (link.shaper == "user" or link.reorder or not kernel_netem):
@@ -144,9 +155,23 @@ class SplitterNetwork:
             node_run(self.host(name), "ip", "route", "add", "local", str(network), "dev", "lo")
         return self
 
+    def _rack_link(self, host, rack: str, port: int, mac: str) -> None:
+        """Link ``host`` to its rack's bridge, adding the rack and its uplink to the splitter at its first host."""
+        from mininet.link import Link
+
+        if rack not in self.racks:
+            node = self.net.addSwitch(rack, cls=rack_class(), device_id=len(self.racks) + 1)
+            self.net.addLink(node, self.switch, port1=0, port2=port, cls=Link)
+            self.racks[rack] = node
+        node = self.racks[rack]
+        link = self.net.addLink(host, node, cls=Link)
+        node.host_macs[link.intf2.name] = mac
+
     def start(self, ready_timeout: float = 60.0) -> "SplitterNetwork":
-        """Start the switch and wait until it is ready (alive, control port open)."""
+        """Start the racks' bridges, then the switch, and wait until it is ready (alive, control port open)."""
         assert self.net is not None and self.switch is not None
+        for rack in self.racks.values():
+            rack.start([])
         for intf in self.switch.intfList():
             if intf.name != "lo":
                 node_run(intf.node, "sysctl", "-qw", f"net.ipv6.conf.{intf.name}.disable_ipv6=1")
