@@ -127,26 +127,31 @@ def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, 
                   ("switch socket", max(path.switch_sockets.get(port, 0),
                                         (socket_stats.get(port) or {}).get("rx_dropped", 0)))]
         out["sources"][host] = {"lost": lost, "where": attribute(lost, places, uncounted_on_the_way_in(record.target))}
-    # The switch counts a port's copies; a host that runs several instances adds theirs up.
+    # The switch counts a port's copies; a host that runs several instances adds
+    # theirs up, and the hosts of a rack, all behind one port, add up theirs.
     host_of_received = received.index.get_level_values("operator").map(host_of) if len(received) else None
+    on_port: dict[str, list[str]] = {}
     for host in record.operator_hosts:
-        port = str(record.switch_ports[host])
-        got = int(received[host_of_received == host].sum()) if len(received) else 0
+        on_port.setdefault(str(record.switch_ports[host]), []).append(host)
+    for port, hosts in on_port.items():
+        got = sum(int(received[host_of_received == host].sum()) for host in hosts) if len(received) else 0
         lost = max(0, switch.ports.get(port, 0) - got)
-        inside = max(0, lost_at_host(streams, host) - lost)
+        inside = max(0, sum(lost_at_host(streams, host) for host in hosts) - lost)
         if lost + inside == 0:
             continue
+        name = "+".join(hosts)       # a rack's hosts are one entry: the switch cannot tell their copies apart
         where = {never_left(record.target): inside} if inside else {}
-        if host in dead:
+        if set(hosts) & dead:
             where |= {"receiver died": lost} if lost else {}
         else:
-            far, own = path.switch_ports.get(port), path.hosts.get(host)
+            far, owns = path.switch_ports.get(port), [path.hosts.get(host) for host in hosts]
             places = [("switch send errors", (socket_stats.get(port) or {}).get("tx_errors", 0)),
                       ("switch link end", far.tx_dropped + far.tx_errors if far else 0),
-                      ("operator link end", own.rx_dropped + own.rx_errors if own else 0),
-                      ("operator socket", (receivers.get(host) or {}).get("rcvbuf_errors", 0))]
+                      ("operator link end", sum(own.rx_dropped + own.rx_errors for own in owns if own)),
+                      ("operator socket", sum((receivers.get(host) or {}).get("rcvbuf_errors", 0)
+                                              for host in hosts))]
             where |= attribute(lost, places)
-        out["operators"][host] = {"lost": lost + inside, "where": where}
+        out["operators"][name] = {"lost": lost + inside, "where": where}
     return out
 
 
