@@ -69,12 +69,15 @@ def print_plan(topo: Topology, k: int) -> None:
             ops = ", ".join(row["operators"]) or f"(none: {row.get('dropped')})"
             events.add_row(str(row["seq"]), str(row["ts"]), span, ops)
         console.print(events)
-    egress = Table(title="egress rewrite (operator port -> destination)")
-    for col in ("port", "host", "mac", "ip"):
+    # Egress keys on the instance id: a whole host's port, or an id past the
+    # ports for an instance of a shared host or a host in a rack.
+    egress = Table(title="egress rewrite (instance id -> destination)")
+    for col in ("id", "operator", "port", "mac", "ip"):
         egress.add_column(col)
-    hosts = plan.host_of_port()
+    operators = plan.operator_of_id()
     for e in plan.egress:
-        egress.add_row(str(e.match[0]), hosts[e.match[0]], str(e.params[0]), str(e.params[1]))
+        op = operators[e.match[0]]
+        egress.add_row(str(e.match[0]), op, str(plan.instances[op].port), str(e.params[0]), str(e.params[1]))
     console.print(egress)
     cost = plan.cost()
     console.print("cost: " + ", ".join(f"{k}={v}" for k, v in cost.items()))

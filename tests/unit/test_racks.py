@@ -123,3 +123,15 @@ def test_a_shared_host_in_a_rack_keeps_its_instances_on_the_racks_port():
     plan = SplitterPlan(topo(hosts=hosts))
     mine = [inst for inst in plan.instances.values() if inst.host == "h3"]
     assert len(mine) == 4 and {inst.port for inst in mine} == {2} and all(inst.shared for inst in mine)
+
+
+@pytest.mark.parametrize("name", ["racks", "s4n1024"])
+def test_plan_shows_egress_by_instance_id(name):
+    """Ids past the ports (racked hosts, shared hosts' instances) name their operator and port."""
+    from support.runs import run_cli
+
+    res = run_cli("plan", name, "-k", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "egress rewrite (instance id -> destination)" in res.stdout
+    if name == "racks":
+        assert any(line.split("│")[1:4] == [" 512 ", " h2       ", " 2    "] for line in res.stdout.splitlines())
