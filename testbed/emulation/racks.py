@@ -47,6 +47,9 @@ def rack_class():
             """Mininet's node shell, recorded at once so ``testbed clean`` finds it after any crash."""
             super().startShell(mnopts)
             register_pid(self.pid, f"mininet rack {self.name}")
+            # Before any port exists: a port with IPv6 would send its own router
+            # solicitations and reports straight down each host's link.
+            self.run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 
         def run(self, *argv: str) -> None:
             out, err, code = self.pexec(list(argv))
@@ -55,7 +58,6 @@ def rack_class():
 
         def start(self, controllers) -> None:
             """Bridge every port, pin each host's MAC to its port, and flood nothing to hosts."""
-            self.run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
             self.run("ip", "link", "add", BRIDGE, "type", "bridge", "stp_state", "0")
             for intf in self.intfList():
                 if intf.name == "lo":
@@ -65,7 +67,7 @@ def rack_class():
             for name, mac in self.host_macs.items():
                 # A host port learns nothing and is flooded nothing: only its static entry sends to it.
                 self.run("bridge", "link", "set", "dev", name, "learning", "off", "flood", "off",
-                         "mcast_flood", "off")
+                         "mcast_flood", "off", "bcast_flood", "off")
                 self.run("bridge", "fdb", "replace", mac, "dev", name, "master", "static")
             self.run("ip", "link", "set", BRIDGE, "up")
 
