@@ -27,6 +27,7 @@ from testbed.rundir.files import why_unreadable
 from testbed.rundir.names import NODE_NAME, UnsafeName, node_name
 from testbed.semantics import instances as instances_
 from testbed.semantics import limits, strict
+from testbed.semantics import racks as racks_
 from testbed.semantics.cep.changes import CepTimeline, plan_changes
 from testbed.semantics.cep.rules import CepRules, ComplexEventRule
 from testbed.semantics.datasets import Dataset, DatasetError, dataset_size
@@ -466,8 +467,7 @@ class Topology(StrictModel):
     description: str = ""
     seed: Int64 = Field(default=1, ge=0)
     switch: Switch = Switch()
-    #: Leaf switches below the splitter, each holding some of the hosts on one
-    #: port.  Read before ``hosts``, whose port count depends on them.
+    #: Leaf switches below the splitter (``racks``); read before ``hosts``, whose port count depends on them.
     racks: dict[Name, Rack] = {}
     hosts: dict[Name, Host] = Field(min_length=2)
     links: list[Link] = []
@@ -484,21 +484,15 @@ class Topology(StrictModel):
     @field_validator("hosts")
     @classmethod
     def _ports(cls, hosts: dict[str, Host], info: ValidationInfo) -> dict[str, Host]:
-        # Racks are read after hosts: with racks, ``_check_racks`` counts the ports instead.
-        racks = info.data.get("racks")
-        if len(hosts) > limits.MAX_HOSTS and not _plan_only(info) and not racks:
-            raise ValueError(f"{len(hosts)} hosts, but the switch has ports for {limits.MAX_HOSTS} "
-                             f"(1..{limits.MAX_HOSTS}: bmv2's port space is {limits.MAX_HOSTS + 2}, "
-                             f"and its last port drops)")
-        if len(hosts) > limits.MAX_RACKED_HOSTS:
-            raise ValueError(f"{len(hosts)} hosts, but the address plan holds {limits.MAX_RACKED_HOSTS} "
-                             f"(a /16 beside the splitter)")
-        return hosts
+        if info.data.get("racks"):        # ``check_racks`` counts ports; ``addressing`` must still hold the hosts
+            return _few(hosts, limits.MAX_RACKED_HOSTS, "the address plan holds", "(a /16 beside the splitter)", info)
+        return _few(hosts, limits.MAX_HOSTS, "the switch has ports for", f"(1..{limits.MAX_HOSTS}: bmv2's port "
+                    f"space is {limits.MAX_HOSTS + 2}, and its last port drops)", info)
 
     @model_validator(mode="after")
     def _cross_references(self, info: ValidationInfo):
         hosts = self.hosts
-        self._check_racks(info)
+        check_racks(self, _plan_only(info))
         self._check_switch_name("switch.name")
         self._check_instances()
         for i, link in enumerate(self.links):
@@ -561,35 +555,14 @@ class Topology(StrictModel):
         return Link(host=host)
 
     def switch_ports(self) -> dict[str, int]:
-        """``host -> switch port``: ports are numbered 1.. in ``hosts`` order; a
-        rack takes the next port where its first host comes, and all its hosts share it."""
-        rack_of = self.rack_of()
-        out: dict[str, int] = {}
-        rack_port: dict[str, int] = {}
-        next_port = 1
-        for name in self.hosts:
-            rack = rack_of.get(name)
-            if rack is not None and rack in rack_port:
-                out[name] = rack_port[rack]
-                continue
-            out[name] = next_port
-            if rack is not None:
-                rack_port[rack] = next_port
-            next_port += 1
-        return out
+        """``host -> switch port`` (``testbed.semantics.racks``): 1.. in ``hosts`` order, a rack's hosts sharing one."""
+        return racks_.switch_ports(self.hosts, self.rack_of())
 
     def rack_of(self) -> dict[str, str]:
-        """``racked host -> its rack``."""
         return {host: rack for rack, r in self.racks.items() for host in r.hosts}
 
-    def rack_ports(self) -> dict[str, int]:
-        """``rack -> its one splitter port``."""
-        ports = self.switch_ports()
-        return {rack: ports[r.hosts[0]] for rack, r in self.racks.items()}
-
     def port_count(self) -> int:
-        """Splitter ports in use: one per host outside racks, one per rack."""
-        return len(self.hosts) - sum(len(r.hosts) for r in self.racks.values()) + len(self.racks)
+        return len(self.hosts) - len(self.rack_of()) + len(self.racks)
 
     def operator_hosts(self) -> list[str]:
         """Every host that runs, or may come to run, an operator instance: of a
@@ -674,12 +647,9 @@ class Topology(StrictModel):
             raise _FieldError(f"hosts.{shared[instances_.MAX_SHARED_HOSTS]}.instances",
                               f"at most {instances_.MAX_SHARED_HOSTS} hosts run several instances "
                               f"(each takes a /16 of {instances_.INSTANCE_NETWORKS})")
-        # A racked host's one instance takes an id past the ports as well (``instances``).
-        racked_single = sum(1 for h in self.rack_of() if counts.get(h, 1) == 1)
-        total = sum(counts[h] for h in shared) + racked_single
+        total = sum(counts[h] for h in shared) + sum(counts[h] == 1 for h in self.rack_of())  # racked: ids too
         if total > instances_.MAX_SHARED_INSTANCES:
-            racked = " and racked" if racked_single else ""
-            raise _FieldError("hosts", f"{total} instances on shared{racked} hosts, more than the "
+            raise _FieldError("hosts", f"{total} instances on shared or racked hosts, more than the "
                                        f"{instances_.MAX_SHARED_INSTANCES} that 16-bit instance ids leave them")
         for name, h in self.hosts.items():
             if shared and h.ip and ipaddress.ip_address(h.ip.split("/")[0]) in instances_.INSTANCE_NETWORKS:
@@ -715,46 +685,6 @@ class Topology(StrictModel):
                 seen.setdefault(op, None)
         return list(seen)
 
-    def _check_racks(self, info: ValidationInfo) -> None:
-        """Racks name known hosts, each once, that only receive: a racked host's
-        link is a bridge port, and the splitter knows the rack, not the host, by its port."""
-        if not self.racks:
-            return
-        if not _plan_only(info) and self.port_count() > limits.MAX_HOSTS:
-            raise _FieldError("racks", f"{self.port_count()} splitter ports (hosts outside racks, and one per "
-                                       f"rack), but the switch has {limits.MAX_HOSTS}")
-        seen: dict[str, str] = {}
-        sources = set(self.source_hosts())
-        sinks = {h for rule in self.cep_rules_ever() for h in rule.sinks}
-        linked = {link.host for link in self.links}
-        for rack, r in self.racks.items():
-            if rack in self.hosts or rack == self.switch.name:
-                raise _FieldError(f"racks.{rack}", f"{rack!r} is also a {'host' if rack in self.hosts else 'switch'} "
-                                                   f"name")
-            longest = f"{rack}-eth{len(r.hosts)}"
-            if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
-                raise _FieldError(f"racks.{rack}", f"with {len(r.hosts)} hosts the rack's interfaces are named "
-                                                   f"like {longest}, longer than Linux's "
-                                                   f"{limits.MAX_INTERFACE_NAME} bytes; use a shorter rack name")
-            for j, host in enumerate(r.hosts):
-                where = f"racks.{rack}.hosts[{j}]"
-                if host not in self.hosts:
-                    raise _FieldError(where, f"unknown host {host!r}")
-                if host in seen:
-                    raise _FieldError(where, f"host {host!r} is also in rack {seen[host]!r}")
-                seen[host] = rack
-                if host in sources:
-                    raise _FieldError(where, f"{host!r} is a stream's source; racked hosts only receive "
-                                             f"(a source keeps its own splitter port)")
-                if host in sinks:
-                    raise _FieldError(where, f"{host!r} is a cep sink; sinks keep their own splitter port")
-                if host in linked:
-                    raise _FieldError(where, f"{host!r} has an entry in links:; a racked host's link is a "
-                                             f"bridge port and cannot be shaped (not supported yet)")
-        if self.adapt is not None:
-            raise _FieldError("adapt", "failover and elastic pools watch whole splitter ports; a rack's port "
-                                       "holds several hosts (not supported together yet)")
-
     def _check_switch_name(self, field: str) -> None:
         if self.switch.name in self.hosts:
             raise _FieldError(field, f"{self.switch.name!r} is also a host name")
@@ -780,6 +710,13 @@ class Topology(StrictModel):
             if s.id == stream_id:
                 return s
         raise KeyError(stream_id)
+
+
+def _few(hosts: dict, most: int, what: str, why: str, info: ValidationInfo) -> dict:
+    """``hosts``, or ``ValueError`` when a network would need more than ``most`` of something for them."""
+    if len(hosts) > most and not _plan_only(info):
+        raise ValueError(f"{len(hosts)} hosts, but {what} {most} {why}")
+    return hosts
 
 
 def describe(err: ValidationError) -> str:
@@ -825,6 +762,47 @@ def check_cep(topo: "Topology") -> None:
         cep_timeline(topo)
     except ScheduleError as err:
         raise _FieldError(err.field, err.message) from None
+
+
+def check_racks(topo: "Topology", plan_only: bool) -> None:
+    """Racks name known hosts, each once, that only receive: a racked host's
+    link is a bridge port, and the splitter knows the rack, not the host, by its port."""
+    if not topo.racks:
+        return
+    seen: dict[str, str] = {}
+    sources = set(topo.source_hosts())
+    sinks = {h for rule in topo.cep_rules_ever() for h in rule.sinks}
+    linked = {link.host for link in topo.links}
+    for rack, r in topo.racks.items():
+        if rack in topo.hosts or rack == topo.switch.name:
+            raise _FieldError(f"racks.{rack}", f"{rack!r} is also a {'host' if rack in topo.hosts else 'switch'} "
+                                               f"name")
+        longest = f"{rack}-eth{len(r.hosts)}"
+        if len(longest.encode()) > limits.MAX_INTERFACE_NAME:
+            raise _FieldError(f"racks.{rack}", f"with {len(r.hosts)} hosts the rack's interfaces are named "
+                                               f"like {longest}, longer than Linux's "
+                                               f"{limits.MAX_INTERFACE_NAME} bytes; use a shorter rack name")
+        for j, host in enumerate(r.hosts):
+            where = f"racks.{rack}.hosts[{j}]"
+            if host not in topo.hosts:
+                raise _FieldError(where, f"unknown host {host!r}")
+            if host in seen:
+                raise _FieldError(where, f"host {host!r} is also in rack {seen[host]!r}")
+            seen[host] = rack
+            if host in sources:
+                raise _FieldError(where, f"{host!r} is a stream's source; racked hosts only receive "
+                                         f"(a source keeps its own splitter port)")
+            if host in sinks:
+                raise _FieldError(where, f"{host!r} is a cep sink; sinks keep their own splitter port")
+            if host in linked:
+                raise _FieldError(where, f"{host!r} has an entry in links:; a racked host's link is a "
+                                         f"bridge port and cannot be shaped (not supported yet)")
+    if topo.adapt is not None:
+        raise _FieldError("adapt", "failover and elastic pools watch whole splitter ports; a rack's port "
+                                   "holds several hosts (not supported together yet)")
+    if not plan_only and topo.port_count() > limits.MAX_HOSTS:
+        raise _FieldError("racks", f"{topo.port_count()} splitter ports (hosts outside racks, and one per "
+                                   f"rack), but the switch has {limits.MAX_HOSTS}")
 
 
 def check_schedule(topo: "Topology") -> None:

@@ -29,7 +29,6 @@ def topo(**changes):
 def test_a_rack_takes_one_port_where_its_first_host_comes():
     t = topo()
     assert t.switch_ports() == {"h1": 1, "h2": 2, "h3": 2, "h4": 2, "h5": 3, "h6": 3, "h7": 3, "h8": 4}
-    assert t.rack_ports() == {"r1": 2, "r2": 3}
     assert t.port_count() == 4
 
 
