@@ -520,6 +520,42 @@ def test_instances_on_shared_hosts_match_the_model_and_the_oracle(seed, rig, swi
         assert api.counter_read("operator_out", inst.id) == run.model.counter_read("operator_out", inst.id)
 
 
+@needs_root
+@pytest.mark.parametrize("seed", [7, 8])
+def test_racked_hosts_match_the_model_and_the_oracle(seed, rig, switch):
+    """Hosts in a rack share its one port and are reached as shared instances are:
+    bmv2 = model = oracle, and every copy leaves on the rack's port with the MAC
+    of the host it is for, the one thing the rack's bridge delivers by."""
+    _proc, api = switch
+    rng = random.Random(seed)
+    racked = ["h2", "h3", "h4", "h5"]
+    hosts = VETH_PORTS + len(racked) - 1          # one port for the rack, the rig's 8 in all
+    ops = ["h2", "h3.0", "h3.1", "h4", "h5"] + [f"h{i}" for i in range(6, hosts + 1)]
+    data = topology_data(random_streams(rng, ops), hosts, name="bmv2racks", racks={"r1": {"hosts": racked}})
+    data["hosts"]["h3"] = {"instances": 2}
+    topo = parse_topology(data)
+    assert topo.port_count() == VETH_PORTS
+    run = Run(topo, random_events(rng, topo, 3000))
+    want = run.model_output()
+    got = run.through_bmv2(rig, api)
+    assert_same(run, got, want)
+    by_ip = {inst.ip: name for name, inst in run.plan.instances.items()}
+    addressed = {key: sorted(by_ip[socket.inet_ntoa(frame[30:34])] for _port, frame in copies)
+                 for key, copies in got.items()}
+    assert addressed == {key: ops for key, ops in run.oracle_operators.items() if ops}
+    rack_port = topo.switch_ports()["h2"]
+    seen = set()
+    for copies in got.values():
+        for port, frame in copies:
+            inst = run.plan.instances[by_ip[socket.inet_ntoa(frame[30:34])]]
+            assert port == inst.port and frame[0:6] == bytes.fromhex(inst.mac.replace(":", ""))
+            if port == rack_port:
+                seen.add(inst.host)
+    # random_streams picks each stream's operators: at least two racked hosts must be among them.
+    planned = {run.plan.instances[op].host for ops in addressed.values() for op in ops} & set(racked)
+    assert seen == planned and len(planned) >= 2
+
+
 # ----------------------------------------------------------------------
 # control plane
 # ----------------------------------------------------------------------
