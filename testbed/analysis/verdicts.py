@@ -130,6 +130,7 @@ def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, 
     # The switch counts a port's copies; a host that runs several instances adds
     # theirs up, and the hosts of a rack, all behind one port, add up theirs.
     host_of_received = received.index.get_level_values("operator").map(host_of) if len(received) else None
+    racks = {host: rack for rack, r in (record.topology.get("racks") or {}).items() for host in r["hosts"]}
     on_port: dict[str, list[str]] = {}
     for host in record.operator_hosts:
         on_port.setdefault(str(record.switch_ports[host]), []).append(host)
@@ -145,14 +146,22 @@ def where_lost(record: RunRecord, streams: dict[str, Any], receivers: dict[str, 
             where |= {"receiver died": lost} if lost else {}
         else:
             far, owns = path.switch_ports.get(port), [path.hosts.get(host) for host in hosts]
+            rack = racks.get(hosts[0])
             places = [("switch send errors", (socket_stats.get(port) or {}).get("tx_errors", 0)),
                       ("switch link end", far.tx_dropped + far.tx_errors if far else 0),
+                      *([("rack bridge", bridge_drops(path.racks.get(rack, {})))] if rack else []),
                       ("operator link end", sum(own.rx_dropped + own.rx_errors for own in owns if own)),
                       ("operator socket", sum((receivers.get(host) or {}).get("rcvbuf_errors", 0)
                                               for host in hosts))]
             where |= attribute(lost, places)
         out["operators"][name] = {"lost": lost + inside, "where": where}
     return out
+
+
+def bridge_drops(ports: dict[str, Any]) -> int:
+    """Frames a rack's bridge dropped: taking them in (the uplink) or sending them on (host ports)."""
+    return sum(c.rx_dropped + c.rx_errors if name.endswith("-eth0") else c.tx_dropped + c.tx_errors
+               for name, c in ports.items())
 
 
 def lost_at_host(streams: dict[str, Any], host: str) -> int:

@@ -214,7 +214,12 @@ class SplitterNetwork:
                 continue
             switch_ports[str(port)] = root.get(intf.name, {})
             switch_sockets[str(port)] = sockets.get(intf.name, 0)
-        return {"hosts": hosts, "switch_ports": switch_ports, "switch_sockets": switch_sockets}
+        # A rack's bridge ports are a hop of their own between the splitter and its hosts.
+        racks = {name: {intf: counters for intf, counters in
+                        interface_counters(node_run(rack, "ip", "-s", "-j", "link", "show")).items()
+                        if intf in {i.name for i in rack.intfList() if i.name != "lo"}}
+                 for name, rack in self.racks.items()}
+        return {"hosts": hosts, "switch_ports": switch_ports, "switch_sockets": switch_sockets, "racks": racks}
 
     def intf_of(self, host: str) -> str:
         return self.host(host).defaultIntf().name

@@ -137,6 +137,9 @@ class PathCounters(Model):
     hosts: dict[str, InterfaceCounters] = Field(description="each host's end of its link")
     switch_ports: dict[str, InterfaceCounters] = Field(description="the switch's end of each link, by port")
     switch_sockets: dict[str, int] = Field(description="frames the switch's packet socket on each port dropped")
+    racks: dict[str, dict[str, InterfaceCounters]] = Field(
+        default_factory=dict, description="each rack bridge's ports, by rack and interface (port 0, eth0, is "
+                                          "the uplink; empty without racks)")
 
 
 class Fault(Model):

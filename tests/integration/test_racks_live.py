@@ -62,6 +62,11 @@ def test_racked_operators_pass_check_and_each_host_sees_only_its_own_copies(tmp_
     assert counted[str(ports["h5"])] == sum(per_host[h] for h in ("h5", "h6", "h7"))
     assert counted[str(ports["h8"])] == per_host["h8"]
     assert run["accounting"]["where_lost"]["operators"] == {}
+    # Each rack's bridge counters are recorded: its uplink took in the port's copies.
+    bridges = run["path"]["racks"]
+    assert set(bridges) == {"r1", "r2"} and all(len(ports) == 4 for ports in bridges.values())
+    for rack, first in (("r1", "h2"), ("r2", "h5")):
+        assert bridges[rack][f"{rack}-eth0"]["rx_packets"] >= counted[str(ports[first])]
     chk = run_cli("check", str(out))
     assert chk.returncode == 0 and "OK" in chk.stdout and "lost in or after" not in chk.stdout
 

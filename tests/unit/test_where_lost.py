@@ -140,3 +140,24 @@ def test_a_racks_hosts_are_accounted_together_behind_their_one_port(topo, rundir
     assert judged(rundir)["accounting"]["where_lost"]["operators"] == {
         "h2+h3+h4": {"lost": 1, "where": {"operator link end": 1}}}
     assert "lost in or after the switch, to h2+h3+h4: 1 (operator link end 1)" in verdict_summary(record, verdicts)
+
+
+def test_a_copy_a_racks_bridge_dropped_is_placed_there(topo, rundir):
+    racked = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"], events=60)],
+                        4, racks={"r1": {"hosts": ["h2", "h3", "h4"]}})
+    oracle_run(racked, rundir, lose=(10, "h3"))
+    collect(rundir)
+    record = base_record(racked, SplitterPlan(racked), "r1", "model", "t.yaml")
+    port = str(record.switch_ports["h2"])
+    got = int(pd.read_parquet(rundir.deliveries)["operator"].value_counts().sum())
+    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "non_event": 0,
+                     "ports": {port: got + 1}}
+    record.path = PathCounters(hosts={h: counters() for h in ("h1", "h2", "h3", "h4")},
+                               switch_ports={str(p): counters() for p in set(record.switch_ports.values())},
+                               switch_sockets={},
+                               racks={"r1": {"r1-eth0": counters(rx_packets=got + 1),
+                                             "r1-eth2": counters(tx_dropped=1)}})
+    rundir.write_record(record)
+    evaluate(record, rundir, with_windows=False)
+    assert judged(rundir)["accounting"]["where_lost"]["operators"] == {
+        "h2+h3+h4": {"lost": 1, "where": {"rack bridge": 1}}}
