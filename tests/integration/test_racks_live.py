@@ -122,3 +122,15 @@ def recorded(paths) -> dict:
     for path in paths:
         out.update(json.loads(path.read_text()).get("pids", {}))
     return out
+
+
+@needs_mininet
+def test_the_watchdog_ends_a_sigkilled_racked_run(tmp_path):
+    out = tmp_path / "run"
+    tag = new_tag()
+    proc = start_run(str(long_racks(tmp_path, "rk6")), "--out", str(out), "--no-spark", tag=tag)
+    wait_for(RunDir(out).source_status("h1").exists, 60, "the source to start")
+    os.kill(proc.pid, signal.SIGKILL)            # the run's watchdog sees its lifeline break and cleans
+    proc.communicate()
+    wait_for(lambda: not tagged_processes(tag) and not state_files(), 60, "the watchdog to clean the run")
+    nothing_left(tag)
