@@ -138,6 +138,9 @@ control MyEgress(inout headers_t hdr,
                      * payload many times over (docs/p4.md, "What an event
                      * costs").  The differential tests compare every byte. */
                     hdr.windows.setValid();
+                    /* one field for both epochs' distance back: p4c gives
+                     * each declaration a field, which bmv2 resets per packet */
+                    bit<32> back;
                     hdr.windows.stride = (bit<16>)meta.win.n_ops;
                     hdr.windows.epoch = (bit<16>)meta.epoch.number;
                     if (meta.win.by_key == 1) {
@@ -147,7 +150,6 @@ control MyEgress(inout headers_t hdr,
                         hdr.windows.stride = 1;
                     } else if (meta.copy.active != 0) {
                         if (position_hit) {
-                            bit<32> back;
                             COPY_BACK(back, meta.verdict.newest_op, meta.copy.position, meta.win.n_ops)
                             if (back < meta.copy.active) {
                                 hdr.windows.window = meta.verdict.window - (bit<64>)back;
@@ -158,7 +160,6 @@ control MyEgress(inout headers_t hdr,
                     if (meta.copy.old_active != 0) {
                         hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
                         if (old_position_hit) {
-                            bit<32> back;
                             COPY_BACK(back, meta.verdict.old_newest, meta.copy.old_position, meta.prev.n_ops)
                             if (back < meta.copy.old_active) {
                                 hdr.windows.old_window = meta.verdict.old_window - (bit<64>)back;

@@ -18,16 +18,15 @@
 control BoundaryCheck(in event_t event, in bit<32> idx, out epoch_t sel) {
     apply {
         bit<1>  is_armed;
-        bit<1>  is_initialized;
         bit<1>  is_time;
         epoch.read(sel.number, idx);
         armed.read(is_armed, idx);
-        initialized.read(is_initialized, idx);
+        initialized.read(sel.initialized, idx);
         in_transition.read(sel.in_transition, idx);
         time_axis.read(is_time, idx);
 
         sel.switching = 0;
-        if (is_armed == 1 && is_initialized == 1 && sel.in_transition == 0) {
+        if (is_armed == 1 && sel.initialized == 1 && sel.in_transition == 0) {
             bit<64> next;
             bit<64> newest;   /* the stream's newest position: its event count or timestamp */
             next_start.read(next, idx);

@@ -157,6 +157,7 @@ struct epoch_t {
     bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
     bit<1> switching;      /* this event crosses an armed change's boundary */
     bit<1> in_transition;  /* windows of the previous epoch may hold events */
+    bit<1> initialized;    /* the stream has had an event: read once, here, for the slide tracker too */
     bit<32> number;        /* the epoch that serves the event (its low bit is the bank) */
 }
 

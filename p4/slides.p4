@@ -99,13 +99,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
     EventStartTracker() event_starts;     /* windows that start at events */
 
     apply {
-        bit<1>  was_initialized;
         bit<64> x = 0;        /* the event's coordinate on the axis */
         bit<1>  late = 0;     /* behind the newest timestamp, within the lateness */
         bit<32> back = 0;     /* slides a late event lies behind the newest */
         bit<64> b;            /* the boundary where the epoch in force began */
 
-        initialized.read(was_initialized, idx);
         /* The verdict's other fields start at 0: bmv2 zeroes all metadata
          * when a packet (or a batch's next pass) enters ingress. */
         verdict.drop_code = DROP_NONE;
@@ -118,7 +116,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
             bit<64> previous_ts;
             last_ts.read(previous_ts, idx);
             x = event.ts;
-            if (was_initialized == 1 && x < previous_ts) {
+            if (sel.initialized == 1 && x < previous_ts) {
                 if (previous_ts - x > win.lateness) {
                     verdict.drop_code = DROP_TOO_LATE;
                 } else {
@@ -135,7 +133,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
             bit<32> newest;
             bit<32> begun_now;
             bit<64> window;       /* global id of the newest window */
-            if (was_initialized == 0) {
+            if (sel.initialized == 0) {
                 /* the first slide starts at the first event, or at the
                  * stream's fixed origin (time windows) */
                 start = x;
@@ -167,191 +165,195 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
              *    has no late path and no transition (no lateness, no
              *    change) ---------------------------------------------- */
             if (win.event_starts == 1) {
+                /* an else, not a return: p4c would make a return a flag
+                 * field and a test of it before every later statement */
                 event_starts.apply(x, idx, win, start, newest, begun_now, window, verdict);
-                return;
-            }
+            } else {
+                /* -- an armed change takes effect: freeze the old epoch's newest
+                 *    slide and begin the new one at the boundary -------------- */
+                bit<1> transition_on = sel.in_transition;
+                if (sel.switching == 1) {
+                    next_start.read(b, idx);
+                    old_start.write(idx, start);
+                    old_newest.write(idx, newest);
+                    old_begun.write(idx, begun_now);
+                    old_window.write(idx, window);
+                    boundary.write(idx, b);
+                    transition_end.write(idx, b + prev.tail);
+                    epoch.write(idx, sel.number);   /* the epoch after the stored one */
+                    armed.write(idx, 0);
+                    in_transition.write(idx, 1);
+                    slide_start.write(idx, b);
+                    newest_op.write(idx, 0);
+                    begun.write(idx, 1);
+                    next_start.write(idx, b + win.slide);
+                    /* window ids go on across epochs */
+                    window = window + 1;
+                    newest_window.write(idx, window);
+                    start = b;
+                    newest = 0;
+                    begun_now = 1;
+                    transition_on = 1;
+                }
 
-            /* -- an armed change takes effect: freeze the old epoch's newest
-             *    slide and begin the new one at the boundary -------------- */
-            bit<1> transition_on = sel.in_transition;
-            if (sel.switching == 1) {
-                next_start.read(b, idx);
-                old_start.write(idx, start);
-                old_newest.write(idx, newest);
-                old_begun.write(idx, begun_now);
-                old_window.write(idx, window);
-                boundary.write(idx, b);
-                transition_end.write(idx, b + prev.tail);
-                epoch.write(idx, sel.number);   /* the epoch after the stored one */
-                armed.write(idx, 0);
-                in_transition.write(idx, 1);
-                slide_start.write(idx, b);
-                newest_op.write(idx, 0);
-                begun.write(idx, 1);
-                next_start.write(idx, b + win.slide);
-                /* window ids go on across epochs */
-                window = window + 1;
-                newest_window.write(idx, window);
-                start = b;
-                newest = 0;
-                begun_now = 1;
-                transition_on = 1;
-            }
-
-            /* -- the previous epoch's windows, during a transition -------- */
-            bit<1> old_only = 0;
-            if (transition_on == 1) {
-                bit<32> obegun;
-                boundary.read(b, idx);
-                old_begun.read(obegun, idx);
-                if (x < b) {
-                    /* a late event before the boundary: old windows only,
-                     * back from the old epoch's frozen newest slide */
-                    old_only = 1;
-                    {
-                        bit<64> start_o;
-                        bit<32> newest_o;
-                        old_start.read(start_o, idx);
-                        old_newest.read(newest_o, idx);
-                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                        STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                        if (back >= obegun) {
-                            verdict.drop_code = DROP_BEFORE_ORIGIN;
-                        } else {
-                            bit<32> c = prev.full;
-                            if (x - start_o < prev.extra) {
-                                c = c + 1;
+                /* -- the previous epoch's windows, during a transition -------- */
+                bit<1> old_only = 0;
+                if (transition_on == 1) {
+                    bit<32> obegun;
+                    boundary.read(b, idx);
+                    old_begun.read(obegun, idx);
+                    if (x < b) {
+                        /* a late event before the boundary: old windows only,
+                         * back from the old epoch's frozen newest slide */
+                        old_only = 1;
+                        {
+                            bit<64> start_o;
+                            bit<32> newest_o;
+                            old_start.read(start_o, idx);
+                            old_newest.read(newest_o, idx);
+                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
+                            if (back >= obegun) {
+                                verdict.drop_code = DROP_BEFORE_ORIGIN;
+                            } else {
+                                /* counted in place, not in a local: each
+                                 * local is a field bmv2 resets per packet */
+                                verdict.old_active = prev.full;
+                                if (x - start_o < prev.extra) {
+                                    verdict.old_active = verdict.old_active + 1;
+                                }
+                                if (obegun - back < verdict.old_active) {
+                                    verdict.old_active = obegun - back;
+                                }
+                                if (verdict.old_active == 0) {
+                                    verdict.drop_code = DROP_NO_WINDOW;
+                                }
+                                old_window.read(verdict.old_window, idx);
+                                verdict.old_newest = newest_o;
+                                verdict.old_window = verdict.old_window - (bit<64>)back;
+                                verdict.newest_op = 0;
+                                verdict.active = 0;
                             }
-                            if (obegun - back < c) {
-                                c = obegun - back;
+                        }
+                    } else {
+                        /* old windows that began before the boundary and have
+                         * not ended: what the old spec counts at x, less the
+                         * k + 1 windows it would have opened at or after it */
+                        bit<64> d = x - b;
+                        /* verdict.old_active, 0 until here, takes the count
+                         * itself: a local for it would be one more field
+                         * to reset per packet */
+                        if (d < prev.size) {
+                            bit<64> k = 0;
+                            bit<64> p = d;
+                            if (d >= prev.slide) {
+                                old_div.apply(d, prev.slide, k, p);
                             }
-                            if (c == 0) {
-                                verdict.drop_code = DROP_NO_WINDOW;
+                            bit<64> held = (bit<64>)prev.full;
+                            if (p < prev.extra) {
+                                held = held + 1;
                             }
-                            old_window.read(verdict.old_window, idx);
-                            verdict.old_newest = newest_o;
-                            verdict.old_active = c;
-                            verdict.old_window = verdict.old_window - (bit<64>)back;
-                            verdict.newest_op = 0;
-                            verdict.active = 0;
+                            if (held > k + 1) {
+                                if (held - (k + 1) > (bit<64>)obegun) {
+                                    verdict.old_active = obegun;
+                                } else {
+                                    verdict.old_active = (bit<32>)(held - (k + 1));
+                                }
+                            }
                         }
-                    }
-                } else {
-                    /* old windows that began before the boundary and have
-                     * not ended: what the old spec counts at x, less the
-                     * k + 1 windows it would have opened at or after it */
-                    bit<64> d = x - b;
-                    bit<64> c = 0;
-                    if (d < prev.size) {
-                        bit<64> k = 0;
-                        bit<64> p = d;
-                        if (d >= prev.slide) {
-                            old_div.apply(d, prev.slide, k, p);
-                        }
-                        bit<64> held = (bit<64>)prev.full;
-                        if (p < prev.extra) {
-                            held = held + 1;
-                        }
-                        if (held > k + 1) {
-                            c = held - (k + 1);
-                        }
-                        if ((bit<64>)obegun < c) {
-                            c = (bit<64>)obegun;
-                        }
-                    }
-                    old_newest.read(verdict.old_newest, idx);
-                    old_window.read(verdict.old_window, idx);
-                    verdict.old_active = (bit<32>)c;
-                    if (late == 0) {
-                        bit<64> end;
-                        transition_end.read(end, idx);
-                        if (x >= end) {
-                            in_transition.write(idx, 0);
+                        old_newest.read(verdict.old_newest, idx);
+                        old_window.read(verdict.old_window, idx);
+                        if (late == 0) {
+                            bit<64> end;
+                            transition_end.read(end, idx);
+                            if (x >= end) {
+                                in_transition.write(idx, 0);
+                            }
                         }
                     }
                 }
-            }
 
-            bit<64> offset = 0;
-            if (old_only == 1) {
-                /* decided above */
-            } else if (late == 1) {
-                /* -- back to the late event's own slide; nothing advances - */
-                STEP_BACK(start, newest, win.slide, win.n_ops)
-                STEP_BACK(start, newest, win.slide, win.n_ops)
-                STEP_BACK(start, newest, win.slide, win.n_ops)
-                STEP_BACK(start, newest, win.slide, win.n_ops)   /* LATE_STEPS times */
-                if (back >= begun_now) {
+                bit<64> offset = 0;
+                if (old_only == 1) {
+                    /* decided above */
+                } else if (late == 1) {
+                    /* -- back to the late event's own slide; nothing advances - */
+                    STEP_BACK(start, newest, win.slide, win.n_ops)
+                    STEP_BACK(start, newest, win.slide, win.n_ops)
+                    STEP_BACK(start, newest, win.slide, win.n_ops)
+                    STEP_BACK(start, newest, win.slide, win.n_ops)   /* LATE_STEPS times */
+                    if (back >= begun_now) {
+                        verdict.drop_code = DROP_BEFORE_ORIGIN;
+                    } else {
+                        begun_now = begun_now - back;
+                        window = window - (bit<64>)back;
+                        offset = x - start;
+                    }
+                } else if (x < start) {
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
-                    begun_now = begun_now - back;
-                    window = window - (bit<64>)back;
                     offset = x - start;
-                }
-            } else if (x < start) {
-                verdict.drop_code = DROP_BEFORE_ORIGIN;
-            } else {
-                offset = x - start;
-                /* -- a new slide (or several, after a gap) has begun ------ */
-                if (offset >= win.slide) {
-                    bit<64> advanced;
-                    if (offset - win.slide < win.slide) {
-                        advanced = 1;
-                        offset = offset - win.slide;
-                    } else {
-                        bit<64> rest;
-                        slides_div.apply(offset, win.slide, advanced, rest);
-                        offset = rest;
-                    }
-                    slide_start.write(idx, x - offset);
-                    next_start.write(idx, x - offset + win.slide);
+                    /* -- a new slide (or several, after a gap) has begun ------ */
+                    if (offset >= win.slide) {
+                        bit<64> advanced;
+                        if (offset - win.slide < win.slide) {
+                            advanced = 1;
+                            offset = offset - win.slide;
+                        } else {
+                            bit<64> rest;
+                            slides_div.apply(offset, win.slide, advanced, rest);
+                            offset = rest;
+                        }
+                        slide_start.write(idx, x - offset);
+                        next_start.write(idx, x - offset + win.slide);
 
-                    bit<64> n_ops = (bit<64>)win.n_ops;
-                    bit<64> step;
-                    if (advanced < n_ops) {
-                        step = advanced;
-                    } else {
-                        bit<64> laps;
-                        operators_div.apply(advanced, n_ops, laps, step);
-                    }
-                    bit<64> moved = (bit<64>)newest + step;
-                    if (moved >= n_ops) {
-                        moved = moved - n_ops;
-                    }
-                    newest = (bit<32>)moved;
-                    newest_op.write(idx, newest);
-                    window = window + advanced;
-                    newest_window.write(idx, window);
+                        bit<64> n_ops = (bit<64>)win.n_ops;
+                        bit<64> step;
+                        if (advanced < n_ops) {
+                            step = advanced;
+                        } else {
+                            bit<64> laps;
+                            operators_div.apply(advanced, n_ops, laps, step);
+                        }
+                        step = step + (bit<64>)newest;   /* where newest moves: no field of its own */
+                        if (step >= n_ops) {
+                            step = step - n_ops;
+                        }
+                        newest = (bit<32>)step;
+                        newest_op.write(idx, newest);
+                        window = window + advanced;
+                        newest_window.write(idx, window);
 
-                    bit<64> cap = (bit<64>)win.cap;
-                    if (advanced >= cap) {
-                        begun_now = win.cap;
-                    } else if ((bit<64>)begun_now + advanced >= cap) {
-                        begun_now = win.cap;
-                    } else {
-                        begun_now = begun_now + (bit<32>)advanced;
+                        bit<64> cap = (bit<64>)win.cap;
+                        if (advanced >= cap) {
+                            begun_now = win.cap;
+                        } else if ((bit<64>)begun_now + advanced >= cap) {
+                            begun_now = win.cap;
+                        } else {
+                            begun_now = begun_now + (bit<32>)advanced;
+                        }
+                        begun.write(idx, begun_now);
                     }
-                    begun.write(idx, begun_now);
                 }
-            }
 
-            /* -- how many windows of the epoch in force hold the event ---- */
-            if (verdict.drop_code == DROP_NONE && old_only == 0) {
-                bit<32> active = win.full;
-                if (offset < win.extra) {
-                    active = active + 1;
+                /* -- how many windows of the epoch in force hold the event ---- */
+                if (verdict.drop_code == DROP_NONE && old_only == 0) {
+                    /* counted in place, not in a local of its own */
+                    verdict.active = win.full;
+                    if (offset < win.extra) {
+                        verdict.active = verdict.active + 1;
+                    }
+                    if (begun_now < verdict.active) {
+                        verdict.active = begun_now;
+                    }
+                    if (verdict.active == 0 && verdict.old_active == 0) {
+                        verdict.drop_code = DROP_NO_WINDOW;
+                    }
+                    verdict.newest_op = newest;
+                    verdict.window = window;
                 }
-                if (begun_now < active) {
-                    active = begun_now;
-                }
-                if (active == 0 && verdict.old_active == 0) {
-                    verdict.drop_code = DROP_NO_WINDOW;
-                }
-                verdict.newest_op = newest;
-                verdict.active = active;
-                verdict.window = window;
             }
         }
     }
