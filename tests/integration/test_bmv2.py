@@ -511,13 +511,20 @@ def test_instances_on_shared_hosts_match_the_model_and_the_oracle(seed, rig, swi
     want = run.model_output()
     got = run.through_bmv2(rig, api)
     assert_same(run, got, want)
+    _by_ip, addressed = assert_addressed_as_the_oracle(run, got)
+    assert {name.split(".")[0] for names in addressed.values() for name in names if "." in name} == set(SHARED)
+    for inst in run.plan.instances.values():
+        assert api.counter_read("operator_out", inst.id) == run.model.counter_read("operator_out", inst.id)
+
+
+def assert_addressed_as_the_oracle(run, got) -> tuple[dict, dict]:
+    """Each copy bmv2 sent carries the IP of the instance the oracle sends it to;
+    returns ``ip -> instance`` and, per event, the instances its copies are addressed to."""
     by_ip = {inst.ip: name for name, inst in run.plan.instances.items()}
     addressed = {key: sorted(by_ip[socket.inet_ntoa(frame[30:34])] for _port, frame in copies)
                  for key, copies in got.items()}
     assert addressed == {key: ops for key, ops in run.oracle_operators.items() if ops}
-    assert {name.split(".")[0] for names in addressed.values() for name in names if "." in name} == set(SHARED)
-    for inst in run.plan.instances.values():
-        assert api.counter_read("operator_out", inst.id) == run.model.counter_read("operator_out", inst.id)
+    return by_ip, addressed
 
 
 @needs_root
@@ -539,10 +546,7 @@ def test_racked_hosts_match_the_model_and_the_oracle(seed, rig, switch):
     want = run.model_output()
     got = run.through_bmv2(rig, api)
     assert_same(run, got, want)
-    by_ip = {inst.ip: name for name, inst in run.plan.instances.items()}
-    addressed = {key: sorted(by_ip[socket.inet_ntoa(frame[30:34])] for _port, frame in copies)
-                 for key, copies in got.items()}
-    assert addressed == {key: ops for key, ops in run.oracle_operators.items() if ops}
+    by_ip, addressed = assert_addressed_as_the_oracle(run, got)
     rack_port = topo.switch_ports()["h2"]
     seen = set()
     for copies in got.values():

@@ -7,7 +7,16 @@ import pytest
 import yaml
 
 from support.records import written
-from support.runs import new_tag, nothing_left, run_cli, small_topology, start_run, state_files, wait_for
+from support.runs import (
+    kill_watchdogs,
+    new_tag,
+    nothing_left,
+    run_cli,
+    small_topology,
+    start_run,
+    state_files,
+    wait_for,
+)
 from testbed.emulation.footprint import tagged_processes
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
@@ -124,10 +133,7 @@ def test_clean_after_crash(tmp_path):
     # A crash that takes the run's watchdog with it (the OOM killer, `kill -9` of
     # everything): otherwise the watchdog cleans at once and `clean` is never needed
     # (that path is tests/integration/test_sigkill.py's).
-    watchdogs = [p for p in tagged_processes(tag) if "testbed.emulation.watchdog" in " ".join(p.cmdline())]
-    assert watchdogs, "the run started no watchdog"
-    for watchdog in watchdogs:
-        watchdog.kill()
+    kill_watchdogs(tag)
     os.kill(proc.pid, signal.SIGKILL)            # a crash: no finally block runs
     proc.communicate()
     assert tagged_processes(tag) and state_files()   # the crash left things behind

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from support.runs import finished_run, new_tag, nothing_left, run_cli, start_run, state_files, wait_for
+from support.runs import finished_run, kill_watchdogs, new_tag, nothing_left, run_cli, start_run, state_files, wait_for
 from testbed import ROOT
 from testbed.emulation.footprint import tagged_processes
 from testbed.emulation.network import mininet_missing
@@ -81,12 +81,18 @@ def long_racks(tmp_path, switch: str):
     return path
 
 
-@needs_mininet
-def test_an_interrupted_racked_run_leaves_nothing(tmp_path):
+def start_long_racks(tmp_path, switch: str):
+    """``long_racks`` started with a fresh tag, once its source is sending: the run and its tag."""
     out = tmp_path / "run"
     tag = new_tag()
-    proc = start_run(str(long_racks(tmp_path, "rk4")), "--out", str(out), "--no-spark", tag=tag)
+    proc = start_run(str(long_racks(tmp_path, switch)), "--out", str(out), "--no-spark", tag=tag)
     wait_for(RunDir(out).source_status("h1").exists, 60, "the source to start")
+    return proc, tag
+
+
+@needs_mininet
+def test_an_interrupted_racked_run_leaves_nothing(tmp_path):
+    proc, tag = start_long_racks(tmp_path, "rk4")
     assert any("mininet rack" in info.get("what", "") for info in recorded(state_files()).values())
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -96,12 +102,8 @@ def test_an_interrupted_racked_run_leaves_nothing(tmp_path):
 
 @needs_mininet
 def test_clean_ends_a_crashed_racked_run(tmp_path):
-    out = tmp_path / "run"
-    tag = new_tag()
-    proc = start_run(str(long_racks(tmp_path, "rk5")), "--out", str(out), "--no-spark", tag=tag)
-    wait_for(RunDir(out).source_status("h1").exists, 60, "the source to start")
-    for watchdog in [p for p in tagged_processes(tag) if "testbed.emulation.watchdog" in " ".join(p.cmdline())]:
-        watchdog.kill()          # a crash that takes the watchdog along: only `testbed clean` is left
+    proc, tag = start_long_racks(tmp_path, "rk5")
+    kill_watchdogs(tag)          # a crash that takes the watchdog along: only `testbed clean` is left
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     racks = [int(pid) for pid, info in recorded(state_files()).items() if info["what"].startswith("mininet rack")]
@@ -126,10 +128,7 @@ def recorded(paths) -> dict:
 
 @needs_mininet
 def test_the_watchdog_ends_a_sigkilled_racked_run(tmp_path):
-    out = tmp_path / "run"
-    tag = new_tag()
-    proc = start_run(str(long_racks(tmp_path, "rk6")), "--out", str(out), "--no-spark", tag=tag)
-    wait_for(RunDir(out).source_status("h1").exists, 60, "the source to start")
+    proc, tag = start_long_racks(tmp_path, "rk6")
     os.kill(proc.pid, signal.SIGKILL)            # the run's watchdog sees its lifeline break and cleans
     proc.communicate()
     wait_for(lambda: not tagged_processes(tag) and not state_files(), 60, "the watchdog to clean the run")

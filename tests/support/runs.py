@@ -68,6 +68,15 @@ def small_topology(tmp_path, switch, window, n_ops=3, events=300, rate=1500, ext
     return topologies.write(tmp_path / "topo.yaml", data)
 
 
+def kill_watchdogs(tag: str) -> None:
+    """SIGKILL the watchdogs of the run tagged ``tag``: a crash that takes them along
+    (the OOM killer, ``kill -9`` of everything) leaves only ``testbed clean``."""
+    watchdogs = [p for p in tagged_processes(tag) if "testbed.emulation.watchdog" in " ".join(p.cmdline())]
+    assert watchdogs, "the run started no watchdog"
+    for watchdog in watchdogs:
+        watchdog.kill()
+
+
 def state_files() -> list[Path]:
     folder = Path(os.environ["TESTBED_STATE_DIR"])      # set per test by conftest.state_dir
     return sorted(folder.glob("*.json")) if folder.exists() else []

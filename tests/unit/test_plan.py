@@ -73,17 +73,10 @@ def test_executor_matches_oracle_on_random_specs(seed):
        late_fraction=st.floats(0, 1), origin=st.one_of(st.none(), st.integers(0, 400)))
 @settings(max_examples=200, deadline=None)
 def test_executor_matches_oracle_property(size, slide, n_ops, kind, steps, late_fraction, origin):
-    ops = [f"h{i}" for i in range(2, 2 + n_ops)]
     window = {"kind": kind, "size": size, "slide": slide}
     if kind == "time":
         window.update(lateness=int(late_fraction * MAX_LATE_SLIDES * slide), origin=origin)
-    topo = topo_for([{"id": 7, "source": "h1", "window": window, "operators": ops, "events": 1, "rate": 1}],
-                    n_ops + 1)
-    t, events = 300, []
-    for seq, s in enumerate(steps):
-        t = max(0, t + s)
-        events.append((7, seq, t))
-    assert run_plan(topo, events) == oracle_sets(topo, events)
+    assert_model_is_oracle_on_steps(window, n_ops, steps)
 
 
 @given(slide=st.integers(1, 30), windows=st.integers(1, MAX_EVENT_WINDOWS), short=st.integers(0, 29),
@@ -95,8 +88,14 @@ def test_executor_matches_oracle_with_event_starts(slide, windows, short, n_ops,
     slides, events that go back in time (too late, since no lateness), a
     size that is not a multiple of the slide, and sizes below the slide."""
     size = max(1, windows * slide - short % slide)
+    assert_model_is_oracle_on_steps({"kind": "time", "size": size, "slide": slide, "origin": origin,
+                                     "starts": "event"}, n_ops, steps)
+
+
+def assert_model_is_oracle_on_steps(window: dict, n_ops: int, steps: list[int]) -> None:
+    """One stream of ``window`` over ``n_ops`` operators, its timestamps ``steps``
+    apart from 300 (never below 0): the model's copies are the oracle's."""
     ops = [f"h{i}" for i in range(2, 2 + n_ops)]
-    window = {"kind": "time", "size": size, "slide": slide, "origin": origin, "starts": "event"}
     topo = topo_for([{"id": 7, "source": "h1", "window": window, "operators": ops, "events": 1, "rate": 1}],
                     n_ops + 1)
     t, events = 300, []

@@ -118,19 +118,27 @@ def test_on_bmv2_an_event_no_counter_on_the_way_in_saw_is_placed_in_its_libpcap_
         "h1": {"lost": 3, "where": {"switch socket": 1, "unknown": 2}}}
 
 
-def test_a_racks_hosts_are_accounted_together_behind_their_one_port(topo, rundir):
-    """The switch counts copies per port, and a rack's hosts share one: their
-    copies add up against it, and a loss there is the rack's, placed on its path."""
+def racked_record(topo, rundir):
+    """A run of h2, h3 and h4 behind rack r1, h3 losing one copy on its link: its
+    topology, its record with the switch's counts (one port for the three), that port, and
+    the copies the operators got."""
     racked = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"], events=60)],
                         4, racks={"r1": {"hosts": ["h2", "h3", "h4"]}})
     oracle_run(racked, rundir, lose=(10, "h3"))
     collect(rundir)
     record = base_record(racked, SplitterPlan(racked), "r1", "model", "t.yaml")
     port = str(record.switch_ports["h2"])
-    assert {str(record.switch_ports[h]) for h in ("h2", "h3", "h4")} == {port}
     got = int(pd.read_parquet(rundir.deliveries)["operator"].value_counts().sum())
     record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "non_event": 0,
                      "ports": {port: got + 1}}
+    return racked, record, port, got
+
+
+def test_a_racks_hosts_are_accounted_together_behind_their_one_port(topo, rundir):
+    """The switch counts copies per port, and a rack's hosts share one: their
+    copies add up against it, and a loss there is the rack's, placed on its path."""
+    _racked, record, port, _got = racked_record(topo, rundir)
+    assert {str(record.switch_ports[h]) for h in ("h2", "h3", "h4")} == {port}
     record.path = PathCounters(hosts={h: counters(**({"rx_dropped": 1} if h == "h3" else {}))
                                       for h in ("h1", "h2", "h3", "h4")},
                                switch_ports={str(p): counters() for p in set(record.switch_ports.values())},
@@ -143,15 +151,7 @@ def test_a_racks_hosts_are_accounted_together_behind_their_one_port(topo, rundir
 
 
 def test_a_copy_a_racks_bridge_dropped_is_placed_there(topo, rundir):
-    racked = topo.build([topo.stream(3, {"kind": "count", "size": 5, "slide": 2}, ["h2", "h3", "h4"], events=60)],
-                        4, racks={"r1": {"hosts": ["h2", "h3", "h4"]}})
-    oracle_run(racked, rundir, lose=(10, "h3"))
-    collect(rundir)
-    record = base_record(racked, SplitterPlan(racked), "r1", "model", "t.yaml")
-    port = str(record.switch_ports["h2"])
-    got = int(pd.read_parquet(rundir.deliveries)["operator"].value_counts().sum())
-    record.switch = {"streams": {"3": {"in": 60, "out": 146, "dropped": {}}}, "non_event": 0,
-                     "ports": {port: got + 1}}
+    _racked, record, _port, got = racked_record(topo, rundir)
     record.path = PathCounters(hosts={h: counters() for h in ("h1", "h2", "h3", "h4")},
                                switch_ports={str(p): counters() for p in set(record.switch_ports.values())},
                                switch_sockets={},
