@@ -236,7 +236,9 @@ def stress_command(suite_runs: int, repeat: int, scenarios: tuple[str, ...], exp
 def validate(topology: str) -> None:
     """Check TOPOLOGY and exit 2 with a one-line error if it is not usable."""
     path, topo = _load(topology)
-    click.echo(f"{path}: ok ({len(topo.hosts)} hosts, {len(topo.streams)} streams)")
+    racks = (f" ({len(topo.rack_of())} in {len(topo.racks)} racks), {topo.port_count()} splitter ports"
+             if topo.racks else "")
+    click.echo(f"{path}: ok ({len(topo.hosts)} hosts{racks}, {len(topo.streams)} streams)")
 
 
 @main.command()

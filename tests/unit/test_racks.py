@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from testbed.semantics import limits
 from testbed.semantics.addressing import plan_addresses, subnet
@@ -134,3 +135,15 @@ def test_plan_shows_egress_by_instance_id(name):
     assert "egress rewrite (instance id -> destination)" in res.stdout
     if name == "racks":
         assert any(line.split("│")[1:4] == [" 512 ", " h2       ", " 2    "] for line in res.stdout.splitlines())
+
+
+def test_validate_says_how_many_racks_and_splitter_ports(tmp_path):
+    from click.testing import CliRunner
+
+    from testbed.cli import main
+
+    path = tmp_path / "rk.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "ok (8 hosts (6 in 2 racks), 4 splitter ports, 1 streams)" in result.output
