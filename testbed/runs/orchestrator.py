@@ -45,6 +45,7 @@ from testbed.runs.lifecycle import RunBusy, RunLifecycle
 from testbed.runs.parts import Network, PartFailed, RunParts, Spark
 from testbed.runs.progress import ProcessDied, StreamWatch
 from testbed.runs.record import base_record, collect
+from testbed.semantics.families import compact_families
 from testbed.semantics.instances import collapse, instance_counts
 from testbed.semantics.limits import available_memory
 from testbed.semantics.plan import SplitterPlan
@@ -57,14 +58,16 @@ SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 def run_topology(topo: Topology, target: str) -> dict[str, Any]:
     """The topology as the run's directory keeps it, with the target it ran
-    on, each operator list as short as it reads the same: every part of the
-    run parses the file, and 4,096 streams over 64 instances written out are
-    a quarter of a million names."""
+    on, each operator list as short as it reads the same, and long runs of a
+    family's members as the family again: every part of the run parses the
+    file, and 4,096 streams over 64 instances written out are a quarter of a
+    million names."""
     data = topo.model_dump(mode="json", exclude_none=True)
     data["switch"]["target"] = target
     counts = instance_counts(topo.hosts)
     for stream in data["streams"]:
         stream["operators"] = collapse(stream["operators"], counts)
+    data["streams"] = compact_families(data["streams"])
     for entry in data.get("schedule") or []:
         if (entry.get("change") or {}).get("operators"):
             entry["change"]["operators"] = collapse(entry["change"]["operators"], counts)

@@ -68,3 +68,77 @@ def expand_families(streams: Any) -> Any:
                 member["name"] = f"{base['name']}-{k}"
             out.append(member)
     return out
+
+
+#: Fewest members a run of like streams needs to be written back as a family.
+#: Small files stay written out, as their authors wrote them.
+COMPACT_AT_LEAST = 64
+#: What a family deals out to its members; everything else they share.
+_DEALT = ("id", "window", "source", "name")
+
+
+def compact_families(streams: list[dict[str, Any]], least: int = COMPACT_AT_LEAST) -> list[dict[str, Any]]:
+    """``streams`` (each as ``Stream.model_dump`` gives it) with every run of at
+    least ``least`` members of one family written as that family again.
+
+    The inverse of ``expand_families``, used where a run writes its topology:
+    every part of a run that reads the file expands it again, and 65,536
+    streams written out are tens of megabytes.  A run is taken as a family
+    only if expanding the family gives back exactly its streams, so the file
+    always means what the streams do."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(streams):
+        end = _like_run_end(streams, i)
+        if end - i >= least and all("window" in s for s in streams[i:end]):
+            entry = _family_of(streams[i:end])
+            if expand_families([entry]) == streams[i:end]:
+                out.append(entry)
+                i = end
+                continue
+        out.append(streams[i])
+        i += 1
+    return out
+
+
+def _shared(stream: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in stream.items() if k not in _DEALT}
+
+
+def _like_run_end(streams: list[dict[str, Any]], start: int) -> int:
+    """Where the run of streams like ``streams[start]`` ends: consecutive ids,
+    the same shared fields, and names (if any) ``<name>-<k>``."""
+    first = streams[start]
+    shared, base = _shared(first), _name_base(first)
+    end = start + 1
+    while end < len(streams):
+        s, k = streams[end], end - start
+        if (s.get("id") != first.get("id", 0) + k or _shared(s) != shared
+                or (base is None) != ("name" not in s) or (base is not None and s["name"] != f"{base}-{k}")):
+            break
+        end += 1
+    return end
+
+
+def _name_base(stream: dict[str, Any]) -> Optional[str]:
+    name = stream.get("name")
+    return name[:-2] if isinstance(name, str) and name.endswith("-0") else None
+
+
+def _period(values: list[Any]) -> list[Any]:
+    """The shortest list that, dealt out in turn, gives ``values``."""
+    for p in range(1, len(values) + 1):
+        if all(values[k] == values[k % p] for k in range(p, len(values))):
+            return values[:p]
+    return values
+
+
+def _family_of(members: list[dict[str, Any]]) -> dict[str, Any]:
+    first = members[0]
+    family: dict[str, Any] = {"count": len(members), "windows": _period([m["window"] for m in members])}
+    if all("source" in m for m in members):
+        family["sources"] = _period([m["source"] for m in members])
+    entry = dict(_shared(first), family=family, id=first["id"])
+    if "name" in first:
+        entry["name"] = _name_base(first)
+    return entry

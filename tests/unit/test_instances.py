@@ -20,6 +20,7 @@ from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows, event_frame
 from testbed.emulation.receiver import IN_PKTINFO, IP_PKTINFO, Arrivals, instance_index
 from testbed.runs.orchestrator import run_topology
+from testbed.semantics.families import COMPACT_AT_LEAST, compact_families, expand_families
 from testbed.semantics.instances import FIRST_SHARED_ID, collapse, expand, host_of
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, TopologyError, WindowSpec, parse_topology, resolve_topology
@@ -183,6 +184,38 @@ def test_a_family_stands_for_its_members_as_if_each_were_written_out():
         5)
     assert topo == parse_topology(written)
     assert SplitterPlan(topo).cost() == SplitterPlan(parse_topology(written)).cost()
+
+
+def long_family(count: int, **fields) -> dict:
+    return {"family": {"count": count, "windows": FAMILY_WINDOWS, "sources": ["h1", "h5"]}, "id": 100,
+            "operators": ["h2", "h3"], "events": 8, "rate": 4, **fields}
+
+
+def test_a_run_writes_a_long_familys_members_as_the_family_again():
+    data = topologies.topology_data([topologies.stream(1, COUNT, ["h4"]), long_family(COMPACT_AT_LEAST, name="f"),
+                                     long_family(COMPACT_AT_LEAST + 5) | {"id": 1000},
+                                     long_family(COMPACT_AT_LEAST - 1) | {"id": 2000}], 5)
+    topo = parse_topology(data)
+    written = run_topology(topo, "model")
+    assert [("family" in s, s["id"]) for s in written["streams"][:3]] == [(False, 1), (True, 100), (True, 1000)]
+    family = written["streams"][1]
+    assert family["family"]["count"] == COMPACT_AT_LEAST and family["family"]["sources"] == ["h1", "h5"]
+    assert [(w["kind"], w["size"]) for w in family["family"]["windows"]] == [("count", 2), ("time", 3)]
+    assert family["name"] == "f" and "window" not in family and "source" not in family
+    # a run shorter than COMPACT_AT_LEAST stays written out, as its author wrote it
+    assert len(written["streams"]) == 3 + COMPACT_AT_LEAST - 1
+    assert parse_topology(written).streams == topo.streams
+
+
+def test_a_member_unlike_the_others_ends_the_family_there():
+    members = [s.model_dump(mode="json", exclude_none=True)
+               for s in parse_topology(topologies.topology_data([long_family(200)], 5)).streams]
+    members[130]["rate"] = 5                      # one member's own rate: it and what follows are another run
+    members[150]["window"] = COUNT                # a window out of turn: the windows dealt are listed whole
+    compacted = compact_families(members, least=10)
+    assert [s["family"]["count"] if "family" in s else s["id"] for s in compacted] == [130, 230, 69]
+    assert len(compacted[0]["family"]["windows"]) == 2 and len(compacted[2]["family"]["windows"]) > 2
+    assert expand_families(compacted) == members
 
 
 @pytest.mark.parametrize("family,field", [
