@@ -177,6 +177,19 @@ def test_run_with_spark_operators(tmp_path):
     nothing_left(tag)
 
 
+def replayed_run(tmp_path, switch: str, window: dict, out, **stream_fields) -> dict:
+    """``tmp_path/replay.csv`` (columns t, v) replayed as the one stream of a small
+    topology with ``window``, summed, and run with Spark into ``out``: its record."""
+    topo = small_topology(tmp_path, switch, window, events=400, rate=1000)
+    data = yaml.safe_load(topo.read_text())
+    data["streams"][0].update(replay={"path": str(tmp_path / "replay.csv"), "ts": "t", "value": "v"},
+                              query={"kind": "sum"}, **stream_fields)
+    topo.write_text(yaml.safe_dump(data))
+    res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return written(RunDir(out))
+
+
 @needs_mininet
 @pytest.mark.spark
 def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
@@ -193,18 +206,10 @@ def test_replayed_stream_with_steps_back_passes_with_lateness(tmp_path):
         rows.append(t - (25 if i % 37 == 36 else 0))        # every 37th row is 25 units late
     (tmp_path / "replay.csv").write_text("t,v\n" + "".join(f"{ts},{i % 13}\n" for i, ts in enumerate(rows)))
     for lateness, switch in ((0, "sw13"), (70, "sw14")):
-        topo = small_topology(tmp_path, switch, {"kind": "time", "size": 40, "slide": 20, "lateness": lateness},
-                              events=400, rate=1000)
-        data = yaml.safe_load(topo.read_text())
-        data["streams"][0].update(replay={"path": str(tmp_path / "replay.csv"), "ts": "t", "value": "v"},
-                                  query={"kind": "sum"})
-        if lateness:
-            data["streams"][0]["perturb"] = {"disorder": {"fraction": 0.05, "max_delay": 30}}
-        topo.write_text(yaml.safe_dump(data))
         out = tmp_path / f"run{lateness}"
-        res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
-        assert res.returncode == 0, res.stderr[-3000:]
-        run = written(RunDir(out))
+        late = {"perturb": {"disorder": {"fraction": 0.05, "max_delay": 30}}} if lateness else {}
+        run = replayed_run(tmp_path, switch, {"kind": "time", "size": 40, "slide": 20, "lateness": lateness}, out,
+                           **late)
         windows, check = run["window_check"]["5"], run["check"]["5"]
         assert check["ok"] and windows["ok"]
         if lateness == 0:
@@ -353,16 +358,8 @@ def test_replayed_stream_with_gaps_under_both_start_rules(tmp_path):
     (tmp_path / "replay.csv").write_text("t,v\n" + "".join(f"{ts},{i % 13}\n" for i, ts in enumerate(rows)))
     received = {}
     for starts, switch in (("grid", "sw15"), ("event", "sw16")):
-        topo = small_topology(tmp_path, switch, {"kind": "time", "size": 30, "slide": 10, "starts": starts},
-                              events=400, rate=1000)
-        data = yaml.safe_load(topo.read_text())
-        data["streams"][0].update(replay={"path": str(tmp_path / "replay.csv"), "ts": "t", "value": "v"},
-                                  query={"kind": "sum"})
-        topo.write_text(yaml.safe_dump(data))
-        out = tmp_path / f"run-{starts}"
-        res = run_cli("run", str(topo), "--out", str(out), "--spark-master", "local[2]")
-        assert res.returncode == 0, res.stderr[-3000:]
-        run = written(RunDir(out))
+        run = replayed_run(tmp_path, switch, {"kind": "time", "size": 30, "slide": 10, "starts": starts},
+                           tmp_path / f"run-{starts}")
         windows, check = run["window_check"]["5"], run["check"]["5"]
         assert check["ok"] and windows["ok"], (starts, check, windows)
         assert windows["matching"] == windows["reference_windows"] > 0
