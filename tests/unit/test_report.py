@@ -501,3 +501,29 @@ def test_the_start_rule_section_puts_both_rules_side_by_side_per_stream(tmp_path
     assert flights.ours == "2,917 / 2,579" and flights.relation == "the rules part where time has gaps"
     assert by_case["flightsdep/1: events sent to other operators"].ours == "790 of 1,000 (79%)"
     assert by_case["flightsdep/1: busiest operator over the mean, grid / event"].ours == "1.270 / 1.003"
+
+
+@pytest.mark.parametrize("ratio, windows, verdict", [
+    (1.5, 4, "holds"),        # 4 windows over 3: one instance must take 2, the mean is 4/3
+    (1.125, 8, "holds"),      # 8 over 3: 3 against 8/3
+    (1.5, 300, "differs"),    # enough windows to be even: the imbalance is the splitter's
+    (1.5, None, "differs"),   # a run without a reference: no bound to excuse it
+    (1.05, None, "holds"),
+])
+def test_load_is_held_to_the_evenest_split_its_whole_windows_allow(tmp_path, monkeypatch, ratio, windows, verdict):
+    from testbed.experiments import claims
+    from testbed.rundir import ExperimentDir
+
+    monkeypatch.setattr(claims, "load_balance", lambda rundir: {"cm": ("time, Δ=2000 τ=2000", ratio, 3, windows)})
+    record = {"ours": {"runs": {"cm": {"ok": True, "run_dir": "runs/cm"}}},
+              "paper": {"s4_fig6": {"input_gbps": 8.42, "packet_bytes": 128}}}
+    assert claims.scenarios(ExperimentDir(tmp_path), record).verdict == verdict
+
+
+def test_whole_window_bound():
+    from testbed.experiments.claims import whole_window_bound
+
+    assert whole_window_bound(4, 3) == pytest.approx(1.5)
+    assert whole_window_bound(6, 3) == pytest.approx(1.0)
+    assert whole_window_bound(1000, 1024) == pytest.approx(1.024)
+    assert whole_window_bound(None, 3) == 1.0
