@@ -10,6 +10,7 @@ other experiment kinds draw their own (``testbed.experiments``) with
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -274,7 +275,9 @@ def plot_experiment(figure: str, title: str, runs: dict[str, RunDir], out: Path)
         plot_load_grid(runs, axes)
     else:
         raise ValueError(f"unknown experiment figure {figure!r}")
-    fig.suptitle(title)
+    # Wrapped to the figure's width (about ten characters an inch at this size): a long
+    # title over two panels ran past both edges of the image.
+    fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 10)))
     return save_figure(fig, out)
 
 

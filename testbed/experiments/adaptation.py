@@ -206,7 +206,7 @@ def draw_run(rundir: RunDir, path: Path, title: str) -> Path:
     deliveries["t"] = (deliveries["recv_ns"] - t0) / 1e9
     bins = np.arange(0, deliveries["t"].max() + BIN_S, BIN_S)
     elastic = (run.adaptation or {}).get("elastic_samples", [])
-    fig, axes = plt.subplots(2 if elastic else 1, 1, figsize=(9, 6 if elastic else 4), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(2 if elastic else 1, 1, figsize=(10, 6 if elastic else 4), sharex=True, squeeze=False)
     ax = axes[0][0]
     for op, group in deliveries.groupby("operator"):
         counts, _ = np.histogram(group["t"], bins=bins)
@@ -226,7 +226,9 @@ def draw_run(rundir: RunDir, path: Path, title: str) -> Path:
         ax.axvline((d["detected_at"] * 1e9 - t0) / 1e9, color="orange", linewidth=1)
         ax.text((d["detected_at"] * 1e9 - t0) / 1e9, ymax * 0.35, " detected", color="orange", fontsize=8)
     ax.set_ylabel("copies received per second")
-    ax.legend(fontsize=7, ncol=4, loc="upper right")
+    # Beside the axes: inside, it covered the labels of the latest changes.
+    ax.legend(fontsize=7, ncol=1 if deliveries["operator"].nunique() <= 12 else 2, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), title="operator", title_fontsize=7)
     ax.set_title(title, fontsize=9)
     if elastic:
         samples = pd.DataFrame(elastic)
