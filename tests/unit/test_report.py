@@ -527,3 +527,24 @@ def test_whole_window_bound():
     assert whole_window_bound(6, 3) == pytest.approx(1.0)
     assert whole_window_bound(1000, 1024) == pytest.approx(1.024)
     assert whole_window_bound(None, 3) == 1.0
+
+
+def test_e2elatency_sets_the_switchs_time_beside_what_the_pipeline_sustained(tmp_path):
+    from testbed.experiments import claims
+    from testbed.rundir import ExperimentDir
+
+    record = {"kind": "e2elatency",
+              "paper": {"s4_table5": {"source": "S4, Table V", "avg": {"cbtw": 1.76, "tbsw": 1.87},
+                                      "min": {"cbtw": 1.72, "tbsw": 1.83}, "max": {"cbtw": 1.8, "tbsw": 1.93}}},
+              "ours": {"capacity_events_per_s": {"bmv2": 18000.0},
+                       "sustainable": {"bmv2 cbtw1": {"events_per_s": 1800, "share_of_capacity": 0.1,
+                                                      "p99_s": 0.52, "first_behind": 3600},
+                                       "bmv2 tbsw1": {"events_per_s": None, "share_of_capacity": None,
+                                                      "p99_s": None, "first_behind": 900}}}}
+    c = claims.compare(ExperimentDir(tmp_path), record)
+    assert c.verdict == "not comparable" and "1.72–1.93 µs" in c.claim
+    by_case = {r.case: r for r in c.rows}
+    assert by_case["cbtw1 (bmv2)"].paper == "1.76 µs in the switch alone"
+    assert by_case["cbtw1 (bmv2)"].ours.startswith("kept up to 1,800 events/s (10% of the switch's 18,000)")
+    assert "0.52 s (p99)" in by_case["cbtw1 (bmv2)"].ours
+    assert by_case["tbsw1 (bmv2)"].ours == "fell behind at the first rate tried, 900 events/s"
