@@ -174,14 +174,21 @@ class StreamWatch:
     switch_copies: Optional[Callable[[], int]] = None
     #: The run has a Spark application: show its windows emitted and the largest operator lag.
     live: bool = False
+    #: How long the sources may take to start sending (to read the topology and
+    #: build their frames) before ``timeout_s`` starts to count: tens of
+    #: seconds for 32,768 streams a host, which is no stream being slow.
+    startup_s: float = 600.0
+    #: Every source has started (written its status) or exited.
+    _started: bool = field(default=False, init=False, repr=False)
 
     def sent(self) -> tuple[int, bool]:
         """Events sent so far, and whether every source has finished."""
-        sent, done = 0, True
+        sent, done, self._started = 0, True, True
         for host, proc in self.sources.items():
             status = read_json(self.rundir.source_status(host))
             sent += sum(status.get("sent", {}).values())
             done = done and bool(status.get("final")) and proc.poll() is not None
+            self._started = self._started and (bool(status) or proc.poll() is not None)
         return sent, done
 
     def received_by_host(self) -> dict[str, int]:
@@ -197,11 +204,12 @@ class StreamWatch:
     def follow(self, console: Console) -> str:
         """Block until streaming is over; return why (``complete``, ``settled``, ``timeout``)."""
         start = time.monotonic()
+        self._started = False
         with progress_display(console) as progress:
             t_sent = progress.add_task("events sent", total=self.total_events)
             t_recv = progress.add_task("deliveries received", total=self.expected_copies)
             t_live = progress.add_task(self.live_line(self.received_by_host()), total=None) if self.live else None
-            last_change, last_received = start, -1
+            last_change, last_received, sending = start, -1, None
             while True:
                 sent, done = self.sent()
                 by_host = self.received_by_host()
@@ -221,7 +229,12 @@ class StreamWatch:
                     console.log(f"[yellow]{self.expected_copies - received} deliveries still missing after "
                                 f"{self.settle_s:.0f}s without progress; stopping")
                     return "settled"
-                if time.monotonic() - start > self.timeout_s:
+                if not self._started and time.monotonic() - start > self.startup_s:
+                    console.log(f"[red]timeout: the sources had not started after {self.startup_s:.0f}s")
+                    return "timeout"
+                if self._started and sending is None:
+                    sending = time.monotonic()      # the timeout counts from here: a source's start is no stream
+                if sending is not None and time.monotonic() - sending > self.timeout_s:
                     console.log(f"[red]timeout after {self.timeout_s:.0f}s")
                     return "timeout"
                 self.check_processes(console)
