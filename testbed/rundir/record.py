@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from testbed.rundir.files import NO_SUCH_FILE, why_unreadable
@@ -359,16 +360,18 @@ def read_object(path: Path) -> dict[str, Any]:
     return data
 
 
+#: Every byte but brackets: ``_depth`` walks only the brackets.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
 def _depth(raw: bytes) -> int:
-    """How deep brackets nest in ``raw`` (strings are not skipped: an over-count only refuses sooner)."""
-    depth = deepest = 0
-    for byte in raw:
-        if byte in b"[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in b"]}":
-            depth -= 1
-    return deepest
+    """How deep brackets nest in ``raw`` (strings are not skipped: an over-count only refuses sooner).
+
+    The brackets are picked out in C and summed by numpy: a byte-by-byte loop
+    took a minute over 65,536 streams' run.json, on every read."""
+    brackets = np.frombuffer(raw.translate(None, _NOT_BRACKETS), dtype=np.uint8)
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1).astype(np.int32)
+    return int(max(0, np.cumsum(steps).max(initial=0)))
 
 
 def load_run(path: Path) -> tuple[RunRecord, Optional[RunVerdicts]]:

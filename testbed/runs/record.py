@@ -18,12 +18,14 @@ import subprocess
 import sys
 import time
 from importlib import metadata
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed import ROOT
 from testbed.rundir import TABLE_COLUMNS, RunDir, RunRecord
+from testbed.semantics.families import compact_families
 from testbed.semantics.plan import SplitterPlan
 from testbed.semantics.topology import Topology
 
@@ -63,7 +65,16 @@ def base_record(topo: Topology, plan: SplitterPlan, run_id: str, target: str, to
         name=topo.name, run_id=run_id, target=target, topology_file=topology_file, seed=topo.seed,
         start=time.time(), git_revision=git_revision(), versions=package_versions(), command=list(sys.argv),
         streams={str(s.id): s.record() for s in topo.streams}, operator_hosts=topo.operator_hosts(),
-        switch_ports=plan.ports, topology=topo.model_dump(mode="json"))
+        switch_ports=plan.ports, topology=recorded_topology(topo))
+
+
+def recorded_topology(topo: Topology) -> dict[str, Any]:
+    """The topology as run.json keeps it: a family's members as the family
+    (``compact_families``), since ``streams`` holds each of them already;
+    65,536 streams written out twice made run.json 120 MB."""
+    data = topo.model_dump(mode="json", exclude_none=True)
+    data["streams"] = compact_families(data["streams"])
+    return data
 
 
 def collect(rundir: RunDir) -> None:
