@@ -72,6 +72,7 @@ class ProgramInfo:
                           for r in config["register_arrays"]}
         self.counters = {c["name"]: ArrayInfo(c["name"], c["size"])
                          for c in config["counter_arrays"] if not c.get("is_direct")}
+        self._found: dict[tuple[str, str], Any] = {}
 
     @classmethod
     def from_file(cls, path: Path) -> "ProgramInfo":
@@ -89,11 +90,20 @@ class ProgramInfo:
         raise KeyError(f"{kind} name {name} is ambiguous: {', '.join(sorted(h.name for h in hits))}")
 
     def table(self, name: str) -> TableInfo:
-        return self._resolve("table", self.tables, name)
+        found = self._found.get(("table", name))
+        if found is None:
+            found = self._found[("table", name)] = self._resolve("table", self.tables, name)
+        return found
 
     def action(self, table: TableInfo, name: str) -> ActionInfo:
-        candidates = {a: self.actions[a] for a in table.actions}
-        return self._resolve(f"action of {short_name(table.name)}", candidates, name)
+        # Resolved once per name: a plan of 131,072 entries looked each up
+        # among every table's names, and that took minutes.
+        found = self._found.get((table.name, name))
+        if found is None:
+            candidates = {a: self.actions[a] for a in table.actions}
+            found = self._found[(table.name, name)] = self._resolve(
+                f"action of {short_name(table.name)}", candidates, name)
+        return found
 
     def register(self, name: str) -> ArrayInfo:
         return self._resolve("register", self.registers, name)
