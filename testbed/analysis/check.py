@@ -348,12 +348,33 @@ def read_link_drops(rundir: RunDir) -> Optional[pd.DataFrame]:
     return pd.read_parquet(rundir.link_drops) if rundir.link_drops.exists() else None
 
 
+#: Past this many streams the summary counts those that pass and shows at most
+#: this many that do not: 65,536 streams' lines took minutes to print.
+SUMMARY_STREAMS = 64
+
+
 def verdict_lines(results: dict, headline) -> list[str]:
-    """Per stream, ``headline(sid, result)`` and then the result's examples, indented."""
+    """Per stream, ``headline(sid, result)`` and then the result's examples, indented.
+
+    Many streams: how many pass, then the first ``SUMMARY_STREAMS`` that do
+    not (``verdicts.json`` holds every stream's)."""
     lines = []
+    many = len(results) > SUMMARY_STREAMS
+    passed = shown = 0
     for sid, r in sorted(results.items()):
+        if many and r.ok and not r.examples:
+            passed += 1
+            continue
+        shown += 1
+        if many and shown > SUMMARY_STREAMS:
+            continue
         lines.append(headline(sid, r))
         lines += [f"    {e}" for e in r.examples]
+    if many:
+        failing = len(results) - passed
+        others = f"; the first {min(failing, SUMMARY_STREAMS)} of the {failing:,} others:" if failing else ""
+        lines.insert(0, f"{passed:,} of {len(results):,} streams OK; each stream's counts are in verdicts.json"
+                        + others)
     return lines
 
 
