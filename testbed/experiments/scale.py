@@ -76,6 +76,13 @@ class ScaleParams(KindParams):
     stream_instances: int = Field(default=64, ge=2, le=1024)
     #: Events per second of each stream (a stream sends ``stream_instances`` events).
     stream_rate: Rate = 2
+    #: The stretch (issue 43): this many streams over the same instances, ids
+    #: from 0, each sending ``stretch_events`` events at ``stretch_rate``: too
+    #: few for every instance to get windows, enough for every stream to reach
+    #: operators and be checked (0: no stretch point).
+    stretch_streams: int = Field(default=0, ge=0, le=MAX_STREAM_ID + 1)
+    stretch_events: int = Field(default=2, ge=1, le=1000)
+    stretch_rate: Rate = 0.1
 
     @field_validator("stream_values")
     @classmethod
@@ -108,12 +115,18 @@ MIXED_WINDOWS = [{"kind": "count", "size": 1, "slide": 1}, {"kind": "count", "si
                  {"kind": "time", "size": 1, "slide": 1}, {"kind": "time", "size": 2, "slide": 1}]
 
 
-def streams_topology(count: int, n: int, rate: float) -> dict[str, Any]:
-    """``count`` streams as one family over ``n`` instances on two shared hosts, from two sources, as YAML data."""
+def streams_topology(count: int, n: int, rate: float, events: int = 0, first: int = 1) -> dict[str, Any]:
+    """``count`` streams as one family over ``n`` instances on two shared hosts, from two sources, as YAML
+    data; each sends ``events`` events (default ``n``), and the first has id ``first``."""
     return {"name": f"fam{count}", "switch": {"name": "ssc"},
             "hosts": {"h1": {}, "h2": {"instances": n - n // 2}, "h3": {"instances": n // 2}, "h4": {}},
             "streams": [{"family": {"count": count, "windows": MIXED_WINDOWS, "sources": ["h1", "h4"]},
-                         "id": 1, "operators": ["h2", "h3"], "events": n, "rate": rate}]}
+                         "id": first, "operators": ["h2", "h3"], "events": events or n, "rate": rate}]}
+
+
+def stretch_topology(p: "ScaleParams") -> dict[str, Any]:
+    """The stretch point's streams (``ScaleParams.stretch_streams``), ids from 0 so 65,536 fit 16 bits."""
+    return streams_topology(p.stretch_streams, p.stream_instances, p.stretch_rate, p.stretch_events, first=0)
 
 
 def table_row(r: dict[str, Any], first: list[str], installed: Any) -> str:
@@ -157,6 +170,13 @@ class ScaleRuns(ExperimentKind):
                 rows.append(self.point(target, "mixed", streams_topology(count, p.stream_instances, p.stream_rate),
                                        dict(sweep="streams", N=p.stream_instances, streams=count,
                                             events=count * p.stream_instances, window=None)))
+            if p.stretch_streams:
+                count = p.stretch_streams
+                self.log(f"{target} stretch: {count:,} streams of N = {p.stream_instances}, "
+                         f"{p.stretch_events} events each")
+                rows.append(self.point(target, "mixed", stretch_topology(p),
+                                       dict(sweep="streams", N=p.stream_instances, streams=count,
+                                            events=count * p.stretch_events, window=None)))
         table = pd.DataFrame(rows)
         table.to_parquet(self.expdir.raw / "scale.parquet", index=False)
         return {"points": rows, **{f"largest_{what}_passed": {
@@ -222,6 +242,8 @@ class ScaleRuns(ExperimentKind):
         for count in p.stream_values:
             data = streams_topology(count, p.stream_instances, p.stream_rate)
             out[f"streams-{count}"] = SplitterPlan(parse_topology(data)).cost()
+        if p.stretch_streams:
+            out[f"streams-{p.stretch_streams}"] = SplitterPlan(parse_topology(stretch_topology(p))).cost()
         return out
 
     @classmethod

@@ -39,3 +39,11 @@ def test_resources_sweep_reaches_its_largest_sizes():
     assert max(params.n_sweep) >= 1024 and max(params.stream_sweep) == N_STREAMS
     largest = [r for r in rows["by_n"] if r["N"] == max(params.n_sweep)]
     assert all(r["entries"] > 0 for r in largest) and max(r["multicast_ports"] for r in largest) > 0
+
+
+def test_s4scale_stretches_to_every_16_bit_stream_id():
+    """The stretch point: 65,536 streams, two entries each over one operator set."""
+    params, installs = full_size("s4scale")
+    cost = installs[f"streams-{params.stretch_streams}"]
+    assert params.stretch_streams == N_STREAMS
+    assert cost["window_spec"] == cost["operator_count"] == N_STREAMS and cost["multicast_groups"] <= 2 * 64

@@ -13,6 +13,7 @@ import socket
 from collections import Counter
 
 import pytest
+import yaml
 
 from support import topologies
 from testbed.dataplane.control import Controller, group_calls
@@ -74,9 +75,10 @@ def test_what_a_shared_host_cannot_do_is_refused_up_front(edit, field):
 def test_a_topology_without_instances_plans_as_it_always_did():
     """Egress keys on ports, every group is one node with rid 0 over its ports."""
     for path in sorted(resolve_topology("cbsw1").parent.glob("*.yaml")):
+        hosts = yaml.safe_load(path.read_text())["hosts"]
+        if any((h or {}).get("instances", 1) > 1 for h in hosts.values()):
+            continue            # read first: s4s65536 takes half a minute to load
         topo = load(path)
-        if any(h.instances > 1 for h in topo.hosts.values()):
-            continue
         plan = SplitterPlan(topo)
         assert {name: inst.id for name, inst in plan.instances.items()} == plan.ports, path
         assert all(g.nodes == [(0, g.ports)] and not g.shared for g in plan.groups), path
