@@ -12,6 +12,14 @@
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4
 
+/* Whether a copy was sent is a flag only in the builds where some path
+ * decides it late (a batch keeps none of its events for the operator, a
+ * CEP clone has no complex event for the sink); in the plain build the
+ * branches that send nothing drop the copy themselves. */
+#if defined(BATCHES) || defined(CEP)
+#define SENT_FLAG
+#endif
+
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
@@ -60,7 +68,7 @@ control MyEgress(inout headers_t hdr,
 
     table previous_position {
         key = {
-            meta.stream                   : exact @name("stream");
+            STREAM_KEY                    : exact @name("stream");
             meta.copy.instance            : exact @name("instance");
         }
         actions = { set_previous_position; @defaultonly NoAction; }
@@ -69,7 +77,9 @@ control MyEgress(inout headers_t hdr,
     }
 
     apply {
+#ifdef SENT_FLAG
         bool sent = false;
+#endif
 #ifdef BATCHES
         bool batched = hdr.batch.isValid();
 #else
@@ -81,6 +91,7 @@ control MyEgress(inout headers_t hdr,
                 meta.copy.instance = (bit<32>)standard_metadata.egress_rid;
             }
             if (egress_rewrite.apply().hit) {
+#ifdef BATCHES
                 /* Each position table is applied here once, for a single
                  * event and a batch alike. */
                 bool position_hit = false;
@@ -91,6 +102,7 @@ control MyEgress(inout headers_t hdr,
                 if (batched || meta.copy.old_active != 0) {
                     old_position_hit = previous_position.apply().hit;
                 }
+#endif
 
 #ifdef CEP
                 if (standard_metadata.instance_type == INSTANCE_INGRESS_CLONE) {
@@ -126,7 +138,9 @@ control MyEgress(inout headers_t hdr,
                 {
                     stream_out.count(meta.idx);
                     operator_out.count(meta.copy.instance);
+#ifdef SENT_FLAG
                     sent = true;
+#endif
 
                     /* The windows of the event this operator owns: round robin
                      * puts the newest of them (newest_op - position) mod N
@@ -149,7 +163,13 @@ control MyEgress(inout headers_t hdr,
                         hdr.windows.span = meta.copy.active;
                         hdr.windows.stride = 1;
                     } else if (meta.copy.active != 0) {
+#ifdef BATCHES
                         if (position_hit) {
+#else
+                        /* the table's hit itself, not a flag: each flag is
+                         * a field to reset and two writes per copy */
+                        if (operator_position.apply().hit) {
+#endif
                             COPY_BACK(back, meta.verdict.newest_op, meta.copy.position, meta.win.n_ops)
                             if (back < meta.copy.active) {
                                 hdr.windows.window = meta.verdict.window - (bit<64>)back;
@@ -159,7 +179,11 @@ control MyEgress(inout headers_t hdr,
                     }
                     if (meta.copy.old_active != 0) {
                         hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
+#ifdef BATCHES
                         if (old_position_hit) {
+#else
+                        if (previous_position.apply().hit) {
+#endif
                             COPY_BACK(back, meta.verdict.old_newest, meta.copy.old_position, meta.prev.n_ops)
                             if (back < meta.copy.old_active) {
                                 hdr.windows.old_window = meta.verdict.old_window - (bit<64>)back;
@@ -172,10 +196,21 @@ control MyEgress(inout headers_t hdr,
                     hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
                 }
             }
+#ifndef SENT_FLAG
+            else {
+                mark_to_drop(standard_metadata);
+            }
+#endif
         }
+#ifdef SENT_FLAG
         if (!sent) {
             mark_to_drop(standard_metadata);
         }
+#else
+        else {
+            mark_to_drop(standard_metadata);
+        }
+#endif
     }
 }
 

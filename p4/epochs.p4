@@ -15,34 +15,40 @@
 #ifndef SPLITTER_EPOCHS_P4
 #define SPLITTER_EPOCHS_P4
 
-control BoundaryCheck(in event_t event, in bit<32> idx, out epoch_t sel) {
+control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel) {
     apply {
+        /* Read before the stream's configuration is known, so only what
+         * every event needs: time_axis and the positions only when a change
+         * is armed.  switching and the epoch's increment are written only
+         * when the event switches: bmv2 zeroes all metadata per packet, and
+         * every write costs as much as a field's reset (docs/p4.md, "What an
+         * event costs"). */
         bit<1>  is_armed;
-        bit<1>  is_time;
         epoch.read(sel.number, idx);
         armed.read(is_armed, idx);
         initialized.read(sel.initialized, idx);
         in_transition.read(sel.in_transition, idx);
-        time_axis.read(is_time, idx);
 
-        sel.switching = 0;
         if (is_armed == 1 && sel.initialized == 1 && sel.in_transition == 0) {
+            bit<1>  is_time;
             bit<64> next;
             bit<64> newest;   /* the stream's newest position: its event count or timestamp */
+            time_axis.read(is_time, idx);
             next_start.read(next, idx);
             if (is_time == 0) {
                 event_count.read(newest, idx);
                 if (newest >= next) {
                     sel.switching = 1;
+                    sel.number = sel.number + 1;
                 }
             } else {
                 last_ts.read(newest, idx);
                 if (event.ts >= newest && event.ts >= next) {
                     sel.switching = 1;
+                    sel.number = sel.number + 1;
                 }
             }
         }
-        sel.number = sel.number + (bit<32>)sel.switching;
         sel.bank = (bit<1>)sel.number;
     }
 }

@@ -78,7 +78,7 @@ control MyIngress(inout headers_t hdr,
 
     table window_spec {
         key = {
-            meta.stream      : exact @name("stream");
+            STREAM_KEY       : exact @name("stream");
             meta.epoch.bank  : exact @name("bank");
         }
         actions = { set_count_window; set_time_window; set_event_time_window; @defaultonly NoAction; }
@@ -104,7 +104,7 @@ control MyIngress(inout headers_t hdr,
 
     table operator_count {
         key = {
-            meta.stream      : exact @name("stream");
+            STREAM_KEY       : exact @name("stream");
             meta.epoch.bank  : exact @name("bank");
         }
         actions = { set_operator_count; split_by_key; @defaultonly NoAction; }
@@ -124,7 +124,7 @@ control MyIngress(inout headers_t hdr,
     }
 
     table previous_spec {
-        key = { meta.stream      : exact @name("stream"); }
+        key = { STREAM_KEY       : exact @name("stream"); }
         actions = { set_previous; @defaultonly NoAction; }
         const default_action = NoAction();
         size = PREVIOUS_TABLE_SIZE;
@@ -166,7 +166,7 @@ control MyIngress(inout headers_t hdr,
      * the previous epoch's alone): one port or one group. */
     table handover {
         key = {
-            meta.stream               : exact @name("stream");
+            STREAM_KEY                : exact @name("stream");
             meta.verdict.old_newest   : exact @name("old_op");
             meta.verdict.old_active   : exact @name("old_active");
             meta.verdict.newest_op    : exact @name("newest_op");
@@ -246,37 +246,48 @@ control MyIngress(inout headers_t hdr,
             mark_to_drop(standard_metadata);
         } else {
             /* The event: the frame's own, or the one this pass of a batch takes. */
-            event_t current = hdr.event;
 #ifdef BATCHES
+            event_t current = hdr.event;
             if (batched) {
                 FOR_EACH_SLOT(BATCH_SELECT)
             }
-#endif
             meta.stream = current.stream;
-            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+#define CURRENT current
+#else
+            /* the header itself: a local copy is a header bmv2 copies per
+             * packet, field by field */
+#define CURRENT hdr.event
+#endif
 
-            boundary_check.apply(current, meta.idx, meta.epoch);
-            bool configured = true;
+            /* drop_code is DROP_NONE (0) as bmv2 zeroes all metadata per
+             * packet: only a miss writes it, so the common path does not */
+            boundary_check.apply(CURRENT, meta.idx, meta.epoch);
             if (meta.epoch.switching == 1 || meta.epoch.in_transition == 1) {
-                configured = previous_spec.apply().hit;
+                if (!previous_spec.apply().hit) {
+                    meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                }
             }
-            if (configured) {
+            if (meta.verdict.drop_code == DROP_NONE) {
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(current, meta.idx, meta.win, meta.prev, meta.epoch, meta.verdict);
+                        slides.apply(CURRENT, meta.idx, meta.win, meta.prev, meta.epoch, meta.verdict);
+                    } else {
+                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                     }
+                } else {
+                    meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                 }
             }
             if (meta.verdict.drop_code == DROP_NONE) {
                 stream_in.count(meta.idx);
             }
 
+#ifdef BATCHES
             /* Whether the drops are already counted, one by one. */
             bool counted = false;
-#ifdef BATCHES
             if (batched) {
                 if (meta.verdict.drop_code == DROP_NONE) {
-                    BATCH_TAKE(current)
+                    BATCH_TAKE(CURRENT)
                     if (meta.batch.at == 0) {
                         BATCH_WHOLE_SLIDE
                     }
@@ -314,13 +325,15 @@ control MyIngress(inout headers_t hdr,
                      * only, so the key takes the one-window path); a stream
                      * split by key never changes, so no handover. */
                     hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,
-                         { current.group_key }, meta.win.n_ops);
+                         { CURRENT.group_key }, meta.win.n_ops);
                     meta.verdict.active = 1;
                 }
             }
 
             if (meta.verdict.drop_code == DROP_NONE) {
+#ifdef BATCHES
                 counted = false;
+#endif
                 if (meta.verdict.old_active != 0) {
                     if (meta.verdict.active == 0) {
                         meta.verdict.newest_op = 0;
@@ -340,16 +353,17 @@ control MyIngress(inout headers_t hdr,
             }
 
             if (meta.verdict.drop_code != DROP_NONE) {
-                if (!counted) {
 #ifdef BATCHES
+                if (!counted) {
                     if (batched) {
                         FOR_EACH_SLOT(BATCH_UNROUTED)
-                    } else
-#endif
-                    {
+                    } else {
                         stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
                     }
                 }
+#else
+                stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
+#endif
                 mark_to_drop(standard_metadata);
             }
 #ifdef CEP
@@ -362,5 +376,7 @@ control MyIngress(inout headers_t hdr,
         }
     }
 }
+
+#undef CURRENT
 
 #endif

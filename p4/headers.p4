@@ -276,8 +276,20 @@ struct cep_meta_t {
 }
 #endif
 
+/* The event's stream, every stream table's key: a field of its own only in
+ * the batch build, where a pass's event is not the frame's event header;
+ * elsewhere the header's field itself (each field of metadata costs its
+ * reset per packet and its copy per replica). */
+#ifdef BATCHES
+#define STREAM_KEY meta.stream
+#else
+#define STREAM_KEY hdr.event.stream
+#endif
+
 struct metadata_t {
+#ifdef BATCHES
     bit<16>         stream;   /* the event's stream: every table's key */
+#endif
     /* The stream as a register index, set by the parser: bmv2 wants a field
      * for an index, and p4c makes a temporary for any other expression there,
      * which every packet then pays to reset (docs/p4.md, "What an event costs"). */

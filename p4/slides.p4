@@ -104,9 +104,10 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
         bit<32> back = 0;     /* slides a late event lies behind the newest */
         bit<64> b;            /* the boundary where the epoch in force began */
 
-        /* The verdict's other fields start at 0: bmv2 zeroes all metadata
-         * when a packet (or a batch's next pass) enters ingress. */
-        verdict.drop_code = DROP_NONE;
+        /* The verdict starts at 0, drop_code DROP_NONE among it: bmv2
+         * zeroes all metadata when a packet (or a batch's next pass) enters
+         * ingress, and the ingress applies this only while nothing has
+         * set a drop code. */
 
         /* -- the coordinate; time windows also check the order ---------- */
         if (win.kind == WINDOW_COUNT) {
@@ -171,7 +172,6 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
             } else {
                 /* -- an armed change takes effect: freeze the old epoch's newest
                  *    slide and begin the new one at the boundary -------------- */
-                bit<1> transition_on = sel.in_transition;
                 if (sel.switching == 1) {
                     next_start.read(b, idx);
                     old_start.write(idx, start);
@@ -193,12 +193,12 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
                     start = b;
                     newest = 0;
                     begun_now = 1;
-                    transition_on = 1;
                 }
 
                 /* -- the previous epoch's windows, during a transition -------- */
                 bit<1> old_only = 0;
-                if (transition_on == 1) {
+                /* sel itself, not a local copy: each local is a field to reset */
+                if (sel.in_transition == 1 || sel.switching == 1) {
                     bit<32> obegun;
                     boundary.read(b, idx);
                     old_begun.read(obegun, idx);
@@ -266,9 +266,9 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
                         old_newest.read(verdict.old_newest, idx);
                         old_window.read(verdict.old_window, idx);
                         if (late == 0) {
-                            bit<64> end;
-                            transition_end.read(end, idx);
-                            if (x >= end) {
+                            /* into b, no longer needed: one field fewer */
+                            transition_end.read(b, idx);
+                            if (x >= b) {
                                 in_transition.write(idx, 0);
                             }
                         }
