@@ -9,6 +9,10 @@ NAME        ?= cbsw1
 TARGET      ?=
 EXPERIMENT_ARGS ?=
 PYTEST_ARGS ?=
+# `make test` runs on TEST_WORKERS pytest-xdist workers: the integration tests
+# stay in one group, run one at a time on one worker (tests/conftest.py), while
+# the unit tests take the others.  TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 # Debian packages: Mininet and the tools its hosts use, Java for PySpark,
 # python3-thrift for bmv2's CLI (only used when bmv2 is installed), tshark to
 # read captures with the event dissector (tools/wireshark/), valgrind to count
@@ -53,7 +57,7 @@ clean:
 	rm -rf build logs pcaps
 
 test: deps
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The testbed's own speed and memory, into results/bench/<id>/ (not part of `make figures`).
 bench: deps

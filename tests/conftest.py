@@ -6,6 +6,11 @@
   each skips with its reason where what it needs is missing.
 
 ``pytest -m unit`` runs the fast half; ``pytest tests/integration`` the other.
+
+``make test`` runs the suite on two pytest-xdist workers with ``--dist
+loadgroup``: every integration test is in one ``xdist_group``, so they run one
+at a time on one worker, as they always did (they share the root's network
+namespaces, bmv2's ports and ``build/``), while the unit tests take the other.
 """
 from __future__ import annotations
 
@@ -18,12 +23,18 @@ from support import topologies
 from testbed.rundir import RunDir
 
 TESTS = Path(__file__).resolve().parent
+#: The xdist group of every integration test: under ``--dist loadgroup`` one worker runs them all, in turn.
+INTEGRATION_GROUP = "integration"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
-        item.add_marker(pytest.mark.integration if folder == "integration" else pytest.mark.unit)
+        if folder == "integration":
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
+        else:
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(autouse=True)
