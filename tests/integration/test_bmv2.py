@@ -263,15 +263,31 @@ def test_program_compiles_with_the_pipeline_schema(build, request):
     assert ("events_windows[0]" in {h["name"] for h in config["headers"]}) == (build == "batches")
 
 
-def test_p4build_cli_prints_outputs():
-    res = subprocess.run([sys.executable, "-m", "testbed.targets.bmv2.toolchain"], capture_output=True, text=True,
-                         cwd=ROOT)
+def test_p4build_cli_prints_outputs(tmp_path, monkeypatch, capsys):
+    """``python -m testbed.targets.bmv2.toolchain`` (``make p4``) compiles the
+    programs it is given into ``--out-dir`` and prints each one's outputs; given
+    none, every program the testbed runs.  The compiles are of two small
+    baselines into a folder of the test's own: the splitter's builds, which
+    take a minute or two each, are compiled into build/ by the tests that run
+    them (tests/unit/test_p4_contract.py the plain and CEP builds), and those of
+    the bench's baselines by the bench's test."""
+    programs = [toolchain.FORWARD_PROGRAM, toolchain.SPLITTER_FLOOR_PROGRAM]
+    res = subprocess.run([sys.executable, "-m", "testbed.targets.bmv2.toolchain", "--out-dir", str(tmp_path),
+                          *(str(p.relative_to(ROOT)) for p in programs)], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    expected = [*toolchain.outputs(), *toolchain.outputs(program=toolchain.BATCH_PROGRAM),
-                *toolchain.outputs(program=toolchain.CEP_PROGRAM),
-                *toolchain.outputs(program=toolchain.FORWARD_PROGRAM),
-                *(path for program in toolchain.BENCH_BASELINES for path in toolchain.outputs(program=program))]
+    expected = [path for program in programs for path in toolchain.outputs(tmp_path, program)]
     assert res.stdout.split() == [str(p) for p in expected]
+    assert all(json.loads(p.read_text())["pipelines"] for p in expected[::2])
+    assert all(p.stat().st_size > 0 for p in expected[1::2])
+    # Given no program: every one, in this order, into build/ (the compiles stood in for here).
+    compiled = []
+    monkeypatch.setattr(toolchain, "compile_program", lambda out_dir, force, program: compiled.append(program))
+    assert toolchain.main([]) == 0
+    everything = [toolchain.PROGRAM, toolchain.BATCH_PROGRAM, toolchain.CEP_PROGRAM, toolchain.FORWARD_PROGRAM,
+                  *toolchain.BENCH_BASELINES]
+    assert compiled == everything
+    assert capsys.readouterr().out.split() == [str(path) for program in everything
+                                               for path in toolchain.outputs(program=program)]
 
 
 # ----------------------------------------------------------------------

@@ -16,8 +16,9 @@ forwarding baseline of the latency experiment, compiles the same way into
 ``build/forward.json``.
 
 ``python -m testbed.targets.bmv2.toolchain`` compiles the splitter's builds,
-the forwarding baseline and the bench's baselines (``BENCH_BASELINES``) and
-prints their paths, or exits non-zero with a one-line reason.
+the forwarding baseline and the bench's baselines (``PROGRAMS``), or only the
+programs named on its command line, and prints their paths, or exits
+non-zero with a one-line reason.
 
 The versions and build flags the project is tested with are ``PINS``, read
 from ``toolchain.toml`` beside this module: the file ``make toolchain``
@@ -62,6 +63,9 @@ FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
 BENCH_BASELINES = tuple(P4_DIR / "baseline" / f"{name}.p4" for name in ("forward_events", "cep_floor",
                                                                        "splitter_floor"))
 SPLITTER_FLOOR_PROGRAM = BENCH_BASELINES[-1]
+#: Every program the testbed runs, in the order ``python -m testbed.targets.bmv2.toolchain`` (``make p4``)
+#: compiles them when no program is named.
+PROGRAMS = (PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM) + BENCH_BASELINES
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
 DEFAULT_PREFIX = "/opt/p4"
@@ -210,7 +214,8 @@ def compile_program(out_dir: Path = BUILD_DIR, force: bool = False, program: Pat
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0 or not tmp_json.is_file():
             detail = (res.stderr or res.stdout).strip()
-            raise P4BuildError(f"{Path(compiler).name} failed on {program.relative_to(ROOT)} "
+            shown = program.relative_to(ROOT) if program.is_relative_to(ROOT) else program
+            raise P4BuildError(f"{Path(compiler).name} failed on {shown} "
                                f"(exit {res.returncode}):\n{detail}")
         os.replace(tmp_info, p4info_out)
         os.replace(tmp_json, json_out)
@@ -247,12 +252,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbed.targets.bmv2.toolchain", description=__doc__.splitlines()[0])
     ap.add_argument("--force", action="store_true", help="compile even if the outputs are up to date")
     ap.add_argument("--out-dir", type=Path, default=BUILD_DIR, help="where the outputs go (default: build/)")
+    ap.add_argument("programs", nargs="*", type=Path, metavar="PROGRAM",
+                    help="the .p4 files to compile (default: every program the testbed runs)")
     args = ap.parse_args(argv)
     reason = compiler_missing()
     if reason:
         print(f"p4 toolchain: {reason}", file=sys.stderr)
         return 1
-    for program in (PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM) + BENCH_BASELINES:
+    for program in [path.resolve() for path in args.programs] or PROGRAMS:
         try:
             compile_program(args.out_dir, force=args.force, program=program)
         except P4BuildError as err:
