@@ -299,3 +299,40 @@ def test_experiment_on_bmv2_without_the_tools_exits_2_naming_make_toolchain(no_t
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and "make toolchain" in lines[0]
+
+
+def test_two_compiles_of_one_program_at_once_run_the_compiler_once(tmp_path, monkeypatch):
+    """Two processes (pytest-xdist workers) asking for one program at once: the
+    second waits for the first's compile and takes its outputs, never compiling
+    it again or reading half-written ones.  The compiler here is a stand-in
+    that takes a second and counts its calls."""
+    import threading
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    fake = bin_dir / "p4c-bm2-ss"
+    fake.write_text(f"""#!{sys.executable}
+import sys, time
+args = sys.argv[1:]
+time.sleep(1)
+with open({str(calls)!r}, "a") as f:
+    f.write("compiled\\n")
+open(args[args.index("-o") + 1], "w").write('{{"program": "p.p4"}}')
+open(args[args.index("--p4runtime-files") + 1], "w").write("info")
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    program = tmp_path / "p4" / "p.p4"
+    program.parent.mkdir()
+    program.write_text("// a program\n")
+    out, got = tmp_path / "build", []
+    threads = [threading.Thread(target=lambda: got.append(toolchain.compile_program(out, program=program)))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got == [out / "p.json"] * 2 and (out / "p.json").read_text() == '{"program": "p.p4"}'
+    assert calls.read_text() == "compiled\n"
+    assert toolchain.compile_program(out, force=True, program=program) == out / "p.json"
+    assert calls.read_text() == "compiled\n" * 2

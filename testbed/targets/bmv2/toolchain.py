@@ -27,6 +27,7 @@ from ``toolchain.toml`` beside this module: the file ``make toolchain``
 from __future__ import annotations
 
 import argparse
+import fcntl
 import glob
 import importlib.util
 import os
@@ -199,7 +200,10 @@ def compile_program(out_dir: Path = BUILD_DIR, force: bool = False, program: Pat
 
     The compiler writes into a scratch directory and the outputs are moved
     into place only on success, so a failed or concurrent compile never
-    leaves a half-written JSON that looks up to date.
+    leaves a half-written JSON that looks up to date.  Compiles of one program
+    into one folder take turns (a lock file beside the outputs): a second
+    process asking for it, such as another pytest-xdist worker, waits for the
+    first and then finds the outputs up to date instead of compiling again.
     """
     json_out, p4info_out = outputs(out_dir, program)
     if not force and up_to_date(out_dir, program):
@@ -208,17 +212,21 @@ def compile_program(out_dir: Path = BUILD_DIR, force: bool = False, program: Pat
     if compiler is None:
         raise P4BuildError(compiler_missing())
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".p4c-") as scratch:
-        tmp_json, tmp_info = outputs(Path(scratch), program)
-        cmd = compile_command(compiler, tmp_json, tmp_info, program)
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if res.returncode != 0 or not tmp_json.is_file():
-            detail = (res.stderr or res.stdout).strip()
-            shown = program.relative_to(ROOT) if program.is_relative_to(ROOT) else program
-            raise P4BuildError(f"{Path(compiler).name} failed on {shown} "
-                               f"(exit {res.returncode}):\n{detail}")
-        os.replace(tmp_info, p4info_out)
-        os.replace(tmp_json, json_out)
+    with open(out_dir / f".{program.stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)        # released when the file closes, or the process dies
+        if not force and up_to_date(out_dir, program):
+            return json_out
+        with tempfile.TemporaryDirectory(dir=out_dir, prefix=".p4c-") as scratch:
+            tmp_json, tmp_info = outputs(Path(scratch), program)
+            cmd = compile_command(compiler, tmp_json, tmp_info, program)
+            res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            if res.returncode != 0 or not tmp_json.is_file():
+                detail = (res.stderr or res.stdout).strip()
+                shown = program.relative_to(ROOT) if program.is_relative_to(ROOT) else program
+                raise P4BuildError(f"{Path(compiler).name} failed on {shown} "
+                                   f"(exit {res.returncode}):\n{detail}")
+            os.replace(tmp_info, p4info_out)
+            os.replace(tmp_json, json_out)
     return json_out
 
 
