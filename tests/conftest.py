@@ -11,6 +11,9 @@
 loadgroup``: every integration test is in one ``xdist_group``, so they run one
 at a time on one worker, as they always did (they share the root's network
 namespaces, bmv2's ports and ``build/``), while the unit tests take the other.
+An integration module that shares none of that (no root, no namespace, no
+fixed port, nothing under ``build/``) says so with ``BESIDE_THE_OTHERS =
+True`` and runs outside the group, beside the others, like a unit test.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder == "integration":
             item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
+            if not getattr(item.module, "BESIDE_THE_OTHERS", False):
+                item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
         else:
             item.add_marker(pytest.mark.unit)
 

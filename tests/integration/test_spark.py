@@ -19,6 +19,10 @@ from testbed.semantics.workload import stream_events
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(spark_missing() is not None, reason=f"Spark skipped: {spark_missing()}")]
+#: Spark in local mode or on loopback ports found free, run directories under tmp_path, state in the
+#: test's own TESTBED_STATE_DIR: nothing another test uses, so ``make test`` runs these beside the other
+#: integration tests (tests/conftest.py), on the unit tests' worker, not after them (seven minutes).
+BESIDE_THE_OTHERS = True
 
 STREAMS = [
     ({"kind": "count", "size": 5, "slide": 2}, "nexmark_q7", 3),
