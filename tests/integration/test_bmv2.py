@@ -1305,66 +1305,47 @@ def test_the_bench_measures_what_a_stopped_switch_keeps(tmp_path):
 def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     """``make bench``'s instruction counts: the splitter costs more per event than
     plain forwarding, and a sliding window (two copies for most events) more
-    than a tumbling one, and less in batches; every count is of as many copies
-    as the embedded target sends for the same frames, or the part refuses to
-    report it."""
+    than a tumbling one; the floors (reading the event, the least CEP stage,
+    the least splitter) sit between forwarding and the splitter; every count is
+    of as many copies as the embedded target sends for the same frames, or the
+    part refuses to report it.
+
+    The suite counts the plain splitter build and the baselines only: under
+    callgrind each splitter build takes half a minute to start, twice per row,
+    and the CEP and batches builds' four rows would more than double the
+    test's time.  ``make bench`` counts those too, on the same code path
+    (``instructions_per_event``); their copies are held to the embedded
+    target's there as here."""
     from testbed.experiments.bench.instructions import (
-        BATCH_WORKLOAD,
         BATCHES,
         CEP,
         CEP_FLOOR,
         CEP_WORKLOAD,
         FORWARD_EVENTS,
-        LONE_WORKLOAD,
         SPLITTER_FLOOR,
-        TIME_BATCH_WORKLOAD,
         InstructionParams,
-        batch_workload,
-        cep_workload,
-        expected_copies,
         floor_workload,
         instructions_per_event,
     )
     from testbed.rundir import ExperimentDir
 
-    params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"])
+    params = InstructionParams(events=100, workloads=["count tumbling 100/100", "count sliding 100/50"],
+                               cep=False, batches=False)
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 11
+    assert len(rows) == 7 and not {CEP, BATCHES} & {row["program"] for row in rows}
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
-    cep = by[CEP, CEP_WORKLOAD]
     assert forward["copies"] == tumbling["copies"] == 100
     assert sliding["copies"] == 50 + 50 * 2          # one window until the second slide begins, then two
-    install, frames = cep_workload()
-    assert cep["copies"] == expected_copies(install, frames(100)) > 100    # each event's copy, and complex events
     assert 0 < forward["instructions_per_event"] < tumbling["instructions_per_event"] \
         < sliding["instructions_per_event"]
-    # the CEP build is the splitter with a stage beside it, on a window of one event
-    assert cep["instructions_per_event"] > tumbling["instructions_per_event"]
-    # batches of 8 inside one slide take one pass each, so an event costs less than in a frame of its own
-    batched = by[BATCHES, BATCH_WORKLOAD]
-    install, frames = batch_workload()
-    assert len(frames(100)) == 13 and batched["copies"] == expected_copies(install, frames(100)) == 13
-    assert forward["instructions_per_event"] < batched["instructions_per_event"] < tumbling["instructions_per_event"]
-    # and so do time batches in order inside one slide, which this workload's events are but for
-    # the batches that cross a slide's start
-    timed = by[BATCHES, TIME_BATCH_WORKLOAD]
-    install, frames = batch_workload(TIME_BATCH_WORKLOAD)
-    assert timed["copies"] == expected_copies(install, frames(100)) > 13
-    assert forward["instructions_per_event"] < timed["instructions_per_event"] < tumbling["instructions_per_event"]
-    # one event per frame on the batches build: the plain path, with the batch build's larger header vector
-    lone = by[BATCHES, LONE_WORKLOAD]
-    install, frames = batch_workload(LONE_WORKLOAD)
-    assert all(not is_batch_port(frame) for frame in frames(100)) and lone["copies"] == 100
-    assert tumbling["instructions_per_event"] < lone["instructions_per_event"] < 2 * tumbling["instructions_per_event"]
     # the floors: reading the event costs more than forwarding the frame, the least CEP stage more
-    # again, with the oracle's complex events (as many as the CEP build's), and less than the build
+    # again, with the oracle's complex events
     reading, floor = by[FORWARD_EVENTS, "any"], by[CEP_FLOOR, CEP_WORKLOAD]
     assert reading["copies"] == 100
-    assert floor["copies"] == floor_workload().copies(100) == cep["copies"]
-    assert forward["instructions_per_event"] < reading["instructions_per_event"] \
-        < floor["instructions_per_event"] < cep["instructions_per_event"]
+    assert floor["copies"] == floor_workload().copies(100) > 100
+    assert forward["instructions_per_event"] < reading["instructions_per_event"] < floor["instructions_per_event"]
     # the splitter's floor: the splitter's copies, each one the oracle's (or the part refuses), for
     # more than reading the event and less than the splitter; sliding dearer than tumbling
     least = {label: by[SPLITTER_FLOOR, label] for label in ("count tumbling 100/100", "count sliding 100/50")}
