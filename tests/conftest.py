@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder == "integration":
             item.add_marker(pytest.mark.integration)
-            if not getattr(item.module, "BESIDE_THE_OTHERS", False):
+            if not getattr(getattr(item, "module", None), "BESIDE_THE_OTHERS", False):
                 item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
         else:
             item.add_marker(pytest.mark.unit)
