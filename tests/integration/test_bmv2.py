@@ -254,7 +254,7 @@ def test_program_compiles_with_the_pipeline_schema(build, request):
     for name, size in COUNTERS.items():
         assert info.counter(name).size == size, name
     assert N_INSTANCES == COUNTERS["operator_out"]      # per operator instance, a whole host's id its port
-    # The compiled output is reused while it is newer than the sources.
+    # The compiled output is reused while it was built from the sources as they are.
     source = toolchain.PROGRAM if build == "plain" else toolchain.BATCH_PROGRAM
     assert toolchain.up_to_date(program=source)
     assert toolchain.compile_program(program=source) == program

@@ -9,6 +9,7 @@ interpreter) without building anything.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -335,4 +336,36 @@ open(args[args.index("--p4runtime-files") + 1], "w").write("info")
     assert got == [out / "p.json"] * 2 and (out / "p.json").read_text() == '{"program": "p.p4"}'
     assert calls.read_text() == "compiled\n"
     assert toolchain.compile_program(out, force=True, program=program) == out / "p.json"
+    assert calls.read_text() == "compiled\n" * 2
+
+
+def test_outputs_are_up_to_date_only_for_the_sources_they_were_built_from(tmp_path, monkeypatch):
+    """Outputs newer than the sources but built from other ones (a build/ copied
+    beside another revision) are compiled again; a source touched but unchanged is not."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    fake = bin_dir / "p4c-bm2-ss"
+    fake.write_text(f"""#!{sys.executable}
+import sys
+args = sys.argv[1:]
+with open({str(calls)!r}, "a") as f:
+    f.write("compiled\\n")
+open(args[args.index("-o") + 1], "w").write("{{}}")
+open(args[args.index("--p4runtime-files") + 1], "w").write("info")
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    program = tmp_path / "p4" / "p.p4"
+    program.parent.mkdir()
+    program.write_text("// one revision\n")
+    out = tmp_path / "build"
+    toolchain.compile_program(out, program=program)
+    assert toolchain.up_to_date(out, program=program)
+    program.write_text("// another revision\n")
+    for built in toolchain.outputs(out, program):
+        os.utime(built, (built.stat().st_mtime + 60,) * 2)      # newer than the changed source
+    assert not toolchain.up_to_date(out, program=program)
+    toolchain.compile_program(out, program=program)
+    program.touch()
+    assert toolchain.up_to_date(out, program=program)
     assert calls.read_text() == "compiled\n" * 2

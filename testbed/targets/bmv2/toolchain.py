@@ -10,8 +10,8 @@ toolchain installed outside ``PATH``:
 
 The compiled program goes to ``build/splitter.json`` (bmv2 JSON) and
 ``build/splitter.p4info.txt`` (P4Runtime info, for reference); a compile is
-skipped while both are newer than every ``.p4`` file in the program's
-folder.  ``FORWARD_PROGRAM`` (``p4/baseline/forward.p4``), the plain
+skipped while both exist and ``build/splitter.sources.sha256`` holds the
+digest of the ``.p4`` files in the program's folder as they are now.  ``FORWARD_PROGRAM`` (``p4/baseline/forward.p4``), the plain
 forwarding baseline of the latency experiment, compiles the same way into
 ``build/forward.json``.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import glob
+import hashlib
 import importlib.util
 import os
 import re
@@ -177,13 +178,29 @@ def sources(program: Path = PROGRAM) -> list[Path]:
     return sorted(program.parent.glob("*.p4"))
 
 
+def sources_digest(program: Path = PROGRAM) -> str:
+    """SHA-256 over the names and bytes of the program's sources: what its outputs were built from."""
+    h = hashlib.sha256()
+    for src in sources(program):
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def digest_path(out_dir: Path = BUILD_DIR, program: Path = PROGRAM) -> Path:
+    return out_dir / f"{program.stem}.sources.sha256"
+
+
 def up_to_date(out_dir: Path = BUILD_DIR, program: Path = PROGRAM) -> bool:
-    """Both outputs exist and are newer than every source of the program."""
+    """Both outputs exist and were compiled from the sources as they are now.
+
+    By content, not by time: a ``build/`` copied beside sources of another
+    revision has newer times than they, and was taken for up to date."""
+    if not all(p.is_file() for p in outputs(out_dir, program)):
+        return False
     try:
-        built = min(p.stat().st_mtime for p in outputs(out_dir, program))
+        return digest_path(out_dir, program).read_text().strip() == sources_digest(program)
     except FileNotFoundError:
         return False
-    return all(src.stat().st_mtime < built for src in sources(program))
 
 
 def compile_command(compiler: str, json_out: Path, p4info_out: Path, program: Path = PROGRAM) -> list[str]:
@@ -225,8 +242,11 @@ def compile_program(out_dir: Path = BUILD_DIR, force: bool = False, program: Pat
                 shown = program.relative_to(ROOT) if program.is_relative_to(ROOT) else program
                 raise P4BuildError(f"{Path(compiler).name} failed on {shown} "
                                    f"(exit {res.returncode}):\n{detail}")
+            digest = Path(scratch) / digest_path(out_dir, program).name
+            digest.write_text(sources_digest(program) + "\n")
             os.replace(tmp_info, p4info_out)
             os.replace(tmp_json, json_out)
+            os.replace(digest, digest_path(out_dir, program))
     return json_out
 
 
