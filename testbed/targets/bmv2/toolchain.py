@@ -11,8 +11,9 @@ toolchain installed outside ``PATH``:
 The compiled program goes to ``build/splitter.json`` (bmv2 JSON) and
 ``build/splitter.p4info.txt`` (P4Runtime info, for reference); a compile is
 skipped while both exist and ``build/splitter.sources.sha256`` holds the
-digest of the ``.p4`` files in the program's folder as they are now.  ``FORWARD_PROGRAM`` (``p4/baseline/forward.p4``), the plain
-forwarding baseline of the latency experiment, compiles the same way into
+digest of the ``.p4`` files in the program's folder as they are now.
+``FORWARD_PROGRAM`` (``p4/baseline/forward.p4``), the plain forwarding
+baseline of the latency experiment, compiles the same way into
 ``build/forward.json``.
 
 ``python -m testbed.targets.bmv2.toolchain`` compiles the splitter's builds,
