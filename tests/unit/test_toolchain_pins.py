@@ -302,20 +302,16 @@ def test_experiment_on_bmv2_without_the_tools_exits_2_naming_make_toolchain(no_t
         assert len(lines) == 1 and "make toolchain" in lines[0]
 
 
-def test_two_compiles_of_one_program_at_once_run_the_compiler_once(tmp_path, monkeypatch):
-    """Two processes (pytest-xdist workers) asking for one program at once: the
-    second waits for the first's compile and takes its outputs, never compiling
-    it again or reading half-written ones.  The compiler here is a stand-in
-    that takes a second and counts its calls."""
-    import threading
-
+def stand_in_compiler(tmp_path: Path, monkeypatch, seconds: float = 0.0) -> tuple[Path, Path]:
+    """A p4c-bm2-ss on PATH that takes ``seconds``, writes its two outputs and counts
+    its calls in a file; returns (that file, a program ``p4/p.p4`` to compile)."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
     fake = bin_dir / "p4c-bm2-ss"
     fake.write_text(f"""#!{sys.executable}
 import sys, time
 args = sys.argv[1:]
-time.sleep(1)
+time.sleep({seconds})
 with open({str(calls)!r}, "a") as f:
     f.write("compiled\\n")
 open(args[args.index("-o") + 1], "w").write('{{"program": "p.p4"}}')
@@ -325,7 +321,18 @@ open(args[args.index("--p4runtime-files") + 1], "w").write("info")
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     program = tmp_path / "p4" / "p.p4"
     program.parent.mkdir()
-    program.write_text("// a program\n")
+    program.write_text("// one revision\n")
+    return calls, program
+
+
+def test_two_compiles_of_one_program_at_once_run_the_compiler_once(tmp_path, monkeypatch):
+    """Two processes (pytest-xdist workers) asking for one program at once: the
+    second waits for the first's compile and takes its outputs, never compiling
+    it again or reading half-written ones.  The compiler here is a stand-in
+    that takes a second and counts its calls."""
+    import threading
+
+    calls, program = stand_in_compiler(tmp_path, monkeypatch, seconds=1)
     out, got = tmp_path / "build", []
     threads = [threading.Thread(target=lambda: got.append(toolchain.compile_program(out, program=program)))
                for _ in range(2)]
@@ -342,22 +349,7 @@ open(args[args.index("--p4runtime-files") + 1], "w").write("info")
 def test_outputs_are_up_to_date_only_for_the_sources_they_were_built_from(tmp_path, monkeypatch):
     """Outputs newer than the sources but built from other ones (a build/ copied
     beside another revision) are compiled again; a source touched but unchanged is not."""
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    bin_dir.mkdir()
-    fake = bin_dir / "p4c-bm2-ss"
-    fake.write_text(f"""#!{sys.executable}
-import sys
-args = sys.argv[1:]
-with open({str(calls)!r}, "a") as f:
-    f.write("compiled\\n")
-open(args[args.index("-o") + 1], "w").write("{{}}")
-open(args[args.index("--p4runtime-files") + 1], "w").write("info")
-""")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    program = tmp_path / "p4" / "p.p4"
-    program.parent.mkdir()
-    program.write_text("// one revision\n")
+    calls, program = stand_in_compiler(tmp_path, monkeypatch)
     out = tmp_path / "build"
     toolchain.compile_program(out, program=program)
     assert toolchain.up_to_date(out, program=program)
