@@ -57,7 +57,7 @@ clean:
 	rm -rf build logs pcaps
 
 test: deps
-	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -ra -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The testbed's own speed and memory, into results/bench/<id>/ (not part of `make figures`).
 bench: deps

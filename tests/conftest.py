@@ -7,16 +7,18 @@
 
 ``pytest -m unit`` runs the fast half; ``pytest tests/integration`` the other.
 
-``make test`` runs the suite on two pytest-xdist workers with ``--dist
-loadgroup``: every integration test is in one ``xdist_group``, so they run one
-at a time on one worker, as they always did (they share the root's network
-namespaces, bmv2's ports and ``build/``), while the unit tests take the other.
-An integration module that shares none of that (no root, no namespace, no
-fixed port, nothing under ``build/``) says so with ``BESIDE_THE_OTHERS =
-True`` and runs outside the group, beside the others, like a unit test.
+``make test`` runs the suite on two pytest-xdist workers, scheduled by
+``pytest_xdist_make_scheduler`` below: every integration test is in one
+scope, so they run one at a time on one worker, as they always did (they
+share the root's network namespaces, bmv2's ports and ``build/``), while the
+unit tests take the other.  An integration module that shares none of that
+(no root, no namespace, no fixed port, nothing under ``build/``) says so with
+a line ``BESIDE_THE_OTHERS = True`` and runs beside the others, like a unit
+test.
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -26,19 +28,48 @@ from support import topologies
 from testbed.rundir import RunDir
 
 TESTS = Path(__file__).resolve().parent
-#: The xdist group of every integration test: under ``--dist loadgroup`` one worker runs them all, in turn.
-INTEGRATION_GROUP = "integration"
+#: The one scope every integration test shares under ``make test``'s scheduler.
+INTEGRATION_SCOPE = "integration"
+BESIDE = "BESIDE_THE_OTHERS = True"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
-        if folder == "integration":
-            item.add_marker(pytest.mark.integration)
-            if not getattr(getattr(item, "module", None), "BESIDE_THE_OTHERS", False):
-                item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
-        else:
-            item.add_marker(pytest.mark.unit)
+        item.add_marker(pytest.mark.integration if folder == "integration" else pytest.mark.unit)
+
+
+@functools.cache
+def runs_beside_the_others(module: str) -> bool:
+    """The module says ``BESIDE_THE_OTHERS = True`` on a line of its own."""
+    try:
+        return BESIDE in (TESTS.parent / module).read_text().splitlines()
+    except OSError:
+        return False
+
+
+def scope_of(nodeid: str) -> str:
+    """The scope the scheduler keeps on one worker, in turn: all integration tests
+    but those that run beside the others share one; any other test is its own."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith("tests/integration/") and not runs_beside_the_others(module):
+        return INTEGRATION_SCOPE
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's own grouping (``--dist loadgroup``) does not work under
+    pytest 9, whose node ids no longer take the group xdist appends to them,
+    and the integration tests ran two at a time; this scheduler groups by the
+    node id's module itself."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class IntegrationInTurn(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return IntegrationInTurn(config, log)
 
 
 @pytest.fixture(autouse=True)
