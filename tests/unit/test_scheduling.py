@@ -1,6 +1,5 @@
 """``make test``'s scheduler (tests/conftest.py): the integration tests keep to one worker, in turn."""
 import pytest
-
 from conftest import INTEGRATION_SCOPE, scope_of
 
 pytestmark = pytest.mark.unit
