@@ -462,6 +462,30 @@ class Switch(StrictModel):
     target: Literal["model", "bmv2"] = "model"
 
 
+def check_stream_hosts(streams, hosts) -> None:
+    """Stream ids are unique, and each stream's source and operators are hosts of the topology,
+    none of its operators on its source."""
+    ids: dict[int, int] = {}
+    # A family's members share their source and operators: each pair is
+    # looked at once (65,536 streams of N = 64 made 4M look-ups otherwise).
+    checked: set[tuple[str, tuple[str, ...]]] = set()
+    for i, s in enumerate(streams):
+        if s.id in ids:
+            raise _FieldError(f"streams[{i}].id", f"duplicate stream id {s.id} (also streams[{ids[s.id]}])")
+        ids[s.id] = i
+        if s.source not in hosts:
+            raise _FieldError(f"streams[{i}].source", f"unknown host {s.source!r}")
+        pair = (s.source, tuple(s.operators))
+        if pair in checked:
+            continue
+        checked.add(pair)
+        for j, op in enumerate(s.operators):
+            if instances_.host_of(op) not in hosts:
+                raise _FieldError(f"streams[{i}].operators[{j}]", f"unknown host {op!r}")
+            if instances_.host_of(op) == s.source:
+                raise _FieldError(f"streams[{i}].operators[{j}]", f"{op!r} is the stream's source")
+
+
 class Topology(StrictModel):
     name: Name
     description: str = ""
@@ -502,25 +526,7 @@ class Topology(StrictModel):
         for i, link in enumerate(self.links):
             if seen_links.count(link.host) > 1:
                 raise _FieldError(f"links[{i}].host", f"host {link.host!r} has two links")
-        ids: dict[int, int] = {}
-        # A family's members share their source and operators: each pair is
-        # looked at once (65,536 streams of N = 64 made 4M look-ups otherwise).
-        checked: set[tuple[str, tuple[str, ...]]] = set()
-        for i, s in enumerate(self.streams):
-            if s.id in ids:
-                raise _FieldError(f"streams[{i}].id", f"duplicate stream id {s.id} (also streams[{ids[s.id]}])")
-            ids[s.id] = i
-            if s.source not in hosts:
-                raise _FieldError(f"streams[{i}].source", f"unknown host {s.source!r}")
-            pair = (s.source, tuple(s.operators))
-            if pair in checked:
-                continue
-            checked.add(pair)
-            for j, op in enumerate(s.operators):
-                if instances_.host_of(op) not in hosts:
-                    raise _FieldError(f"streams[{i}].operators[{j}]", f"unknown host {op!r}")
-                if instances_.host_of(op) == s.source:
-                    raise _FieldError(f"streams[{i}].operators[{j}]", f"{op!r} is the stream's source")
+        check_stream_hosts(self.streams, hosts)
         addrs: dict[str, str] = {}
         for name, h in hosts.items():
             for kind, value in (("ip", h.ip), ("mac", h.mac)):
