@@ -89,18 +89,19 @@ class Controller:
 
     def _create_groups(self, groups: Sequence[MulticastGroup]) -> int:
         """Create the groups this switch does not have yet, each with its nodes; returns the calls made."""
-        calls = 0
-        for group in groups:
-            if group.mgid in self.nodes:
-                continue
-            self.api.mc_mgrp_create(group.mgid)
-            handles = self.nodes[group.mgid] = []
-            for rid, ports in group.nodes:
-                handle = self.api.mc_node_create(rid, list(ports))
-                self.api.mc_node_associate(group.mgid, handle)
-                handles.append(handle)
-            calls += group_calls(group)
-        return calls
+        new = [group for group in groups if group.mgid not in self.nodes]
+        try:
+            made = self.api.mc_mgrp_create_many([(g.mgid, [(rid, list(ports)) for rid, ports in g.nodes])
+                                                 for g in new])
+        except Exception:
+            # Part of the groups may be on the switch: learn them from there, so ``clear`` removes them.
+            wanted = {g.mgid for g in new}
+            self.nodes.update((mgid, [n["handle"] for n in nodes])
+                              for mgid, nodes in self.api.mc_dump().items() if mgid in wanted)
+            raise
+        for group, handles in zip(new, made):
+            self.nodes[group.mgid] = [int(h) for h in handles]
+        return sum(map(group_calls, new))
 
     #: Entries handed to ``table_add_many`` at once: one request to the embedded switch.
     BATCH = 2048

@@ -113,6 +113,16 @@ class ControlState:
     def mc_node_associate(self, mgid: int, handle: int) -> None:
         self.mc_groups[int(mgid)].append(int(handle))
 
+    def mc_mgrp_create_many(self, groups: Sequence[Sequence[Any]]) -> list[list[int]]:
+        made: list[list[int]] = []
+        for mgid, nodes in groups:
+            self.mc_mgrp_create(mgid)
+            made.append([])
+            for rid, ports in nodes:
+                made[-1].append(self.mc_node_create(rid, ports))
+                self.mc_node_associate(mgid, made[-1][-1])
+        return made
+
     def mc_node_destroy(self, handle: int) -> None:
         if int(handle) not in self.mc_nodes:
             raise KeyError(f"no multicast node with handle {handle}")

@@ -19,10 +19,16 @@ from testbed.targets.bmv2.program import ProgramInfo, short_name
 
 #: Context id of the single P4 program in a bmv2 switch.
 CXT_ID = 0
-#: Entries ``table_add_many`` sends before it reads their replies: the replies of
-#: a chunk fit the socket buffers, so neither side ever waits on the other's.
+#: Requests a pipelined exchange sends before it reads their replies: the replies
+#: of a chunk fit the socket buffers, so neither side ever waits on the other's.
 PIPELINED = 512
 THRIFT_TIMEOUT_MS = 30_000
+
+
+def port_bitmap(ports: Sequence[int]) -> str:
+    """Ports as the bitmap string bmv2's multicast nodes take, port 0 last."""
+    chosen = {int(p) for p in ports}
+    return "".join("1" if p in chosen else "0" for p in range(max(chosen) + 1))[::-1] if chosen else ""
 
 
 class Bmv2Error(RuntimeError):
@@ -143,25 +149,16 @@ class Bmv2API:
                           *self._entry_args(table, action, match_keys, action_params))
 
     def table_add_many(self, entries: Sequence[Sequence[Any]]) -> list[int]:
-        """``table_add`` of each entry, pipelined: every request of a chunk is sent
-        before the first reply is read, so the chunk costs one round trip, not one
-        per entry.  bmv2 serves one connection's requests in order.  Every reply
-        is read even after a refusal, so the connection stays in step."""
-        handles: list[int] = []
-        for start in range(0, len(entries), PIPELINED):
-            chunk = [tuple(e) for e in entries[start:start + PIPELINED]]
-            args = [self._entry_args(*entry) for entry in chunk]
-            for one in args:
-                self.client.send_bm_mt_add_entry(*one)
-            refused = None
-            for table, action, match_keys, *_ in chunk:
-                try:
-                    handles.append(self._call(f"table_add {table} {action} {list(match_keys)}",
-                                              self.client.recv_bm_mt_add_entry))
-                except Bmv2Error as err:
-                    refused = refused or err
-            if refused is not None:
-                raise refused
+        """``table_add`` of each entry, pipelined (``_pipelined``): a chunk of
+        entries costs one round trip, not one per entry.  bmv2 serves one
+        connection's requests in order."""
+        calls = []
+        for table, action, match_keys, *params in entries:
+            calls.append((f"table_add {table} {action} {list(match_keys)}", self.client.send_bm_mt_add_entry,
+                          self.client.recv_bm_mt_add_entry, self._entry_args(table, action, match_keys, *params)))
+        handles, refused = self._pipelined(calls)
+        if refused:
+            raise refused
         return handles
 
     def table_delete(self, table: str, handle: int) -> None:
@@ -192,15 +189,63 @@ class Bmv2API:
 
     def mc_node_create(self, rid: int, ports: Sequence[int]) -> int:
         """An L1 node replicating to ``ports``; bmv2 wants them as a bitmap string, port 0 last."""
-        ports = sorted({int(p) for p in ports})
-        port_map = "".join("1" if p in ports else "0" for p in range(max(ports) + 1))[::-1] if ports else ""
-        return self._call(f"mc_node_create {rid} {ports}", self.mc.bm_mc_node_create,
-                          CXT_ID, int(rid), port_map, "")
+        return self._call(f"mc_node_create {rid} {sorted(ports)}", self.mc.bm_mc_node_create,
+                          CXT_ID, int(rid), port_bitmap(ports), "")
 
     def mc_node_associate(self, mgid: int, handle: int) -> None:
         group = self._mgrp_handles.get(int(mgid), int(mgid))
         self._call(f"mc_node_associate {mgid} {handle}", self.mc.bm_mc_node_associate,
                    CXT_ID, group, int(handle))
+
+    def mc_mgrp_create_many(self, groups: Sequence[Sequence[Any]]) -> list[list[int]]:
+        """Every group, then every node, then every association, each step
+        pipelined (``_pipelined``): three round trips per chunk, not one per
+        call.  A node's association needs its handle, hence the steps.  After a
+        refused node the nodes made are still associated, so everything this
+        call created shows in ``mc_dump`` for whoever clears the switch."""
+        groups = [(int(mgid), [(int(rid), list(ports)) for rid, ports in nodes]) for mgid, nodes in groups]
+        made, refused = self._pipelined([(f"mc_mgrp_create {mgid}", self.mc.send_bm_mc_mgrp_create,
+                                          self.mc.recv_bm_mc_mgrp_create, (CXT_ID, mgid)) for mgid, _ in groups])
+        self._mgrp_handles.update((mgid, h) for (mgid, _), h in zip(groups, made) if h is not None)
+        if refused:
+            raise refused
+        nodes = [(mgid, rid, ports) for mgid, members in groups for rid, ports in members]
+        handles, refused = self._pipelined([(f"mc_node_create {rid} {sorted(ports)}", self.mc.send_bm_mc_node_create,
+                                             self.mc.recv_bm_mc_node_create, (CXT_ID, rid, port_bitmap(ports), ""))
+                                            for _mgid, rid, ports in nodes])
+        _, refused_too = self._pipelined([(f"mc_node_associate {mgid} {handle}", self.mc.send_bm_mc_node_associate,
+                                           self.mc.recv_bm_mc_node_associate,
+                                           (CXT_ID, self._mgrp_handles[mgid], handle))
+                                          for (mgid, _rid, _ports), handle in zip(nodes, handles)
+                                          if handle is not None])
+        if refused or refused_too:
+            raise refused or refused_too
+        out, at = [], 0
+        for _mgid, members in groups:
+            out.append(handles[at:at + len(members)])
+            at += len(members)
+        return out
+
+    def _pipelined(self, calls: Sequence[tuple[str, Any, Any, tuple]]) -> tuple[list[Any], Optional[Bmv2Error]]:
+        """``(what, send, recv, args)`` calls, ``PIPELINED`` sent before their
+        replies are read.  Returns each call's reply (``None`` where refused)
+        and the first refusal; every reply of a chunk is read even after a
+        refusal, so the connection stays in step, and no later chunk is sent."""
+        out: list[Any] = []
+        for start in range(0, len(calls), PIPELINED):
+            chunk = calls[start:start + PIPELINED]
+            for _what, send, _recv, args in chunk:
+                send(*args)
+            refused = None
+            for what, _send, recv, _args in chunk:
+                try:
+                    out.append(self._call(what, recv))
+                except Bmv2Error as err:
+                    out.append(None)
+                    refused = refused or err
+            if refused is not None:
+                return out, refused
+        return out, None
 
     def mc_node_destroy(self, handle: int) -> None:
         self._call(f"mc_node_destroy {handle}", self.mc.bm_mc_node_destroy, CXT_ID, int(handle))
