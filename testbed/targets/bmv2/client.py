@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from testbed.dataplane.contract import param_kinds, to_bytes, to_int
 from testbed.emulation import netns
@@ -50,6 +50,29 @@ def _thrift_modules():
             "SimpleSwitch": SimpleSwitch, "sswitch": sswitch_types,
             "TSocket": TSocket, "TTransport": TTransport, "TBinaryProtocol": TBinaryProtocol,
             "TMultiplexedProtocol": TMultiplexedProtocol}
+
+
+def pipelined(call: Callable[..., Any], calls: Sequence[tuple[str, Any, Any, tuple]]) -> tuple[list[Any], Any]:
+    """``(what, send, recv, args)`` Thrift calls, ``PIPELINED`` sent before
+    their replies are read (``call(what, recv)`` reads one).  Returns each
+    reply (``None`` where refused) and the first refusal; every reply of a
+    chunk is read even after a refusal, so the connection stays in step, and
+    no later chunk is sent."""
+    out: list[Any] = []
+    for start in range(0, len(calls), PIPELINED):
+        chunk = calls[start:start + PIPELINED]
+        for _what, send, _recv, args in chunk:
+            send(*args)
+        refused = None
+        for what, _send, recv, _args in chunk:
+            try:
+                out.append(call(what, recv))
+            except Bmv2Error as err:
+                out.append(None)
+                refused = refused or err
+        if refused is not None:
+            return out, refused
+    return out, None
 
 
 class Bmv2API:
@@ -149,14 +172,14 @@ class Bmv2API:
                           *self._entry_args(table, action, match_keys, action_params))
 
     def table_add_many(self, entries: Sequence[Sequence[Any]]) -> list[int]:
-        """``table_add`` of each entry, pipelined (``_pipelined``): a chunk of
+        """``table_add`` of each entry, ``pipelined``: a chunk of
         entries costs one round trip, not one per entry.  bmv2 serves one
         connection's requests in order."""
         calls = []
         for table, action, match_keys, *params in entries:
             calls.append((f"table_add {table} {action} {list(match_keys)}", self.client.send_bm_mt_add_entry,
                           self.client.recv_bm_mt_add_entry, self._entry_args(table, action, match_keys, *params)))
-        handles, refused = self._pipelined(calls)
+        handles, refused = pipelined(self._call, calls)
         if refused:
             raise refused
         return handles
@@ -199,25 +222,25 @@ class Bmv2API:
 
     def mc_mgrp_create_many(self, groups: Sequence[Sequence[Any]]) -> list[list[int]]:
         """Every group, then every node, then every association, each step
-        pipelined (``_pipelined``): three round trips per chunk, not one per
-        call.  A node's association needs its handle, hence the steps.  After a
-        refused node the nodes made are still associated, so everything this
-        call created shows in ``mc_dump`` for whoever clears the switch."""
+        ``pipelined``: three round trips per chunk, not one per call.  A
+        node's association needs its handle, hence the steps.  After a refused
+        node the nodes made are still associated, so everything this call
+        created shows in ``mc_dump`` for whoever clears the switch."""
+        mc = self.mc
         groups = [(int(mgid), [(int(rid), list(ports)) for rid, ports in nodes]) for mgid, nodes in groups]
-        made, refused = self._pipelined([(f"mc_mgrp_create {mgid}", self.mc.send_bm_mc_mgrp_create,
-                                          self.mc.recv_bm_mc_mgrp_create, (CXT_ID, mgid)) for mgid, _ in groups])
+        made, refused = pipelined(self._call, [(f"mc_mgrp_create {mgid}", mc.send_bm_mc_mgrp_create,
+                                                mc.recv_bm_mc_mgrp_create, (CXT_ID, mgid)) for mgid, _ in groups])
         self._mgrp_handles.update((mgid, h) for (mgid, _), h in zip(groups, made) if h is not None)
         if refused:
             raise refused
         nodes = [(mgid, rid, ports) for mgid, members in groups for rid, ports in members]
-        handles, refused = self._pipelined([(f"mc_node_create {rid} {sorted(ports)}", self.mc.send_bm_mc_node_create,
-                                             self.mc.recv_bm_mc_node_create, (CXT_ID, rid, port_bitmap(ports), ""))
-                                            for _mgid, rid, ports in nodes])
-        _, refused_too = self._pipelined([(f"mc_node_associate {mgid} {handle}", self.mc.send_bm_mc_node_associate,
-                                           self.mc.recv_bm_mc_node_associate,
-                                           (CXT_ID, self._mgrp_handles[mgid], handle))
-                                          for (mgid, _rid, _ports), handle in zip(nodes, handles)
-                                          if handle is not None])
+        handles, refused = pipelined(self._call, [
+            (f"mc_node_create {rid} {sorted(ports)}", mc.send_bm_mc_node_create, mc.recv_bm_mc_node_create,
+             (CXT_ID, rid, port_bitmap(ports), "")) for _mgid, rid, ports in nodes])
+        _, refused_too = pipelined(self._call, [
+            (f"mc_node_associate {mgid} {handle}", mc.send_bm_mc_node_associate, mc.recv_bm_mc_node_associate,
+             (CXT_ID, self._mgrp_handles[mgid], handle))
+            for (mgid, _rid, _ports), handle in zip(nodes, handles) if handle is not None])
         if refused or refused_too:
             raise refused or refused_too
         out, at = [], 0
@@ -225,27 +248,6 @@ class Bmv2API:
             out.append(handles[at:at + len(members)])
             at += len(members)
         return out
-
-    def _pipelined(self, calls: Sequence[tuple[str, Any, Any, tuple]]) -> tuple[list[Any], Optional[Bmv2Error]]:
-        """``(what, send, recv, args)`` calls, ``PIPELINED`` sent before their
-        replies are read.  Returns each call's reply (``None`` where refused)
-        and the first refusal; every reply of a chunk is read even after a
-        refusal, so the connection stays in step, and no later chunk is sent."""
-        out: list[Any] = []
-        for start in range(0, len(calls), PIPELINED):
-            chunk = calls[start:start + PIPELINED]
-            for _what, send, _recv, args in chunk:
-                send(*args)
-            refused = None
-            for what, _send, recv, _args in chunk:
-                try:
-                    out.append(self._call(what, recv))
-                except Bmv2Error as err:
-                    out.append(None)
-                    refused = refused or err
-            if refused is not None:
-                return out, refused
-        return out, None
 
     def mc_node_destroy(self, handle: int) -> None:
         self._call(f"mc_node_destroy {handle}", self.mc.bm_mc_node_destroy, CXT_ID, int(handle))
