@@ -143,6 +143,14 @@ def stretch_topology(p: "ScaleParams") -> dict[str, Any]:
     return streams_topology(p.stretch_streams, p.stream_instances, p.stretch_rate, p.stretch_events, first=0)
 
 
+#: Lines of the two targets, which often coincide (the same plan, the same
+#: copies): the model's wide and pale, bmv2's thin and dashed on top of it.
+TARGET_STYLE = {"model": {"lw": 5, "alpha": 0.45, "zorder": 2},
+                "bmv2": {"lw": 1.5, "ls": "--", "marker": "o", "ms": 3, "zorder": 3}}
+#: One colour per semantic in the load CDF, shared by both targets' lines.
+SEMANTIC_COLOUR = {"sliding": "tab:blue", "tumbling": "tab:orange"}
+
+
 def table_row(r: dict[str, Any], first: list[str], installed: Any) -> str:
     """A point's row in the docs' tables: ``first``, set-up, install, what was
     installed, peak memory, load and the verdict (which says when the point
@@ -334,6 +342,7 @@ class ScaleRuns(ExperimentKind):
             got = pd.read_parquet(RunDir(expdir.root / r["run_dir"]).deliveries, columns=["operator"])
             per = np.sort(got["operator"].value_counts().to_numpy())
             axes[2].plot(per, np.arange(1, len(per) + 1) / len(per), drawstyle="steps-post",
+                         **TARGET_STYLE.get(r["target"], {}), color=SEMANTIC_COLOUR.get(r["semantic"]),
                          label=f"{r['target']}, {r['semantic']} (max/mean {r.get('copies_max_over_mean')})")
         axes[0].set(xscale="log", yscale="log", xlabel="N (operator instances)", ylabel="seconds",
                     title="set-up (network, switch, plan, operators) and plan install")
@@ -370,7 +379,8 @@ class ScaleRuns(ExperimentKind):
                              label=f"plan install, {target}")
             axes[1].plot(part["streams"], part["peak_memory_mib"], marker="o", ms=3, label=target)
             if "installed_entries" in part:
-                axes[2].plot(part["streams"], part["installed_entries"], marker="o", ms=3,
+                # Both targets take the same entries: a wide pale line under a thin one keeps both in sight.
+                axes[2].plot(part["streams"], part["installed_entries"], **TARGET_STYLE.get(target, {}),
                              label=f"entries installed, {target}")
         n = int(rows["N"].iloc[0])
         axes[0].set(xscale="log", yscale="log", xlabel="concurrent streams", ylabel="seconds",
@@ -378,7 +388,7 @@ class ScaleRuns(ExperimentKind):
         axes[1].set(xscale="log", xlabel="concurrent streams", ylabel="MiB (sum of PSS)",
                     title="peak memory of all the run's processes", ylim=(0, None))
         axes[2].set(xscale="log", yscale="log", xlabel="concurrent streams", ylabel="table entries",
-                    title="entries installed (one operator set shared by all streams)")
+                    title="entries installed\n(one operator set shared by all streams)")
         counts = sorted(int(c) for c in rows["streams"].unique())
         for ax in axes:
             ax.set_xticks(counts, [f"{c:,}" for c in counts])
