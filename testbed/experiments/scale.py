@@ -310,6 +310,12 @@ class ScaleRuns(ExperimentKind):
             for r in streams:
                 lines.append(table_row(r, [r["target"], f"{r['streams']:,}", f"{r['events']:,}",
                                            r.get("stream_rate", "-")], r.get("installed_entries", "-")))
+            few = sorted({(r["streams"], r["events"] // r["streams"]) for r in streams
+                          if r["events"] < r["streams"] * r["N"]})
+            for count, each in few:
+                lines += ["", f"At {count:,} streams each stream sends {each} events, too few for its windows to "
+                              f"reach all {streams[0]['N']} of its instances: that point's copies max/mean says "
+                              f"nothing about balance. It shows the switch holding and splitting every stream."]
             most = ours.get("largest_streams_passed") or {}
             ratio = ", ".join(f"{t}: {n:,} streams ({n / fig7['time_based']['max_streams']:.1%} of S4's time-based "
                               f"figure)" for t, n in sorted(most.items()) if n)

@@ -548,3 +548,30 @@ def test_e2elatency_sets_the_switchs_time_beside_what_the_pipeline_sustained(tmp
     assert by_case["cbtw1 (bmv2)"].ours.startswith("kept up to 1,800 events/s (10% of the switch's 18,000)")
     assert "0.52 s (p99)" in by_case["cbtw1 (bmv2)"].ours
     assert by_case["tbsw1 (bmv2)"].ours == "fell behind at the first rate tried, 900 events/s"
+
+
+def test_s4scale_sets_its_most_streams_beside_s4s_stream_capacities(tmp_path):
+    """Issue 43: the streams sweep's largest passing point, and the largest with
+    Spark's windows checked too, beside S4 Fig. 7's stream capacities; a failed
+    point never counts."""
+    from testbed.experiments import paper
+    from testbed.experiments.claims import NOT_COMPARABLE, compare
+    from testbed.rundir import ExperimentDir
+
+    def point(streams, spark, passes):
+        return {"target": "bmv2", "sweep": "streams", "N": 64, "streams": streams, "events": streams * 64,
+                "spark": spark, "check_passes": passes}
+
+    record = {"kind": "scale", "paper": {"s4_fig7": paper.S4_FIG_7}, "ours": {
+        "largest_n_passed": {"bmv2": 1024},
+        "points": [point(16, True, True), point(4096, True, True), point(16384, True, False),
+                   point(65536, False, True)]}}
+    comparison = compare(ExperimentDir(tmp_path), record)
+    assert comparison.verdict == NOT_COMPARABLE and "286,000 concurrent" in comparison.claim
+    streams = {row.case: row for row in comparison.rows}["concurrent streams on one switch (bmv2)"]
+    assert streams.ours == "65,536 live, every event checked (4,096 with Spark, every window too)"
+    assert streams.relation == "22.9% of S4's count-tumbling, 100.8% of S4's time-based"
+    record["ours"]["points"][-1]["check_passes"] = False
+    streams = {row.case: row for row in compare(ExperimentDir(tmp_path), record).rows}[
+        "concurrent streams on one switch (bmv2)"]
+    assert streams.ours == "4,096 live, every event checked"
