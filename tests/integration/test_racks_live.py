@@ -8,6 +8,7 @@ interface counters are what show that nothing reached the wrong host.
 """
 import os
 import signal
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -112,8 +113,18 @@ def test_clean_ends_a_crashed_racked_run(tmp_path):
     assert len(racks) == 2
     res = run_cli("clean")
     assert res.returncode == 0 and "ended pid" in res.stdout
-    assert not any(os.path.exists(f"/proc/{pid}") for pid in racks)
+    assert all(ended(pid) for pid in racks)
     nothing_left(tag)
+
+
+def ended(pid: int) -> bool:
+    """``pid`` is gone, or a zombie that its new parent (PID 1 after the crash) has
+    not reaped yet: a zombie has already left its namespaces, so its bridge is gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
 
 
 def recorded(paths) -> dict:
