@@ -106,13 +106,13 @@
  * counters.) */
 #define BATCH_WHOLE_SLIDE                                                      \
     if (meta.batch.count > 1 && meta.win.by_key == 0                           \
-            && meta.epoch.switching == 0 && meta.epoch.in_transition == 0      \
+            && meta.epoch.switching == 0 && hdr.scratch.in_transition == 0      \
             && meta.verdict.old_active == 0) {                                 \
         bit<64> position;     /* the stream's count, or its newest timestamp */\
         bit<64> first_x;      /* the first event's position */                 \
         bit<64> last_x;       /* the last event's */                           \
         bool in_order = true;                                                  \
-        if (meta.win.kind == WINDOW_COUNT) {                                   \
+        if (hdr.spec.kind == WINDOW_COUNT) {                                   \
             event_count.read(position, meta.idx);                              \
             first_x = position - 1;                                            \
             last_x = position + (bit<64>)meta.batch.count - 2;                 \
@@ -128,9 +128,9 @@
         slide_start.read(slide_x, meta.idx);                                   \
         next_start.read(next_slide_x, meta.idx);                               \
         if (in_order && last_x < next_slide_x                                  \
-                && (first_x - slide_x < meta.win.extra)                        \
-                   == (last_x - slide_x < meta.win.extra)) {                   \
-            if (meta.win.kind == WINDOW_COUNT) {                               \
+                && (first_x - slide_x < hdr.spec.extra)                        \
+                   == (last_x - slide_x < hdr.spec.extra)) {                   \
+            if (hdr.spec.kind == WINDOW_COUNT) {                               \
                 event_count.write(meta.idx, last_x + 1);                       \
             } else {                                                           \
                 last_ts.write(meta.idx, last_x);                               \
@@ -279,14 +279,14 @@
         W.window = ev.window;                                                  \
         W.span = ev.active;                                                    \
         W.stride = 1;                                                          \
-        mine = position_hit && meta.copy.position == ev.key_op;                \
+        mine = position_hit && hdr.scratch.position == ev.key_op;                \
     } else {                                                                   \
         if (ev.active != 0) {                                                  \
             known = position_hit;                                              \
-            position = meta.copy.position;                                     \
+            position = hdr.scratch.position;                                     \
             if (ev.epoch != meta.batch.final_epoch) {                          \
                 known = old_position_hit;                                      \
-                position = meta.copy.old_position;                             \
+                position = hdr.scratch.old_position;                             \
             }                                                                  \
             if (known) {                                                       \
                 COPY_BACK(back, ev.newest, position, ev.n_ops)                 \
@@ -297,7 +297,7 @@
             }                                                                  \
         }                                                                      \
         if (ev.old_active != 0 && old_position_hit) {                          \
-            COPY_BACK(back, ev.old_newest, meta.copy.old_position,             \
+            COPY_BACK(back, ev.old_newest, hdr.scratch.old_position,             \
                       ev.old_n_ops)                                            \
             if (back < ev.old_active) {                                        \
                 W.old_window = ev.old_window - (bit<64>)back;                  \

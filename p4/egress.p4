@@ -49,7 +49,7 @@ control MyEgress(inout headers_t hdr,
      * that serves the event, and in the previous epoch's list
      * (testbed.semantics.plan). */
     action set_position(bit<32> position) {
-        meta.copy.position = position;
+        hdr.scratch.position = position;
     }
 
     table operator_position {
@@ -63,7 +63,7 @@ control MyEgress(inout headers_t hdr,
     }
 
     action set_previous_position(bit<32> position) {
-        meta.copy.old_position = position;
+        hdr.scratch.old_position = position;
     }
 
     table previous_position {
@@ -152,9 +152,6 @@ control MyEgress(inout headers_t hdr,
                      * payload many times over (docs/p4.md, "What an event
                      * costs").  The differential tests compare every byte. */
                     hdr.windows.setValid();
-                    /* one field for both epochs' distance back: p4c gives
-                     * each declaration a field, which bmv2 resets per packet */
-                    bit<32> back;
                     hdr.windows.stride = (bit<16>)meta.win.n_ops;
                     hdr.windows.epoch = (bit<16>)meta.epoch.number;
                     if (meta.win.by_key == 1) {
@@ -170,10 +167,10 @@ control MyEgress(inout headers_t hdr,
                          * a field to reset and two writes per copy */
                         if (operator_position.apply().hit) {
 #endif
-                            COPY_BACK(back, meta.verdict.newest_op, meta.copy.position, meta.win.n_ops)
-                            if (back < meta.copy.active) {
-                                hdr.windows.window = meta.verdict.window - (bit<64>)back;
-                                hdr.windows.span = meta.copy.active - back;
+                            COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, meta.win.n_ops)
+                            if (hdr.scratch.back < meta.copy.active) {
+                                hdr.windows.window = meta.verdict.window - (bit<64>)hdr.scratch.back;
+                                hdr.windows.span = meta.copy.active - hdr.scratch.back;
                             }
                         }
                     }
@@ -184,10 +181,10 @@ control MyEgress(inout headers_t hdr,
 #else
                         if (previous_position.apply().hit) {
 #endif
-                            COPY_BACK(back, meta.verdict.old_newest, meta.copy.old_position, meta.prev.n_ops)
-                            if (back < meta.copy.old_active) {
-                                hdr.windows.old_window = meta.verdict.old_window - (bit<64>)back;
-                                hdr.windows.old_span = meta.copy.old_active - back;
+                            COPY_BACK(hdr.scratch.back, meta.verdict.old_newest, hdr.scratch.old_position, meta.prev.n_ops)
+                            if (hdr.scratch.back < meta.copy.old_active) {
+                                hdr.windows.old_window = meta.verdict.old_window - (bit<64>)hdr.scratch.back;
+                                hdr.windows.old_span = meta.copy.old_active - hdr.scratch.back;
                             }
                         }
                     }

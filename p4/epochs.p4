@@ -15,7 +15,7 @@
 #ifndef SPLITTER_EPOCHS_P4
 #define SPLITTER_EPOCHS_P4
 
-control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel) {
+control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel, inout scratch_t s) {
     apply {
         /* Read before the stream's configuration is known, so only what
          * every event needs: time_axis and the positions only when a change
@@ -23,27 +23,23 @@ control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel) {
          * when the event switches: bmv2 zeroes all metadata per packet, and
          * every write costs as much as a field's reset (docs/p4.md, "What an
          * event costs"). */
-        bit<1>  is_armed;
         epoch.read(sel.number, idx);
-        armed.read(is_armed, idx);
-        initialized.read(sel.initialized, idx);
-        in_transition.read(sel.in_transition, idx);
+        armed.read(s.is_armed, idx);
+        initialized.read(s.initialized, idx);
+        in_transition.read(s.in_transition, idx);
 
-        if (is_armed == 1 && sel.initialized == 1 && sel.in_transition == 0) {
-            bit<1>  is_time;
-            bit<64> next;
-            bit<64> newest;   /* the stream's newest position: its event count or timestamp */
-            time_axis.read(is_time, idx);
-            next_start.read(next, idx);
-            if (is_time == 0) {
-                event_count.read(newest, idx);
-                if (newest >= next) {
+        if (s.is_armed == 1 && s.initialized == 1 && s.in_transition == 0) {
+            time_axis.read(s.is_time, idx);
+            next_start.read(s.next, idx);
+            if (s.is_time == 0) {
+                event_count.read(s.newest_pos, idx);
+                if (s.newest_pos >= s.next) {
                     sel.switching = 1;
                     sel.number = sel.number + 1;
                 }
             } else {
-                last_ts.read(newest, idx);
-                if (event.ts >= newest && event.ts >= next) {
+                last_ts.read(s.newest_pos, idx);
+                if (event.ts >= s.newest_pos && event.ts >= s.next) {
                     sel.switching = 1;
                     sel.number = sel.number + 1;
                 }

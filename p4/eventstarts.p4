@@ -15,7 +15,9 @@
  * Such a stream takes no lateness and no change (validation refuses both),
  * so this path has no late walk back and no transition.  The stream's first
  * event has set slide_start (the origin), newest_op, begun and
- * newest_window in SlideTracker before this runs.
+ * newest_window in SlideTracker before this runs; this takes the values the
+ * tracker read (s: the newest start, operator, begun and window) and
+ * advances them in place.
  *
  * testbed/dataplane/model/slides.py (SlideTracker._track_event_starts) is
  * the same algorithm in Python.
@@ -26,64 +28,56 @@
 /* Adds one to ACTIVE if the window at START, the I-th newest, has begun and
  * has not ended at x. */
 #define HOLDS(I, START)                                      \
-    if (begun_now > I && x - START < win.size) {             \
-        active = active + 1;                                 \
+    if (s.begun_now > I && s.x - START < spec.size) {         \
+        s.active = s.active + 1;                             \
     }
 
-control EventStartTracker(in bit<64> x, in bit<32> idx, in window_params_t win,
-                          in bit<64> start_in, in bit<32> newest_in, in bit<32> begun_in,
-                          in bit<64> window_in, inout verdict_t verdict) {
+control EventStartTracker(in bit<32> idx, in window_spec_t spec, in window_params_t win,
+                          inout scratch_t s, inout verdict_t verdict) {
     apply {
-        bit<64> start = start_in;
-        bit<32> newest = newest_in;
-        bit<32> begun_now = begun_in;
-        bit<64> window = window_in;
-        bit<64> back1;
-        bit<64> back2;
-        bit<64> back3;
-        start_back1.read(back1, idx);
-        start_back2.read(back2, idx);
-        start_back3.read(back3, idx);
+        start_back1.read(s.back1, idx);
+        start_back2.read(s.back2, idx);
+        start_back3.read(s.back3, idx);
 
-        if (x < start) {
+        if (s.x < s.start) {
             verdict.drop_code = DROP_BEFORE_ORIGIN;
         } else {
-            if (x - start >= win.slide) {
+            if (s.x - s.start >= spec.slide) {
                 /* the event opens a window at its own timestamp; the
                  * starts of the older ones move back one register */
-                back3 = back2;
-                back2 = back1;
-                back1 = start;
-                start_back3.write(idx, back3);
-                start_back2.write(idx, back2);
-                start_back1.write(idx, back1);
-                start = x;
-                if (newest + 1 >= win.n_ops) {
-                    newest = 0;
+                s.back3 = s.back2;
+                s.back2 = s.back1;
+                s.back1 = s.start;
+                start_back3.write(idx, s.back3);
+                start_back2.write(idx, s.back2);
+                start_back1.write(idx, s.back1);
+                s.start = s.x;
+                if (s.newest + 1 >= win.n_ops) {
+                    s.newest = 0;
                 } else {
-                    newest = newest + 1;
+                    s.newest = s.newest + 1;
                 }
-                if (begun_now < win.cap) {
-                    begun_now = begun_now + 1;
+                if (s.begun_now < spec.cap) {
+                    s.begun_now = s.begun_now + 1;
                 }
-                window = window + 1;
-                slide_start.write(idx, start);
-                newest_op.write(idx, newest);
-                begun.write(idx, begun_now);
-                next_start.write(idx, start + win.slide);
-                newest_window.write(idx, window);
+                s.window = s.window + 1;
+                slide_start.write(idx, s.start);
+                newest_op.write(idx, s.newest);
+                begun.write(idx, s.begun_now);
+                next_start.write(idx, s.start + spec.slide);
+                newest_window.write(idx, s.window);
             }
-            bit<32> active = 0;
-            HOLDS(0, start)
-            HOLDS(1, back1)
-            HOLDS(2, back2)
-            HOLDS(3, back3)
-            if (active == 0) {
+            s.active = 0;
+            HOLDS(0, s.start)
+            HOLDS(1, s.back1)
+            HOLDS(2, s.back2)
+            HOLDS(3, s.back3)
+            if (s.active == 0) {
                 verdict.drop_code = DROP_NO_WINDOW;
             }
-            verdict.newest_op = newest;
-            verdict.active = active;
-            verdict.window = window;
+            verdict.newest_op = s.newest;
+            verdict.active = s.active;
+            verdict.window = s.window;
         }
     }
 }

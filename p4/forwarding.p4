@@ -42,38 +42,39 @@ control MyIngress(inout headers_t hdr,
     SlideTracker() slides;
 
     /* ---- window_spec -------------------------------------------------- */
-    /* Count windows leave fixed_origin, origin and lateness at the 0 that
-     * bmv2 gives all metadata when a packet enters ingress. */
+    /* Each action writes the fields its kind of window reads, and no other:
+     * hdr.spec is never valid, so bmv2 does not reset it (headers.p4). */
     action set_count_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap) {
-        meta.win.kind = WINDOW_COUNT;
-        meta.win.slide = slide;
-        meta.win.full = full;
-        meta.win.extra = extra;
-        meta.win.cap = cap;
+        hdr.spec.kind = WINDOW_COUNT;
+        hdr.spec.slide = slide;
+        hdr.spec.full = full;
+        hdr.spec.extra = extra;
+        hdr.spec.cap = cap;
     }
 
     action set_time_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap,
                            bit<8> fixed_origin, bit<64> origin, bit<64> lateness) {
-        meta.win.kind = WINDOW_TIME;
-        meta.win.slide = slide;
-        meta.win.full = full;
-        meta.win.extra = extra;
-        meta.win.cap = cap;
-        meta.win.fixed_origin = fixed_origin;
-        meta.win.origin = origin;
-        meta.win.lateness = lateness;
+        hdr.spec.kind = WINDOW_TIME;
+        hdr.spec.slide = slide;
+        hdr.spec.full = full;
+        hdr.spec.extra = extra;
+        hdr.spec.cap = cap;
+        hdr.spec.fixed_origin = fixed_origin;
+        hdr.spec.origin = origin;
+        hdr.spec.lateness = lateness;
     }
 
     /* starts: event (eventstarts.p4): no lateness, and the size itself */
     action set_event_time_window(bit<64> slide, bit<64> size, bit<32> cap,
                                  bit<8> fixed_origin, bit<64> origin) {
-        meta.win.kind = WINDOW_TIME;
+        hdr.spec.kind = WINDOW_TIME;
         meta.win.event_starts = 1;
-        meta.win.slide = slide;
-        meta.win.size = size;
-        meta.win.cap = cap;
-        meta.win.fixed_origin = fixed_origin;
-        meta.win.origin = origin;
+        hdr.spec.lateness = 0;   /* read on the time path; the header is not reset */
+        hdr.spec.slide = slide;
+        hdr.spec.size = size;
+        hdr.spec.cap = cap;
+        hdr.spec.fixed_origin = fixed_origin;
+        hdr.spec.origin = origin;
     }
 
     table window_spec {
@@ -115,12 +116,12 @@ control MyIngress(inout headers_t hdr,
     /* ---- previous_spec ------------------------------------------------ */
     action set_previous(bit<64> slide, bit<32> full, bit<64> extra, bit<64> size,
                         bit<32> n_ops, bit<64> tail) {
-        meta.prev.slide = slide;
-        meta.prev.full = full;
-        meta.prev.extra = extra;
-        meta.prev.size = size;
+        hdr.prev.slide = slide;
+        hdr.prev.full = full;
+        hdr.prev.extra = extra;
+        hdr.prev.size = size;
         meta.prev.n_ops = n_ops;
-        meta.prev.tail = tail;
+        hdr.prev.tail = tail;
     }
 
     table previous_spec {
@@ -261,8 +262,8 @@ control MyIngress(inout headers_t hdr,
 
             /* drop_code is DROP_NONE (0) as bmv2 zeroes all metadata per
              * packet: only a miss writes it, so the common path does not */
-            boundary_check.apply(CURRENT, meta.idx, meta.epoch);
-            if (meta.epoch.switching == 1 || meta.epoch.in_transition == 1) {
+            boundary_check.apply(CURRENT, meta.idx, meta.epoch, hdr.scratch);
+            if (meta.epoch.switching == 1 || hdr.scratch.in_transition == 1) {
                 if (!previous_spec.apply().hit) {
                     meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                 }
@@ -270,7 +271,8 @@ control MyIngress(inout headers_t hdr,
             if (meta.verdict.drop_code == DROP_NONE) {
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(CURRENT, meta.idx, meta.win, meta.prev, meta.epoch, meta.verdict);
+                        slides.apply(CURRENT, meta.idx, hdr.spec, meta.win, hdr.prev, meta.prev.n_ops, meta.epoch, meta.verdict,
+                                     meta.flags, hdr.scratch);
                     } else {
                         meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                     }

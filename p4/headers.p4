@@ -93,12 +93,93 @@ header complex_event_t {
 }
 #endif
 
+/* Values that every packet writes before it reads them live in headers
+ * that are never valid, not in metadata.  bmv2 sets every metadata field
+ * to 0 when a packet enters ingress and copies it into every replica, at
+ * some 600 instructions a field (docs/p4.md, "What an event costs"); an
+ * invalid header's fields it neither resets nor copies, and a write to one
+ * still sticks.  None of them is ever made valid, so none is emitted.  A
+ * value that must start at 0, must reach a replica's egress, or is a
+ * table's key (bmv2 matches an invalid header's field as 0) stays in
+ * metadata_t. */
+
+/* The stream's window spec: window_spec's action data (forwarding.p4).
+ * Every action writes every field its kind of window reads. */
+header window_spec_t {
+    bit<1>  kind;          /* WINDOW_COUNT or WINDOW_TIME */
+    bit<7>  unused;
+    bit<64> slide;         /* delta (events) or tau (time units) */
+    bit<32> full;          /* size / slide */
+    bit<64> extra;         /* size mod slide */
+    bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
+    bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
+    bit<64> origin;
+    bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
+    bit<64> size;          /* windows that start at events: how long each lasts */
+}
+
+/* The epoch before the one in force, as action data of previous_spec: what
+ * the slide tracker needs for that epoch's last windows during a transition
+ * (docs/p4.md, "Reconfiguration").  Its N is metadata (prev_params_t): the
+ * egress needs it too. */
+header prev_spec_t {
+    bit<64> slide;
+    bit<32> full;
+    bit<64> extra;
+    bit<64> size;
+    bit<64> tail;          /* transition_end = boundary + tail */
+}
+
+/* The working values of BoundaryCheck (epochs.p4), the slide tracker
+ * (slides.p4, eventstarts.p4) and the egress. */
+header scratch_t {
+    bit<1>  in_transition; /* windows of the previous epoch may hold events */
+    bit<1>  initialized;   /* the stream has had an event: read once, for the slide tracker too */
+    bit<1>  is_armed;      /* BoundaryCheck: a change waits for the boundary */
+    bit<1>  is_time;       /* ... on a time stream */
+    bit<4>  unused;
+    bit<64> next;          /* the next slide's start: BoundaryCheck's read, the tracker's write */
+    bit<64> newest_pos;    /* BoundaryCheck: the stream's newest position (count or timestamp) */
+    bit<64> x;             /* the event's coordinate on the axis */
+    bit<64> b;             /* the boundary where the epoch in force began */
+    bit<64> previous_ts;
+    bit<64> start;         /* the newest slide's start */
+    bit<32> newest;        /* the newest window's operator */
+    bit<32> begun_now;
+    bit<64> window;        /* global id of the newest window */
+    bit<32> obegun;        /* the previous epoch's: windows begun, */
+    bit<64> start_o;       /* newest slide's start */
+    bit<32> newest_o;      /* and operator */
+    bit<64> d;             /* distance past the boundary */
+    bit<64> k;             /* ... in the previous epoch's slides */
+    bit<64> p;             /* ... and the offset in the last of them */
+    bit<64> held;
+    bit<64> offset;        /* the event's offset in its slide */
+    bit<64> advanced;      /* slides the event advanced */
+    bit<64> rest;
+    bit<64> n_ops;
+    bit<64> step;
+    bit<64> laps;
+    bit<64> cap;
+    bit<64> back1;         /* windows that start at events: the three starts before the newest */
+    bit<64> back2;
+    bit<64> back3;
+    bit<32> active;
+    bit<32> position;      /* egress: where that operator stands in the epoch's operator set */
+    bit<32> old_position;  /* ... and in the previous epoch's */
+    bit<32> back;          /* egress: windows back from the event's newest to this operator's */
+}
+
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t     ipv4;
     udp_t      udp;
     event_t    event;
     windows_t  windows;
+    /* never valid (above) */
+    window_spec_t spec;
+    prev_spec_t   prev;
+    scratch_t     scratch;
 #ifdef BATCHES
     batch_t    batch;
     event_t[MAX_BATCH]   events;          /* a batch's events, in frame order */
@@ -110,35 +191,20 @@ struct headers_t {
 #endif
 }
 
-/* The window spec and parallelism of the event's stream, as action data of
- * window_spec and operator_count (docs/windows.md, "How the splitter
- * computes this without division"). */
+/* The parallelism of the event's stream, as action data of operator_count,
+ * and whether its windows start at events (window_spec's
+ * set_event_time_window: the other actions leave it at bmv2's 0). */
 struct window_params_t {
-    bit<1>  kind;          /* WINDOW_COUNT or WINDOW_TIME */
-    bit<64> slide;         /* delta (events) or tau (time units) */
-    bit<32> full;          /* size / slide */
-    bit<64> extra;         /* size mod slide */
-    bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
-    bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
-    bit<64> origin;
-    bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
-    bit<1>  event_starts;  /* time windows: 1 = windows start at events (set_event_time_window) */
-    bit<64> size;          /* ... and last this long (their starts are no grid full/extra describe) */
+    bit<1>  event_starts;  /* time windows: 1 = windows start at events */
     bit<32> n_ops;         /* N, the number of operators of the stream */
     bit<1>  by_key;        /* 1: split by key (split_by_key), 0: by windows */
     bit<32> opset;         /* the operator set: unicast, multicast and operator_position key on it */
 }
 
-/* The epoch before the one in force, as action data of previous_spec: what
- * the slide tracker needs for that epoch's last windows during a transition
- * (docs/p4.md, "Reconfiguration"). */
+/* N of the epoch before the one in force (previous_spec's action data; the
+ * rest of it is prev_spec_t): the egress needs it. */
 struct prev_params_t {
-    bit<64> slide;
-    bit<32> full;
-    bit<64> extra;
-    bit<64> size;
     bit<32> n_ops;
-    bit<64> tail;          /* transition_end = boundary + tail */
 }
 
 /* What the slide tracker decides for one event. */
@@ -156,8 +222,6 @@ struct verdict_t {
 struct epoch_t {
     bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
     bit<1> switching;      /* this event crosses an armed change's boundary */
-    bit<1> in_transition;  /* windows of the previous epoch may hold events */
-    bit<1> initialized;    /* the stream has had an event: read once, here, for the slide tracker too */
     bit<32> number;        /* the epoch that serves the event (its low bit is the bank) */
 }
 
@@ -166,9 +230,15 @@ struct epoch_t {
 struct copy_meta_t {
     bit<32> active;
     bit<32> old_active;
-    bit<32> position;
-    bit<32> old_position;
-    bit<32> instance;       /* the copy's operator instance: its replica's rid, else its egress port */
+    bit<32> instance;      /* egress: the copy's operator instance (its replica's rid, else its port) */
+}
+
+/* The slide tracker's values that start at 0 (slides.p4), as bmv2 gives
+ * every metadata field: so they cost no write unless they change. */
+struct tracker_flags_t {
+    bit<1>  late;          /* behind the newest timestamp, within the lateness */
+    bit<1>  old_only;      /* only the previous epoch's windows hold the event */
+    bit<32> back;          /* slides a late event lies behind the newest */
 }
 
 #ifdef BATCHES
@@ -305,6 +375,7 @@ struct metadata_t {
     epoch_t         epoch;
     verdict_t       verdict;
     copy_meta_t     copy;
+    tracker_flags_t flags;
 }
 
 #endif

@@ -75,11 +75,11 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
  * its START, its NEWEST operator (round robin, backwards) and, counted in
  * back, one slide fewer begun.  SLIDE and N_OPS are the epoch's own.  The
  * variables are named by the caller, so the old epoch's walk needs no
- * copies of the new one's (every local is a field bmv2 resets per packet). */
+ * copies of the new one's. */
 #define STEP_BACK(START, NEWEST, SLIDE, N_OPS)               \
-    if (x < START) {                                         \
+    if (s.x < START) {                                       \
         START = START - SLIDE;                               \
-        back = back + 1;                                     \
+        f.back = f.back + 1;                                 \
         if (NEWEST == 0) {                                   \
             NEWEST = N_OPS - 1;                              \
         } else {                                             \
@@ -90,76 +90,77 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
 /* Reads and advances the window state of one stream and fills the
  * verdict: a drop code, or (newest_op, active) for the epoch in force and,
  * during a transition, (old_newest, old_active) for the previous one.  The
- * registers are in state.p4. */
-control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, in prev_params_t prev,
-                     in epoch_t sel, inout verdict_t verdict) {
+ * registers are in state.p4.  Its working values are the fields of s, a
+ * header that is never valid, and of f, which start at 0 (headers.p4 says
+ * why: a local would be a metadata field that bmv2 resets per packet). */
+control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in window_params_t win,
+                     in prev_spec_t prev, in bit<32> prev_n_ops, in epoch_t sel,
+                     inout verdict_t verdict, inout tracker_flags_t f, inout scratch_t s) {
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
     ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= N */
     ShiftSubtractDivide() old_div;        /* distance past the boundary / old slide */
     EventStartTracker() event_starts;     /* windows that start at events */
 
     apply {
-        bit<64> x = 0;        /* the event's coordinate on the axis */
-        bit<1>  late = 0;     /* behind the newest timestamp, within the lateness */
-        bit<32> back = 0;     /* slides a late event lies behind the newest */
-        bit<64> b;            /* the boundary where the epoch in force began */
-
         /* The verdict starts at 0, drop_code DROP_NONE among it: bmv2
          * zeroes all metadata when a packet (or a batch's next pass) enters
          * ingress, and the ingress applies this only while nothing has
          * set a drop code. */
 
         /* -- the coordinate; time windows also check the order ---------- */
-        if (win.kind == WINDOW_COUNT) {
-            event_count.read(x, idx);
-            event_count.write(idx, x + 1);
+        if (spec.kind == WINDOW_COUNT) {
+            event_count.read(s.x, idx);
+            event_count.write(idx, s.x + 1);
         } else {
-            bit<64> previous_ts;
-            last_ts.read(previous_ts, idx);
-            x = event.ts;
-            if (sel.initialized == 1 && x < previous_ts) {
-                if (previous_ts - x > win.lateness) {
+            last_ts.read(s.previous_ts, idx);
+            s.x = event.ts;
+            if (s.initialized == 1 && s.x < s.previous_ts) {
+                if (s.previous_ts - s.x > spec.lateness) {
                     verdict.drop_code = DROP_TOO_LATE;
                 } else {
-                    late = 1;
+                    f.late = 1;
                 }
             } else {
-                last_ts.write(idx, x);
+                last_ts.write(idx, s.x);
             }
         }
 
         if (verdict.drop_code == DROP_NONE) {
             /* -- current state; the first event of a stream sets it up --- */
-            bit<64> start;
-            bit<32> newest;
-            bit<32> begun_now;
-            bit<64> window;       /* global id of the newest window */
-            if (sel.initialized == 0) {
+            if (s.initialized == 0) {
                 /* the first slide starts at the first event, or at the
                  * stream's fixed origin (time windows) */
-                start = x;
+                /* The next slide's start is set in each branch, and the
+                 * register written from the field: an expression there would
+                 * be a temporary of p4c's, in metadata, that every packet
+                 * pays to reset (headers.p4).  So in the new-slide step. */
+                s.start = s.x;
                 initialized.write(idx, 1);
-                if (win.kind == WINDOW_COUNT) {
+                if (spec.kind == WINDOW_COUNT) {
                     time_axis.write(idx, 0);
+                    s.next = s.x + spec.slide;
                 } else {
                     time_axis.write(idx, 1);
-                    if (win.fixed_origin != 0) {
-                        start = win.origin;
+                    if (spec.fixed_origin != 0) {
+                        s.start = spec.origin;
+                        s.next = spec.origin + spec.slide;
+                    } else {
+                        s.next = s.x + spec.slide;
                     }
                 }
-                slide_start.write(idx, start);
+                slide_start.write(idx, s.start);
                 newest_op.write(idx, 0);
                 begun.write(idx, 1);
-                next_start.write(idx, start + win.slide);
+                next_start.write(idx, s.next);
                 newest_window.write(idx, 0);
-                newest = 0;
-                begun_now = 1;
-                window = 0;
+                s.newest = 0;
+                s.begun_now = 1;
+                s.window = 0;
             } else {
-                slide_start.read(start, idx);
-                newest_op.read(newest, idx);
-                begun.read(begun_now, idx);
-                newest_window.read(window, idx);
+                slide_start.read(s.start, idx);
+                newest_op.read(s.newest, idx);
+                begun.read(s.begun_now, idx);
+                newest_window.read(s.window, idx);
             }
 
             /* -- windows that start at events: their own tracker, which
@@ -168,71 +169,66 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
             if (win.event_starts == 1) {
                 /* an else, not a return: p4c would make a return a flag
                  * field and a test of it before every later statement */
-                event_starts.apply(x, idx, win, start, newest, begun_now, window, verdict);
+                event_starts.apply(idx, spec, win, s, verdict);
             } else {
                 /* -- an armed change takes effect: freeze the old epoch's newest
                  *    slide and begin the new one at the boundary -------------- */
                 if (sel.switching == 1) {
-                    next_start.read(b, idx);
-                    old_start.write(idx, start);
-                    old_newest.write(idx, newest);
-                    old_begun.write(idx, begun_now);
-                    old_window.write(idx, window);
-                    boundary.write(idx, b);
-                    transition_end.write(idx, b + prev.tail);
+                    next_start.read(s.b, idx);
+                    old_start.write(idx, s.start);
+                    old_newest.write(idx, s.newest);
+                    old_begun.write(idx, s.begun_now);
+                    old_window.write(idx, s.window);
+                    boundary.write(idx, s.b);
+                    transition_end.write(idx, s.b + prev.tail);
                     epoch.write(idx, sel.number);   /* the epoch after the stored one */
                     armed.write(idx, 0);
                     in_transition.write(idx, 1);
-                    slide_start.write(idx, b);
+                    slide_start.write(idx, s.b);
                     newest_op.write(idx, 0);
                     begun.write(idx, 1);
-                    next_start.write(idx, b + win.slide);
+                    next_start.write(idx, s.b + spec.slide);
                     /* window ids go on across epochs */
-                    window = window + 1;
-                    newest_window.write(idx, window);
-                    start = b;
-                    newest = 0;
-                    begun_now = 1;
+                    s.window = s.window + 1;
+                    newest_window.write(idx, s.window);
+                    s.start = s.b;
+                    s.newest = 0;
+                    s.begun_now = 1;
                 }
 
                 /* -- the previous epoch's windows, during a transition -------- */
-                bit<1> old_only = 0;
-                /* sel itself, not a local copy: each local is a field to reset */
-                if (sel.in_transition == 1 || sel.switching == 1) {
-                    bit<32> obegun;
-                    boundary.read(b, idx);
-                    old_begun.read(obegun, idx);
-                    if (x < b) {
+                if (s.in_transition == 1 || sel.switching == 1) {
+                    boundary.read(s.b, idx);
+                    old_begun.read(s.obegun, idx);
+                    if (s.x < s.b) {
                         /* a late event before the boundary: old windows only,
                          * back from the old epoch's frozen newest slide */
-                        old_only = 1;
+                        f.old_only = 1;
                         {
-                            bit<64> start_o;
-                            bit<32> newest_o;
-                            old_start.read(start_o, idx);
-                            old_newest.read(newest_o, idx);
-                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                            STEP_BACK(start_o, newest_o, prev.slide, prev.n_ops)
-                            if (back >= obegun) {
+                            old_start.read(s.start_o, idx);
+                            old_newest.read(s.newest_o, idx);
+                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                            if (f.back >= s.obegun) {
                                 verdict.drop_code = DROP_BEFORE_ORIGIN;
                             } else {
                                 /* counted in place, not in a local: each
                                  * local is a field bmv2 resets per packet */
                                 verdict.old_active = prev.full;
-                                if (x - start_o < prev.extra) {
+                                if (s.x - s.start_o < prev.extra) {
                                     verdict.old_active = verdict.old_active + 1;
                                 }
-                                if (obegun - back < verdict.old_active) {
-                                    verdict.old_active = obegun - back;
+                                if (s.obegun - f.back < verdict.old_active) {
+                                    verdict.old_active = s.obegun - f.back;
                                 }
                                 if (verdict.old_active == 0) {
                                     verdict.drop_code = DROP_NO_WINDOW;
                                 }
                                 old_window.read(verdict.old_window, idx);
-                                verdict.old_newest = newest_o;
-                                verdict.old_window = verdict.old_window - (bit<64>)back;
+                                verdict.old_newest = s.newest_o;
+                                verdict.old_window = verdict.old_window - (bit<64>)f.back;
                                 verdict.newest_op = 0;
                                 verdict.active = 0;
                             }
@@ -241,118 +237,117 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_params_t win, i
                         /* old windows that began before the boundary and have
                          * not ended: what the old spec counts at x, less the
                          * k + 1 windows it would have opened at or after it */
-                        bit<64> d = x - b;
-                        /* verdict.old_active, 0 until here, takes the count
-                         * itself: a local for it would be one more field
-                         * to reset per packet */
-                        if (d < prev.size) {
-                            bit<64> k = 0;
-                            bit<64> p = d;
-                            if (d >= prev.slide) {
-                                old_div.apply(d, prev.slide, k, p);
+                        s.d = s.x - s.b;
+                        /* verdict.old_active, 0 until here, takes the count itself */
+                        if (s.d < prev.size) {
+                            s.k = 0;
+                            s.p = s.d;
+                            if (s.d >= prev.slide) {
+                                old_div.apply(s.d, prev.slide, s.k, s.p);
                             }
-                            bit<64> held = (bit<64>)prev.full;
-                            if (p < prev.extra) {
-                                held = held + 1;
+                            s.held = (bit<64>)prev.full;
+                            if (s.p < prev.extra) {
+                                s.held = s.held + 1;
                             }
-                            if (held > k + 1) {
-                                if (held - (k + 1) > (bit<64>)obegun) {
-                                    verdict.old_active = obegun;
+                            if (s.held > s.k + 1) {
+                                if (s.held - (s.k + 1) > (bit<64>)s.obegun) {
+                                    verdict.old_active = s.obegun;
                                 } else {
-                                    verdict.old_active = (bit<32>)(held - (k + 1));
+                                    verdict.old_active = (bit<32>)(s.held - (s.k + 1));
                                 }
                             }
                         }
                         old_newest.read(verdict.old_newest, idx);
                         old_window.read(verdict.old_window, idx);
-                        if (late == 0) {
-                            /* into b, no longer needed: one field fewer */
-                            transition_end.read(b, idx);
-                            if (x >= b) {
+                        if (f.late == 0) {
+                            /* into b, no longer needed */
+                            transition_end.read(s.b, idx);
+                            if (s.x >= s.b) {
                                 in_transition.write(idx, 0);
                             }
                         }
                     }
                 }
 
-                bit<64> offset = 0;
-                if (old_only == 1) {
+                s.offset = 0;
+                if (f.old_only == 1) {
                     /* decided above */
-                } else if (late == 1) {
+                } else if (f.late == 1) {
                     /* -- back to the late event's own slide; nothing advances - */
-                    STEP_BACK(start, newest, win.slide, win.n_ops)
-                    STEP_BACK(start, newest, win.slide, win.n_ops)
-                    STEP_BACK(start, newest, win.slide, win.n_ops)
-                    STEP_BACK(start, newest, win.slide, win.n_ops)   /* LATE_STEPS times */
-                    if (back >= begun_now) {
+                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
+                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
+                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
+                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)   /* LATE_STEPS times */
+                    if (f.back >= s.begun_now) {
                         verdict.drop_code = DROP_BEFORE_ORIGIN;
                     } else {
-                        begun_now = begun_now - back;
-                        window = window - (bit<64>)back;
-                        offset = x - start;
+                        s.begun_now = s.begun_now - f.back;
+                        s.window = s.window - (bit<64>)f.back;
+                        s.offset = s.x - s.start;
                     }
-                } else if (x < start) {
+                } else if (s.x < s.start) {
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
-                    offset = x - start;
+                    s.offset = s.x - s.start;
                     /* -- a new slide (or several, after a gap) has begun ------ */
-                    if (offset >= win.slide) {
-                        bit<64> advanced;
-                        if (offset - win.slide < win.slide) {
-                            advanced = 1;
-                            offset = offset - win.slide;
+                    if (s.offset >= spec.slide) {
+                        if (s.offset - spec.slide < spec.slide) {
+                            s.advanced = 1;
+                            s.offset = s.offset - spec.slide;
+                            s.start = s.start + spec.slide;
+                            s.next = s.start + spec.slide;
                         } else {
-                            bit<64> rest;
-                            slides_div.apply(offset, win.slide, advanced, rest);
-                            offset = rest;
+                            slides_div.apply(s.offset, spec.slide, s.advanced, s.rest);
+                            s.offset = s.rest;
+                            s.start = s.x - s.rest;
+                            s.next = s.start + spec.slide;
                         }
-                        slide_start.write(idx, x - offset);
-                        next_start.write(idx, x - offset + win.slide);
+                        slide_start.write(idx, s.start);
+                        next_start.write(idx, s.next);
 
-                        bit<64> n_ops = (bit<64>)win.n_ops;
-                        bit<64> step;
-                        if (advanced < n_ops) {
-                            step = advanced;
+                        s.n_ops = (bit<64>)win.n_ops;
+                        if (s.advanced < s.n_ops) {
+                            s.step = s.advanced;
                         } else {
-                            bit<64> laps;
-                            operators_div.apply(advanced, n_ops, laps, step);
+                            operators_div.apply(s.advanced, s.n_ops, s.laps, s.step);
                         }
-                        step = step + (bit<64>)newest;   /* where newest moves: no field of its own */
-                        if (step >= n_ops) {
-                            step = step - n_ops;
+                        s.step = s.step + (bit<64>)s.newest;   /* where newest moves */
+                        if (s.step >= s.n_ops) {
+                            s.newest = (bit<32>)(s.step - s.n_ops);
+                        } else {
+                            s.newest = (bit<32>)s.step;
                         }
-                        newest = (bit<32>)step;
-                        newest_op.write(idx, newest);
-                        window = window + advanced;
-                        newest_window.write(idx, window);
+                        newest_op.write(idx, s.newest);
+                        s.window = s.window + s.advanced;
+                        newest_window.write(idx, s.window);
 
-                        bit<64> cap = (bit<64>)win.cap;
-                        if (advanced >= cap) {
-                            begun_now = win.cap;
-                        } else if ((bit<64>)begun_now + advanced >= cap) {
-                            begun_now = win.cap;
+                        s.cap = (bit<64>)spec.cap;
+                        if (s.advanced >= s.cap) {
+                            s.begun_now = spec.cap;
+                        } else if ((bit<64>)s.begun_now + s.advanced >= s.cap) {
+                            s.begun_now = spec.cap;
                         } else {
-                            begun_now = begun_now + (bit<32>)advanced;
+                            s.begun_now = s.begun_now + (bit<32>)s.advanced;
                         }
-                        begun.write(idx, begun_now);
+                        begun.write(idx, s.begun_now);
                     }
                 }
 
                 /* -- how many windows of the epoch in force hold the event ---- */
-                if (verdict.drop_code == DROP_NONE && old_only == 0) {
+                if (verdict.drop_code == DROP_NONE && f.old_only == 0) {
                     /* counted in place, not in a local of its own */
-                    verdict.active = win.full;
-                    if (offset < win.extra) {
+                    verdict.active = spec.full;
+                    if (s.offset < spec.extra) {
                         verdict.active = verdict.active + 1;
                     }
-                    if (begun_now < verdict.active) {
-                        verdict.active = begun_now;
+                    if (s.begun_now < verdict.active) {
+                        verdict.active = s.begun_now;
                     }
                     if (verdict.active == 0 && verdict.old_active == 0) {
                         verdict.drop_code = DROP_NO_WINDOW;
                     }
-                    verdict.newest_op = newest;
-                    verdict.window = window;
+                    verdict.newest_op = s.newest;
+                    verdict.window = s.window;
                 }
             }
         }
