@@ -215,6 +215,48 @@ control MyIngress(inout headers_t hdr,
     }
 #endif
 
+    /* The window counts every copy's Windows header needs, clamped for the
+     * destination tables; and the one destination of the event's copies.
+     * Macros, since the batch build reaches them by another path. */
+#define COUNTS_FOR_COPIES                                                       \
+    /* every copy's Windows header needs the counts unclamped */                \
+    meta.copy.active = meta.verdict.active;                                     \
+    meta.copy.old_active = meta.verdict.old_active;                             \
+    /* With N or more windows open every operator is hit once. */               \
+    if (meta.verdict.active > meta.win.n_ops) {                                 \
+        meta.verdict.active = meta.win.n_ops;                                   \
+    }                                                                           \
+    if (meta.verdict.old_active > meta.prev.n_ops) {                            \
+        meta.verdict.old_active = meta.prev.n_ops;                              \
+    }                                                                           \
+    if (meta.win.by_key == 1) {                                                 \
+        /* One copy, to the key's operator by its index in the                  \
+         * unicast table (bmv2 applies each table at one place                  \
+         * only, so the key takes the one-window path); a stream                \
+         * split by key never changes, so no handover. */                       \
+        hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,           \
+             { CURRENT.group_key }, meta.win.n_ops);                            \
+        meta.verdict.active = 1;                                                \
+    }
+
+#define ROUTE_TO_OPERATORS                                                      \
+    if (meta.verdict.old_active != 0) {                                         \
+        if (meta.verdict.active == 0) {                                         \
+            meta.verdict.newest_op = 0;                                         \
+        }                                                                       \
+        if (!handover.apply().hit) {                                            \
+            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
+        }                                                                       \
+    } else if (meta.verdict.active == 1) {                                      \
+        if (!unicast.apply().hit) {                                             \
+            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
+        }                                                                       \
+    } else {                                                                    \
+        if (!multicast.apply().hit) {                                           \
+            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
+        }                                                                       \
+    }
+
     apply {
         /* A batch is well formed when its count is 1 .. MAX_BATCH, its UDP
          * length is exactly the header and that many events, all of them
@@ -280,11 +322,11 @@ control MyIngress(inout headers_t hdr,
                     meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                 }
             }
+#ifdef BATCHES
             if (meta.verdict.drop_code == DROP_NONE) {
                 stream_in.count(meta.idx);
             }
 
-#ifdef BATCHES
             /* Whether the drops are already counted, one by one. */
             bool counted = false;
             if (batched) {
@@ -308,51 +350,24 @@ control MyIngress(inout headers_t hdr,
                     BATCH_DESTINATION
                     meta.verdict.drop_code = DROP_NONE;
                 }
-            } else
-#endif
-            if (meta.verdict.drop_code == DROP_NONE) {
-                /* every copy's Windows header needs the counts unclamped */
-                meta.copy.active = meta.verdict.active;
-                meta.copy.old_active = meta.verdict.old_active;
-                /* With N or more windows open every operator is hit once. */
-                if (meta.verdict.active > meta.win.n_ops) {
-                    meta.verdict.active = meta.win.n_ops;
-                }
-                if (meta.verdict.old_active > meta.prev.n_ops) {
-                    meta.verdict.old_active = meta.prev.n_ops;
-                }
-                if (meta.win.by_key == 1) {
-                    /* One copy, to the key's operator by its index in the
-                     * unicast table (bmv2 applies each table at one place
-                     * only, so the key takes the one-window path); a stream
-                     * split by key never changes, so no handover. */
-                    hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,
-                         { CURRENT.group_key }, meta.win.n_ops);
-                    meta.verdict.active = 1;
-                }
+            } else if (meta.verdict.drop_code == DROP_NONE) {
+                COUNTS_FOR_COPIES
             }
-
             if (meta.verdict.drop_code == DROP_NONE) {
-#ifdef BATCHES
                 counted = false;
-#endif
-                if (meta.verdict.old_active != 0) {
-                    if (meta.verdict.active == 0) {
-                        meta.verdict.newest_op = 0;
-                    }
-                    if (!handover.apply().hit) {
-                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
-                    }
-                } else if (meta.verdict.active == 1) {
-                    if (!unicast.apply().hit) {
-                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
-                    }
-                } else {
-                    if (!multicast.apply().hit) {
-                        meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
-                    }
-                }
+                ROUTE_TO_OPERATORS
             }
+#else
+            /* One test of the verdict for every step that needs windows:
+             * each `if` is a condition bmv2 evaluates per event, and the
+             * code between two is one more table of p4c's.  The batch
+             * build's passes need the tests apart (above). */
+            if (meta.verdict.drop_code == DROP_NONE) {
+                stream_in.count(meta.idx);
+                COUNTS_FOR_COPIES
+                ROUTE_TO_OPERATORS
+            }
+#endif
 
             if (meta.verdict.drop_code != DROP_NONE) {
 #ifdef BATCHES
@@ -380,5 +395,7 @@ control MyIngress(inout headers_t hdr,
 }
 
 #undef CURRENT
+#undef COUNTS_FOR_COPIES
+#undef ROUTE_TO_OPERATORS
 
 #endif
