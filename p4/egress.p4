@@ -154,6 +154,11 @@ control MyEgress(inout headers_t hdr,
                     hdr.windows.setValid();
                     hdr.windows.stride = (bit<16>)meta.win.n_ops;
                     hdr.windows.epoch = (bit<16>)meta.epoch.number;
+                    /* the flag and the lengths here, before the first test:
+                     * after the last they would be one more table of p4c's */
+                    hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
+                    hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;
+                    hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
                     if (meta.win.by_key == 1) {
                         /* Split by key: the one copy carries every window of the event. */
                         hdr.windows.window = meta.verdict.window;
@@ -188,9 +193,6 @@ control MyEgress(inout headers_t hdr,
                             }
                         }
                     }
-                    hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
-                    hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;
-                    hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
                 }
             }
 #ifndef SENT_FLAG

@@ -27,6 +27,9 @@ control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel, inout
         armed.read(s.is_armed, idx);
         initialized.read(s.initialized, idx);
         in_transition.read(s.in_transition, idx);
+        /* here, with the reads, and again where the epoch moves on: straight-
+         * line code after the test below would be one more table of p4c's */
+        sel.bank = (bit<1>)sel.number;
 
         if (s.is_armed == 1 && s.initialized == 1 && s.in_transition == 0) {
             time_axis.read(s.is_time, idx);
@@ -36,16 +39,17 @@ control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel, inout
                 if (s.newest_pos >= s.next) {
                     sel.switching = 1;
                     sel.number = sel.number + 1;
+                    sel.bank = (bit<1>)sel.number;
                 }
             } else {
                 last_ts.read(s.newest_pos, idx);
                 if (event.ts >= s.newest_pos && event.ts >= s.next) {
                     sel.switching = 1;
                     sel.number = sel.number + 1;
+                    sel.bank = (bit<1>)sel.number;
                 }
             }
         }
-        sel.bank = (bit<1>)sel.number;
     }
 }
 

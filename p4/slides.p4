@@ -128,12 +128,12 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
         if (verdict.drop_code == DROP_NONE) {
             /* -- current state; the first event of a stream sets it up --- */
             if (s.initialized == 0) {
-                /* the first slide starts at the first event, or at the
-                 * stream's fixed origin (time windows) */
-                /* The next slide's start is set in each branch, and the
-                 * register written from the field: an expression there would
-                 * be a temporary of p4c's, in metadata, that every packet
-                 * pays to reset (headers.p4).  So in the new-slide step. */
+                /* The first slide starts at the first event, or at the
+                 * stream's fixed origin (time windows).  The next slide's
+                 * start is set in each branch and the register written from
+                 * the field: an expression there would be a temporary of
+                 * p4c's, in metadata, that every packet pays to reset
+                 * (headers.p4).  So in the new-slide step. */
                 s.start = s.x;
                 initialized.write(idx, 1);
                 if (spec.kind == WINDOW_COUNT) {
@@ -156,11 +156,16 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                 s.newest = 0;
                 s.begun_now = 1;
                 s.window = 0;
+                s.offset = s.x - s.start;
             } else {
                 slide_start.read(s.start, idx);
                 newest_op.read(s.newest, idx);
                 begun.read(s.begun_now, idx);
                 newest_window.read(s.window, idx);
+                /* the event's offset in the newest slide, here with the
+                 * reads: on its own it would be one more table of p4c's per
+                 * event.  Wherever start moves, the offset follows. */
+                s.offset = s.x - s.start;
             }
 
             /* -- windows that start at events: their own tracker, which
@@ -192,6 +197,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                     s.window = s.window + 1;
                     newest_window.write(idx, s.window);
                     s.start = s.b;
+                    s.offset = s.x - s.b;
                     s.newest = 0;
                     s.begun_now = 1;
                 }
@@ -269,7 +275,6 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                     }
                 }
 
-                s.offset = 0;
                 if (f.old_only == 1) {
                     /* decided above */
                 } else if (f.late == 1) {
@@ -288,7 +293,6 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                 } else if (s.x < s.start) {
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
-                    s.offset = s.x - s.start;
                     /* -- a new slide (or several, after a gap) has begun ------ */
                     if (s.offset >= spec.slide) {
                         if (s.offset - spec.slide < spec.slide) {
