@@ -39,7 +39,8 @@ RECORD_SCHEMA = "run-record"
 STRESS = "stress"
 INSTRUCTIONS = "bench-instructions"
 STALLED = "bench-stalled-input"
-#: Programs shown side by side in the instructions table, the newest ones.
+#: Programs shown side by side in the instructions table: the oldest, which
+#: issue 45 states its targets against, and the newest ones (``kept_columns``).
 MAX_BENCHES = 6
 #: Where the sections' figures go, under the docs folder (and how the docs link them).
 FIGURES = "figures"
@@ -269,7 +270,7 @@ def instructions_section(results: Path) -> str:
     if not benches:
         return f"{NOT_RUN}: `make bench` counts them (its `instructions` part; bmv2 and valgrind needed).\n"
     newest_of = {program_of(record, rows): (expdir, record, rows) for expdir, record, rows in benches}
-    benches = list(newest_of.values())[-MAX_BENCHES:]
+    benches = kept_columns(list(newest_of.values()))
     root = results.parent
     heads = [f"`{shown(e.root, root)}`, "
              f"p4/ of {program_of(r, rows)}" for e, r, rows in benches]
@@ -294,6 +295,14 @@ def instructions_section(results: Path) -> str:
         out += ["", f"In `{shown(expdir.root, root)}`, the splitter's instructions per event against its "
                 f"floor's on the same events: {splitter_multiples(rows)}."]
     return "\n".join(out) + "\n"
+
+
+def kept_columns(columns: list) -> list:
+    """The instruction table's columns, oldest first: the oldest, the baseline a
+    change is measured from, and the newest ``MAX_BENCHES`` - 1."""
+    if len(columns) <= MAX_BENCHES:
+        return columns
+    return columns[:1] + columns[len(columns) - MAX_BENCHES + 1:]
 
 
 def benches_with(part: str, results: Path) -> list[tuple[ExperimentDir, dict[str, Any], list[dict[str, Any]]]]:
@@ -449,8 +458,8 @@ UNDER_TABLE = ("forwarding's instructions per event as a share", "the splitter's
 def with_earlier_columns(section: str) -> Callable[[str], str]:
     """``section`` (``instructions_section``'s table and the lines under it)
     with the columns of the docs' table that no bench here stands for, in
-    the order of their folders' names (when the benches began), the newest
-    ``MAX_BENCHES`` kept.  ``results/`` is not committed, so the benches of
+    the order of their folders' names (when the benches began), the oldest
+    and the newest kept (``kept_columns``).  ``results/`` is not committed, so the benches of
     another machine, or of a p4/ this machine no longer has results of,
     stay for comparison; a column of a p4/ revision counted here again is
     replaced.  Likewise a line under the table of a kind the benches here
@@ -480,7 +489,7 @@ def with_earlier_columns(section: str) -> Callable[[str], str]:
         old_heads, old_cells, old_under = parse(old)
         revisions = {revision(head) for head in new_heads}
         earlier = [head for head in old_heads if head not in new_heads and revision(head) not in revisions]
-        heads = sorted(earlier + new_heads, key=began)[-MAX_BENCHES:]
+        heads = kept_columns(sorted(earlier + new_heads, key=began))
         cases = list(old_cells) + [case for case in new_cells if case not in old_cells]
         out = ["| program | workload | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
         for case in cases:

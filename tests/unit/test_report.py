@@ -482,6 +482,29 @@ def test_the_instruction_table_keeps_the_docs_columns_of_benches_not_here():
     assert with_earlier_columns(new)("").splitlines()[0] == new.splitlines()[0]
 
 
+def test_the_instruction_table_keeps_its_oldest_column_beside_the_newest():
+    """The oldest column is the baseline a change is measured from (issue 45's
+    targets are stated against it): once there are more columns than fit, the
+    ones between it and the newest go."""
+    from testbed.experiments.report import MAX_BENCHES, kept_columns, with_earlier_columns
+
+    def column(day: int) -> str:
+        return f"`results/bench/202601{day:02d}-000000`, p4/ of {day:010d}"
+
+    days = range(1, MAX_BENCHES + 1)
+    old = "\n".join(["| program | workload | " + " | ".join(column(d) for d in days) + " |",
+                     "|---|---|" + "---|" * MAX_BENCHES,
+                     "| splitter | count tumbling 100/100 | " + " | ".join(f"{200 - d:,}" for d in days) + " |", ""])
+    new = "\n".join(["| program | workload | " + column(20) + " |", "|---|---|---|",
+                     "| splitter | count tumbling 100/100 | 100 |", ""])
+    table = with_earlier_columns(new)(old).splitlines()
+    heads = [cell.strip() for cell in table[0].strip("|").split("|")][2:]
+    assert heads == [column(1)] + [column(d) for d in range(3, MAX_BENCHES + 1)] + [column(20)]
+    assert table[2] == ("| splitter | count tumbling 100/100 | 199 | "
+                        + " | ".join(f"{200 - d:,}" for d in range(3, MAX_BENCHES + 1)) + " | 100 |")
+    assert kept_columns(list(range(MAX_BENCHES))) == list(range(MAX_BENCHES))
+
+
 def test_the_start_rule_section_puts_both_rules_side_by_side_per_stream(tmp_path):
     from testbed.experiments import paper
     from testbed.experiments.claims import NOT_COMPARABLE, compare
