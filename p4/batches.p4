@@ -106,7 +106,7 @@
  * counters.) */
 #define BATCH_WHOLE_SLIDE                                                      \
     if (meta.batch.count > 1 && meta.win.by_key == 0                           \
-            && meta.epoch.switching == 0 && hdr.scratch.in_transition == 0      \
+            && meta.epoch.switching == 0 && hdr.scratch.in_transition == 0     \
             && meta.verdict.old_active == 0) {                                 \
         bit<64> position;     /* the stream's count, or its newest timestamp */\
         bit<64> first_x;      /* the first event's position */                 \
@@ -279,14 +279,14 @@
         W.window = ev.window;                                                  \
         W.span = ev.active;                                                    \
         W.stride = 1;                                                          \
-        mine = position_hit && hdr.scratch.position == ev.key_op;                \
+        mine = position_hit && hdr.scratch.position == ev.key_op;              \
     } else {                                                                   \
         if (ev.active != 0) {                                                  \
             known = position_hit;                                              \
-            position = hdr.scratch.position;                                     \
+            position = hdr.scratch.position;                                   \
             if (ev.epoch != meta.batch.final_epoch) {                          \
                 known = old_position_hit;                                      \
-                position = hdr.scratch.old_position;                             \
+                position = hdr.scratch.old_position;                           \
             }                                                                  \
             if (known) {                                                       \
                 COPY_BACK(back, ev.newest, position, ev.n_ops)                 \
@@ -297,7 +297,7 @@
             }                                                                  \
         }                                                                      \
         if (ev.old_active != 0 && old_position_hit) {                          \
-            COPY_BACK(back, ev.old_newest, hdr.scratch.old_position,             \
+            COPY_BACK(back, ev.old_newest, hdr.scratch.old_position,           \
                       ev.old_n_ops)                                            \
             if (back < ev.old_active) {                                        \
                 W.old_window = ev.old_window - (bit<64>)back;                  \

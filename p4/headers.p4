@@ -226,7 +226,8 @@ struct epoch_t {
 }
 
 /* What every copy needs for its Windows header: the window counts before
- * forwarding clamps them to N, and the operator's positions (egress). */
+ * forwarding clamps them to N (the operator's positions are hdr.scratch's),
+ * and the copy's instance, which the egress tables key on. */
 struct copy_meta_t {
     bit<32> active;
     bit<32> old_active;
