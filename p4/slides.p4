@@ -210,34 +210,32 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                         /* a late event before the boundary: old windows only,
                          * back from the old epoch's frozen newest slide */
                         f.old_only = 1;
-                        {
-                            old_start.read(s.start_o, idx);
-                            old_newest.read(s.newest_o, idx);
-                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
-                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
-                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
-                            STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
-                            if (f.back >= s.obegun) {
-                                verdict.drop_code = DROP_BEFORE_ORIGIN;
-                            } else {
-                                /* counted in place, not in a local: each
-                                 * local is a field bmv2 resets per packet */
-                                verdict.old_active = prev.full;
-                                if (s.x - s.start_o < prev.extra) {
-                                    verdict.old_active = verdict.old_active + 1;
-                                }
-                                if (s.obegun - f.back < verdict.old_active) {
-                                    verdict.old_active = s.obegun - f.back;
-                                }
-                                if (verdict.old_active == 0) {
-                                    verdict.drop_code = DROP_NO_WINDOW;
-                                }
-                                old_window.read(verdict.old_window, idx);
-                                verdict.old_newest = s.newest_o;
-                                verdict.old_window = verdict.old_window - (bit<64>)f.back;
-                                verdict.newest_op = 0;
-                                verdict.active = 0;
+                        old_start.read(s.start_o, idx);
+                        old_newest.read(s.newest_o, idx);
+                        STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                        STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                        STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                        STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
+                        if (f.back >= s.obegun) {
+                            verdict.drop_code = DROP_BEFORE_ORIGIN;
+                        } else {
+                            /* counted in place, not in a local: each
+                             * local is a field bmv2 resets per packet */
+                            verdict.old_active = prev.full;
+                            if (s.x - s.start_o < prev.extra) {
+                                verdict.old_active = verdict.old_active + 1;
                             }
+                            if (s.obegun - f.back < verdict.old_active) {
+                                verdict.old_active = s.obegun - f.back;
+                            }
+                            if (verdict.old_active == 0) {
+                                verdict.drop_code = DROP_NO_WINDOW;
+                            }
+                            old_window.read(verdict.old_window, idx);
+                            verdict.old_newest = s.newest_o;
+                            verdict.old_window = verdict.old_window - (bit<64>)f.back;
+                            verdict.newest_op = 0;
+                            verdict.active = 0;
                         }
                     } else {
                         /* old windows that began before the boundary and have
