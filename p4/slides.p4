@@ -16,7 +16,7 @@
  * v1model has no run-time division, so when an event lands two or more
  * slides past the newest one (a gap in time), the number of slides it
  * advanced and the new offset come from a 64-step shift-and-subtract
- * division; likewise "advanced mod N", only when advanced >= N.  The
+ * division; likewise "advanced mod N", only when advanced >= 2N.  The
  * common cases (same slide, next slide) use one comparison each.
  *
  * A change armed by the control plane (epochs.p4) begins a new epoch at the
@@ -97,7 +97,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                      in prev_spec_t prev, in bit<32> prev_n_ops, in epoch_t sel,
                      inout verdict_t verdict, inout tracker_flags_t f, inout scratch_t s) {
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
-    ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= N */
+    ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= 2N */
     ShiftSubtractDivide() old_div;        /* distance past the boundary / old slide */
     EventStartTracker() event_starts;     /* windows that start at events */
 
@@ -310,6 +310,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                         s.n_ops = (bit<64>)win.n_ops;
                         if (s.advanced < s.n_ops) {
                             s.step = s.advanced;
+                        } else if (s.advanced - s.n_ops < s.n_ops) {
+                            /* one lap: a stream on one operator, each
+                             * slide (N = 1), would otherwise pay the
+                             * 64 steps of a division per slide */
+                            s.step = s.advanced - s.n_ops;
                         } else {
                             operators_div.apply(s.advanced, s.n_ops, s.laps, s.step);
                         }

@@ -98,7 +98,12 @@ class SlideTracker:
             advanced, offset = 1, offset - win.slide
         else:
             advanced, offset = shift_subtract_divmod(offset, win.slide)
-        step = advanced if advanced < n_ops else shift_subtract_divmod(advanced, n_ops)[1]
+        if advanced < n_ops:
+            step = advanced
+        elif advanced - n_ops < n_ops:      # one lap: N = 1 and one slide, most often
+            step = advanced - n_ops
+        else:
+            step = shift_subtract_divmod(advanced, n_ops)[1]
         newest += step
         if newest >= n_ops:
             newest -= n_ops
