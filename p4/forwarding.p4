@@ -88,10 +88,10 @@ control MyIngress(inout headers_t hdr,
     }
 
     /* ---- operator_count ----------------------------------------------- */
-    /* Round robin over windows: window j to the operator at j mod N. */
+    /* Round robin over windows: window j to the operator at j mod N.
+     * by_key stays at the 0 bmv2 gives all metadata (rule 3, docs/p4.md). */
     action set_operator_count(bit<32> n, bit<32> opset) {
         meta.win.n_ops = n;
-        meta.win.by_key = 0;
         meta.win.opset = opset;
     }
 

@@ -342,6 +342,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
 
                 /* -- how many windows of the epoch in force hold the event ---- */
                 if (verdict.drop_code == DROP_NONE && f.old_only == 0) {
+                    /* the newest window first, with the count's start: apart
+                     * after the tests below, they would be one more table of
+                     * p4c's; a drop leaves them unread */
+                    verdict.newest_op = s.newest;
+                    verdict.window = s.window;
                     /* counted in place, not in a local of its own */
                     verdict.active = spec.full;
                     if (s.offset < spec.extra) {
@@ -353,8 +358,6 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                     if (verdict.active == 0 && verdict.old_active == 0) {
                         verdict.drop_code = DROP_NO_WINDOW;
                     }
-                    verdict.newest_op = s.newest;
-                    verdict.window = s.window;
                 }
             }
         }
