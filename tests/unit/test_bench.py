@@ -323,6 +323,42 @@ def test_the_splitter_floor_refuses_windows_it_cannot_hold():
         floor_config(300, 1, [2, 3])
 
 
+def test_the_blast_workload_is_the_stream_p4ceps_blast_sends_split_without_division(monkeypatch):
+    """The bench counts what an event of p4cep's blast costs: the same window
+    and operators as the experiment's stream, each event in a window of its
+    own on the one operator.  The embedded target sends every event once, and
+    moves newest_op on by one lap of N = 1 with a subtraction, as slides.p4
+    does: the 64-step division for a mod N is for a >= 2N only."""
+    from testbed.dataplane.model import slides
+
+    divisions = []
+
+    def counted(dividend, divisor):
+        divisions.append((dividend, divisor))
+        return divmod(dividend, divisor)
+
+    monkeypatch.setattr(slides, "shift_subtract_divmod", counted)
+    from testbed.dataplane.model import SplitterPipeline
+    from testbed.dataplane.wire import EVENT_OFFSET, parse_event
+    from testbed.experiments.bench.instructions import BLAST_WORKLOAD, SOURCE_PORT, WORKLOADS, splitter_workload
+    from testbed.experiments.cep import cep_topology
+
+    stream = cep_topology(0, 1).streams[0]
+    blast = WORKLOADS[BLAST_WORKLOAD]
+    assert (blast.window["kind"], blast.window["size"], blast.window["slide"]) == \
+        (stream.window.kind, stream.window.size, stream.window.slide)
+    assert blast.operators == len(stream.operators) == 1
+    install, frames = splitter_workload(BLAST_WORKLOAD)
+    pipe = SplitterPipeline()
+    install(pipe)
+    copies = [pipe.process(frame, SOURCE_PORT) for frame in frames(50)]
+    assert [len(c) for c in copies] == [1] * 50
+    bench_stream = parse_event(frames(1)[0][EVENT_OFFSET:])[0]
+    registers = {name: pipe.registers[name][bench_stream] for name in ("begun", "newest_window", "newest_op")}
+    assert registers == {"begun": 1, "newest_window": 49, "newest_op": 0}
+    assert divisions == []
+
+
 def test_the_bench_refuses_a_splitter_floor_whose_copies_are_not_the_oracles():
     """The bench reads each copy's event back from its frame and holds the
     (event, port) pairs to the oracle's: a copy to the wrong operator, a

@@ -64,11 +64,25 @@ from testbed.targets.bmv2.process import Bmv2Process
 
 #: The source's port and the operators' (2 .. 1 + OPERATORS), as in a run.
 SOURCE_PORT, OPERATORS = 1, 6
-#: Each workload: its window (as the YAML has it) and the timestamp step between events.
-WORKLOADS: dict[str, tuple[dict[str, Any], int]] = {
-    "count tumbling 100/100": ({"kind": "count", "size": 100, "slide": 100}, 1),
-    "count sliding 100/50": ({"kind": "count", "size": 100, "slide": 50}, 1),
-    "time sliding 1000/500": ({"kind": "time", "size": 1000, "slide": 500}, 10),
+
+
+class StreamWorkload(NamedTuple):
+    """One stream's window (as the YAML has it), the timestamp step between
+    its events, and how many operators it is split over."""
+    window: dict[str, Any]
+    step: int
+    operators: int = OPERATORS
+
+
+#: The stream of p4cep's blast (testbed.experiments.cep.cep_topology): each
+#: event its own window, on one operator.  What an event costs there is what
+#: the blast's rate against forwarding's is made of.
+BLAST_WORKLOAD = "count tumbling 1/1, one operator"
+WORKLOADS: dict[str, StreamWorkload] = {
+    "count tumbling 100/100": StreamWorkload({"kind": "count", "size": 100, "slide": 100}, 1),
+    "count sliding 100/50": StreamWorkload({"kind": "count", "size": 100, "slide": 50}, 1),
+    "time sliding 1000/500": StreamWorkload({"kind": "time", "size": 1000, "slide": 500}, 10),
+    BLAST_WORKLOAD: StreamWorkload({"kind": "count", "size": 1, "slide": 1}, 1, operators=1),
 }
 #: Plain forwarding is counted on the first workload's frames only: it does not read them.
 FORWARD = "forward"
@@ -289,9 +303,9 @@ def expected_copies(install: Installer, frames: list[bytes]) -> int:
 
 
 def splitter_workload(label: str) -> tuple[Installer, Callable[[int], list[bytes]]]:
-    """One stream of workload ``label`` split over ``OPERATORS``: how to install it, and its frames."""
-    window, step = WORKLOADS[label]
-    plan = SplitterPlan(parse_topology(one_stream(window["size"], window["slide"], OPERATORS, kind=window["kind"])))
+    """One stream of workload ``label`` split over its operators: how to install it, and its frames."""
+    window, step, operators = WORKLOADS[label]
+    plan = SplitterPlan(parse_topology(one_stream(window["size"], window["slide"], operators, kind=window["kind"])))
     return (lambda api: Controller(api).install(plan)), (lambda count: frames_of(step, count))
 
 
@@ -301,8 +315,8 @@ def batch_workload(label: str = BATCH_WORKLOAD) -> tuple[Installer, Callable[[in
     not a multiple).  A frame of one event is a plain event frame, as a
     source sends it (docs/wire.md, "Batches")."""
     stream, events = BATCH_WORKLOADS[label]
-    window, step = WORKLOADS[stream]
-    data = one_stream(window["size"], window["slide"], OPERATORS, kind=window["kind"])
+    window, step, operators = WORKLOADS[stream]
+    data = one_stream(window["size"], window["slide"], operators, kind=window["kind"])
     data["streams"][0]["batch"] = {"events": events, "max_delay": 0.01}
     plan = SplitterPlan(parse_topology(data))
 
@@ -353,13 +367,13 @@ def floor_workload() -> Workload:
 
 def splitter_floor_workload(label: str) -> Workload:
     """``splitter_floor.p4`` on the count workload ``label``'s events, its
-    window over the ``OPERATORS`` ports after the source's, as the splitter
-    has them: each copy must be one the oracle makes."""
-    window, step = WORKLOADS[label]
+    window over as many ports after the source's as it has operators, as the
+    splitter has them: each copy must be one the oracle makes."""
+    window, step, operators = WORKLOADS[label]
     if window["kind"] != "count":
         raise ValueError(f"the splitter's floor splits count windows only, not {label!r}")
     size, slide = window["size"], window["slide"]
-    ports = [SOURCE_PORT + 1 + i for i in range(OPERATORS)]
+    ports = [SOURCE_PORT + 1 + i for i in range(operators)]
     config = floor_config(size, slide, ports)
 
     def deliveries(count: int) -> set[tuple[int, int]]:
@@ -377,7 +391,7 @@ def delivered(copies: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
 def workload(program: str, label: str) -> Workload:
     """How to configure ``program`` for the workload ``label``, its frames, and the copies due."""
     if program in (FORWARD, FORWARD_EVENTS):     # no plan: the frames of the workload, forwarded
-        step = WORKLOADS[label][1]
+        step = WORKLOADS[label].step
         return Workload(None, lambda count: frames_of(step, count), lambda count: count)
     if program == CEP_FLOOR:
         return floor_workload()
@@ -402,7 +416,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     first = next(iter(WORKLOADS))
     cases += [(FORWARD_EVENTS, first), (CEP_FLOOR, CEP_WORKLOAD)] if params.floors else []
     cases += [(SPLITTER_FLOOR, label) for label in params.workloads
-              if WORKLOADS[label][0]["kind"] == "count"] if params.floors else []
+              if WORKLOADS[label].window["kind"] == "count"] if params.floors else []
     cases.append((FORWARD, first))
     with VethRig(1 + OPERATORS) as rig:
         for program, label in cases:
