@@ -294,48 +294,59 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                     /* -- a new slide (or several, after a gap) has begun ------ */
                     if (s.offset >= spec.slide) {
                         if (s.offset - spec.slide < spec.slide) {
-                            s.advanced = 1;
+                            /* The next slide, the common case: one of each,
+                             * counted on the values in place.  newest < N and
+                             * begun <= cap hold on every path that writes them. */
                             s.offset = s.offset - spec.slide;
                             s.start = s.start + spec.slide;
                             s.next = s.start + spec.slide;
+                            s.window = s.window + 1;
+                            s.newest = s.newest + 1;
+                            if (s.newest >= win.n_ops) {
+                                s.newest = s.newest - win.n_ops;
+                            }
+                            if (s.begun_now < spec.cap) {
+                                s.begun_now = s.begun_now + 1;
+                            }
                         } else {
+                            /* A gap: the slides passed by division, and the
+                             * operators moved on by as many, mod N. */
                             slides_div.apply(s.offset, spec.slide, s.advanced, s.rest);
                             s.offset = s.rest;
                             s.start = s.x - s.rest;
                             s.next = s.start + spec.slide;
+                            s.window = s.window + s.advanced;
+                            s.n_ops = (bit<64>)win.n_ops;
+                            if (s.advanced < s.n_ops) {
+                                s.step = s.advanced;
+                            } else if (s.advanced - s.n_ops < s.n_ops) {
+                                /* one lap: no division for it */
+                                s.step = s.advanced - s.n_ops;
+                            } else {
+                                operators_div.apply(s.advanced, s.n_ops, s.laps, s.step);
+                            }
+                            s.step = s.step + (bit<64>)s.newest;   /* where newest moves */
+                            if (s.step >= s.n_ops) {
+                                s.newest = (bit<32>)(s.step - s.n_ops);
+                            } else {
+                                s.newest = (bit<32>)s.step;
+                            }
+                            s.cap = (bit<64>)spec.cap;
+                            if (s.advanced >= s.cap) {
+                                s.begun_now = spec.cap;
+                            } else if ((bit<64>)s.begun_now + s.advanced >= s.cap) {
+                                s.begun_now = spec.cap;
+                            } else {
+                                s.begun_now = s.begun_now + (bit<32>)s.advanced;
+                            }
                         }
+                        /* every value set in each branch above: a register
+                         * write of an expression would be a temporary of
+                         * p4c's, in metadata (headers.p4) */
                         slide_start.write(idx, s.start);
                         next_start.write(idx, s.next);
-
-                        s.n_ops = (bit<64>)win.n_ops;
-                        if (s.advanced < s.n_ops) {
-                            s.step = s.advanced;
-                        } else if (s.advanced - s.n_ops < s.n_ops) {
-                            /* one lap: a stream on one operator, each
-                             * slide (N = 1), would otherwise pay the
-                             * 64 steps of a division per slide */
-                            s.step = s.advanced - s.n_ops;
-                        } else {
-                            operators_div.apply(s.advanced, s.n_ops, s.laps, s.step);
-                        }
-                        s.step = s.step + (bit<64>)s.newest;   /* where newest moves */
-                        if (s.step >= s.n_ops) {
-                            s.newest = (bit<32>)(s.step - s.n_ops);
-                        } else {
-                            s.newest = (bit<32>)s.step;
-                        }
                         newest_op.write(idx, s.newest);
-                        s.window = s.window + s.advanced;
                         newest_window.write(idx, s.window);
-
-                        s.cap = (bit<64>)spec.cap;
-                        if (s.advanced >= s.cap) {
-                            s.begun_now = spec.cap;
-                        } else if ((bit<64>)s.begun_now + s.advanced >= s.cap) {
-                            s.begun_now = spec.cap;
-                        } else {
-                            s.begun_now = s.begun_now + (bit<32>)s.advanced;
-                        }
                         begun.write(idx, s.begun_now);
                     }
                 }

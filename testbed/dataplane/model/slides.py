@@ -95,19 +95,25 @@ class SlideTracker:
         stream's state on by the slides passed, with division only after a gap."""
         offset = x - start
         if offset - win.slide < win.slide:
-            advanced, offset = 1, offset - win.slide
+            # The next slide: one of each (newest < N and begun <= cap hold).
+            offset, advanced = offset - win.slide, 1
+            newest += 1
+            if newest >= n_ops:
+                newest -= n_ops
+            if begun < win.cap:
+                begun += 1
         else:
             advanced, offset = shift_subtract_divmod(offset, win.slide)
-        if advanced < n_ops:
-            step = advanced
-        elif advanced - n_ops < n_ops:      # one lap: N = 1 and one slide, most often
-            step = advanced - n_ops
-        else:
-            step = shift_subtract_divmod(advanced, n_ops)[1]
-        newest += step
-        if newest >= n_ops:
-            newest -= n_ops
-        begun = win.cap if advanced >= win.cap or begun + advanced >= win.cap else begun + advanced
+            if advanced < n_ops:
+                step = advanced
+            elif advanced - n_ops < n_ops:      # one lap: no division for it
+                step = advanced - n_ops
+            else:
+                step = shift_subtract_divmod(advanced, n_ops)[1]
+            newest += step
+            if newest >= n_ops:
+                newest -= n_ops
+            begun = win.cap if advanced >= win.cap or begun + advanced >= win.cap else begun + advanced
         regs = self.registers
         start = x - offset
         regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, newest, begun
