@@ -168,9 +168,17 @@ control MyEgress(inout headers_t hdr,
 #ifdef BATCHES
                         if (position_hit) {
 #else
-                        /* the table's hit itself, not a flag: each flag is
-                         * a field to reset and two writes per copy */
-                        if (operator_position.apply().hit) {
+                        /* One window count in all (the clamped one, as
+                         * active != 0 here): the event's one copy, sent by
+                         * unicast to its newest window's operator, which
+                         * stands 0 windows back; the header the lookup
+                         * below would give, without the lookup.  Else the
+                         * table's hit itself, not a flag: each flag is a
+                         * field to reset and two writes per copy. */
+                        if (meta.verdict.active + meta.copy.old_active == 1) {
+                            hdr.windows.window = meta.verdict.window;
+                            hdr.windows.span = meta.copy.active;
+                        } else if (operator_position.apply().hit) {
 #endif
                             COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, meta.win.n_ops)
                             if (hdr.scratch.back < meta.copy.active) {
