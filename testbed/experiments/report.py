@@ -294,6 +294,10 @@ def instructions_section(results: Path) -> str:
         expdir, rows = splitters[-1]
         out += ["", f"In `{shown(expdir.root, root)}`, the splitter's instructions per event against its "
                 f"floor's on the same events: {splitter_multiples(rows)}."]
+    blasts = [(e, rows) for e, _record, rows in benches if blast_share(rows)]
+    if blasts:
+        expdir, rows = blasts[-1]
+        out += ["", f"In `{shown(expdir.root, root)}`, {blast_share(rows)}"]
     return "\n".join(out) + "\n"
 
 
@@ -367,6 +371,27 @@ def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
         parts.append(f"{workload}, the splitter (`{SPLITTER}`) {splitter / floor:.1f}× the floor "
                      f"(`{LEAST_SPLITTER}`, {floor:,}){against}")
     return "; ".join(parts) or None
+
+
+#: The splitter on p4cep's blast stream (bench.instructions.BLAST_WORKLOAD),
+#: and issue 45's target for that blast: the splitter alone at half of plain
+#: forwarding's events per second.
+BLAST_WORKLOAD, BLAST_TARGET_SHARE = "count tumbling 1/1, one operator", 0.5
+
+
+def blast_share(rows: list[dict[str, Any]]) -> Optional[str]:
+    """Plain forwarding's instructions per event as a share of the splitter's
+    on p4cep's blast stream, and whether issue 45's blast target lies within
+    it, as a sentence; None when the bench did not count both."""
+    per_event = per_event_of(rows)
+    forward, splitter = per_event.get(FORWARDING["plain forwarding"]), per_event.get((SPLITTER, BLAST_WORKLOAD))
+    if not (isinstance(forward, int) and isinstance(splitter, int)):
+        return None
+    where = "within" if forward / splitter >= BLAST_TARGET_SHARE else "beyond"
+    return (f"plain forwarding's instructions per event are {forward / splitter:.1%} of the splitter's "
+            f"({splitter:,}) on p4cep's blast stream ({BLAST_WORKLOAD}): the most the blast's rate can be of "
+            f"forwarding's, if it follows instructions. Issue 45's target for that blast, "
+            f"{BLAST_TARGET_SHARE:.0%} of plain forwarding, is {where} it.")
 
 
 #: Issue 22's bmv2 throughput target: the CEP build at n = 32 against plain forwarding.

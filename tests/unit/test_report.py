@@ -441,6 +441,32 @@ def test_the_instruction_table_says_how_many_times_its_floor_the_splitter_costs(
                     f"floor's on the same events: {splitter_multiples(rows)}.")
 
 
+def test_the_instruction_table_says_what_share_of_the_splitters_blast_forwarding_takes(tmp_path):
+    """Under the table, from the newest bench that counted both: forwarding's
+    instructions per event over the splitter's on p4cep's blast stream (the
+    bench's own label for it), and whether issue 45's 50 % lies within."""
+    from testbed.experiments.bench.instructions import BLAST_WORKLOAD
+    from testbed.experiments.report import BLAST_WORKLOAD as REPORTED
+    from testbed.experiments.report import blast_share, instructions_section
+
+    assert REPORTED == BLAST_WORKLOAD
+    rows = [{"program": "forward", "workload": "any", "instructions_per_event": 46_000},
+            {"program": "splitter", "workload": BLAST_WORKLOAD, "instructions_per_event": 184_000}]
+    assert blast_share(rows) == (
+        "plain forwarding's instructions per event are 25.0% of the splitter's (184,000) on p4cep's blast "
+        "stream (count tumbling 1/1, one operator): the most the blast's rate can be of forwarding's, if it "
+        "follows instructions. Issue 45's target for that blast, 50% of plain forwarding, is beyond it.")
+    assert blast_share(rows[:1]) is None and blast_share(rows[1:]) is None
+    lean = [rows[0], {**rows[1], "instructions_per_event": 92_000}]
+    assert blast_share(lean).endswith("50% of plain forwarding, is within it.")
+    folder = tmp_path / "results" / "bench" / "20260101-000000"
+    folder.mkdir(parents=True)
+    (folder / "experiment.json").write_text(json.dumps({
+        "kind": "bench", "experiment": {"name": "bench"}, "git_revision": "a" * 40, "ours": {"instructions": rows}}))
+    last = instructions_section(tmp_path / "results").splitlines()[-1]
+    assert last == f"In `results/bench/20260101-000000`, {blast_share(rows)}"
+
+
 def test_the_instruction_table_keeps_the_docs_columns_of_benches_not_here():
     """results/ is not committed: a bench here adds its column beside the
     docs' columns of benches another machine ran, in the order they began;
