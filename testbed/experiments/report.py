@@ -477,7 +477,8 @@ def with_earlier_rows(table: str) -> Callable[[str], str]:
 
 #: What each line under the instruction table says, by words it alone has:
 #: the docs keep an earlier bench's line of a kind the benches here lack.
-UNDER_TABLE = ("forwarding's instructions per event as a share", "the splitter's instructions per event against")
+UNDER_TABLE = ("forwarding's instructions per event as a share", "the splitter's instructions per event against",
+               "on p4cep's blast stream")
 
 
 def with_earlier_columns(section: str) -> Callable[[str], str]:

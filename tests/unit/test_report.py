@@ -447,7 +447,7 @@ def test_the_instruction_table_says_what_share_of_the_splitters_blast_forwarding
     bench's own label for it), and whether issue 45's 50 % lies within."""
     from testbed.experiments.bench.instructions import BLAST_WORKLOAD
     from testbed.experiments.report import BLAST_WORKLOAD as REPORTED
-    from testbed.experiments.report import blast_share, instructions_section
+    from testbed.experiments.report import blast_share, instructions_section, with_earlier_columns
 
     assert REPORTED == BLAST_WORKLOAD
     rows = [{"program": "forward", "workload": "any", "instructions_per_event": 46_000},
@@ -463,8 +463,10 @@ def test_the_instruction_table_says_what_share_of_the_splitters_blast_forwarding
     folder.mkdir(parents=True)
     (folder / "experiment.json").write_text(json.dumps({
         "kind": "bench", "experiment": {"name": "bench"}, "git_revision": "a" * 40, "ours": {"instructions": rows}}))
-    last = instructions_section(tmp_path / "results").splitlines()[-1]
+    section = instructions_section(tmp_path / "results")
+    last = section.splitlines()[-1]
     assert last == f"In `results/bench/20260101-000000`, {blast_share(rows)}"
+    assert with_earlier_columns(section)("").splitlines()[-1] == last      # the docs keep it
 
 
 def test_the_instruction_table_keeps_the_docs_columns_of_benches_not_here():
