@@ -95,11 +95,8 @@ class SlideTracker:
         stream's state on by the slides passed, with division only after a gap."""
         offset = x - start
         if offset - win.slide < win.slide:
-            # The next slide: one of each (newest < N and begun <= cap hold).
-            offset, advanced = offset - win.slide, 1
-            newest += 1
-            if newest >= n_ops:
-                newest -= n_ops
+            # The next slide: one of each (begun <= cap holds).
+            offset, advanced, step = offset - win.slide, 1, 1
             if begun < win.cap:
                 begun += 1
         else:
@@ -110,10 +107,10 @@ class SlideTracker:
                 step = advanced - n_ops
             else:
                 step = shift_subtract_divmod(advanced, n_ops)[1]
-            newest += step
-            if newest >= n_ops:
-                newest -= n_ops
             begun = win.cap if advanced >= win.cap or begun + advanced >= win.cap else begun + advanced
+        newest += step          # newest < N, so one subtraction wraps it
+        if newest >= n_ops:
+            newest -= n_ops
         regs = self.registers
         start = x - offset
         regs["slide_start"][stream], regs["newest_op"][stream], regs["begun"][stream] = start, newest, begun
