@@ -62,6 +62,7 @@ control MyEgress(inout headers_t hdr,
         size = POSITION_TABLE_SIZE;
     }
 
+#ifndef FIXED
     action set_previous_position(bit<32> position) {
         hdr.scratch.old_position = position;
     }
@@ -75,6 +76,7 @@ control MyEgress(inout headers_t hdr,
         const default_action = NoAction();
         size = POSITION_TABLE_SIZE;
     }
+#endif
 
     apply {
 #ifdef SENT_FLAG
@@ -153,7 +155,9 @@ control MyEgress(inout headers_t hdr,
                      * costs").  The differential tests compare every byte. */
                     hdr.windows.setValid();
                     hdr.windows.stride = (bit<16>)meta.win.n_ops;
-                    hdr.windows.epoch = (bit<16>)meta.epoch.number;
+#ifndef FIXED
+                    hdr.windows.epoch = (bit<16>)meta.epoch.number;   /* 0 in the fixed build: setValid's */
+#endif
                     /* the flag and the lengths here, before the first test:
                      * after the last they would be one more table of p4c's */
                     hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
@@ -175,7 +179,11 @@ control MyEgress(inout headers_t hdr,
                          * below would give, without the lookup.  Else the
                          * table's hit itself, not a flag: each flag is a
                          * field to reset and two writes per copy. */
+#ifdef FIXED
+                        if (meta.verdict.active == 1) {
+#else
                         if (meta.verdict.active + meta.copy.old_active == 1) {
+#endif
                             hdr.windows.window = meta.verdict.window;
                             hdr.windows.span = meta.copy.active;
                         } else if (operator_position.apply().hit) {
@@ -187,6 +195,7 @@ control MyEgress(inout headers_t hdr,
                             }
                         }
                     }
+#ifndef FIXED
                     if (meta.copy.old_active != 0) {
                         hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
 #ifdef BATCHES
@@ -201,6 +210,7 @@ control MyEgress(inout headers_t hdr,
                             }
                         }
                     }
+#endif
                 }
             }
 #ifndef SENT_FLAG

@@ -38,7 +38,9 @@ control MyIngress(inout headers_t hdr,
     counter(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
     counter(N_PORTS, CounterType.packets_and_bytes) heartbeats;              /* per ingress port (liveness) */
 
+#ifndef FIXED
     BoundaryCheck() boundary_check;
+#endif
     SlideTracker() slides;
 
     /* ---- window_spec -------------------------------------------------- */
@@ -113,6 +115,7 @@ control MyIngress(inout headers_t hdr,
         size = STREAM_TABLE_SIZE;
     }
 
+#ifndef FIXED
     /* ---- previous_spec ------------------------------------------------ */
     action set_previous(bit<64> slide, bit<32> full, bit<64> extra, bit<64> size,
                         bit<32> n_ops, bit<64> tail) {
@@ -130,6 +133,7 @@ control MyIngress(inout headers_t hdr,
         const default_action = NoAction();
         size = PREVIOUS_TABLE_SIZE;
     }
+#endif
 
     /* ---- unicast / multicast ------------------------------------------ */
     action to_operator(port_t port) {
@@ -163,6 +167,7 @@ control MyIngress(inout headers_t hdr,
         size = MULTICAST_TABLE_SIZE;
     }
 
+#ifndef FIXED
     /* The union of the previous epoch's windows and the new ones (active 0:
      * the previous epoch's alone): one port or one group. */
     table handover {
@@ -177,6 +182,7 @@ control MyIngress(inout headers_t hdr,
         const default_action = NoAction();
         size = TRANSITION_TABLE_SIZE;
     }
+#endif
 
 #ifdef CEP
     /* ---- the CEP stage's transition tables (cep.p4): one per pattern slot,
@@ -218,17 +224,23 @@ control MyIngress(inout headers_t hdr,
     /* The window counts every copy's Windows header needs, clamped for the
      * destination tables; and the one destination of the event's copies.
      * Macros, since the batch build reaches them by another path. */
+#ifdef FIXED
+#define OLD_COUNTS_FOR_COPIES
+#else
+#define OLD_COUNTS_FOR_COPIES                                                   \
+    meta.copy.old_active = meta.verdict.old_active;                             \
+    if (meta.verdict.old_active > meta.prev.n_ops) {                            \
+        meta.verdict.old_active = meta.prev.n_ops;                              \
+    }
+#endif
 #define COUNTS_FOR_COPIES                                                       \
     /* every copy's Windows header needs the counts unclamped */                \
     meta.copy.active = meta.verdict.active;                                     \
-    meta.copy.old_active = meta.verdict.old_active;                             \
     /* With N or more windows open every operator is hit once. */               \
     if (meta.verdict.active > meta.win.n_ops) {                                 \
         meta.verdict.active = meta.win.n_ops;                                   \
     }                                                                           \
-    if (meta.verdict.old_active > meta.prev.n_ops) {                            \
-        meta.verdict.old_active = meta.prev.n_ops;                              \
-    }                                                                           \
+    OLD_COUNTS_FOR_COPIES                                                       \
     if (meta.win.by_key == 1) {                                                 \
         /* One copy, to the key's operator by its index in the                  \
          * unicast table (bmv2 applies each table at one place                  \
@@ -239,7 +251,22 @@ control MyIngress(inout headers_t hdr,
         meta.verdict.active = 1;                                                \
     }
 
-#define ROUTE_TO_OPERATORS                                                      \
+    /* The drop counted under the stream's slot for its reason.  The index
+     * is a field set in each branch of an `if`: p4c folds a single
+     * assignment into the call, and makes a temporary for it in metadata
+     * that every packet pays to reset (docs/p4.md, rule 5). */
+#define DROP_COUNT                                                              \
+    if (meta.verdict.drop_code == DROP_UNKNOWN_STREAM) {                        \
+        hdr.scratch.drop_slot = meta.idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;    \
+    } else {                                                                    \
+        hdr.scratch.drop_slot = meta.idx * DROP_SLOTS + meta.verdict.drop_code; \
+    }                                                                           \
+    stream_drops.count(hdr.scratch.drop_slot);
+
+#ifdef FIXED
+#define HANDOVER_OR
+#else
+#define HANDOVER_OR                                                             \
     if (meta.verdict.old_active != 0) {                                         \
         if (meta.verdict.active == 0) {                                         \
             meta.verdict.newest_op = 0;                                         \
@@ -247,7 +274,11 @@ control MyIngress(inout headers_t hdr,
         if (!handover.apply().hit) {                                            \
             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
         }                                                                       \
-    } else if (meta.verdict.active == 1) {                                      \
+    } else
+#endif
+#define ROUTE_TO_OPERATORS                                                      \
+    HANDOVER_OR                                                                 \
+    if (meta.verdict.active == 1) {                                             \
         if (!unicast.apply().hit) {                                             \
             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
         }                                                                       \
@@ -282,7 +313,7 @@ control MyIngress(inout headers_t hdr,
             /* An operator host's heartbeat says it is alive: the controller
              * watches this counter per port (testbed.dataplane.liveness). */
             if (hdr.udp.isValid() && hdr.udp.dst_port == HEARTBEAT_UDP_PORT) {
-                heartbeats.count((bit<32>)standard_metadata.ingress_port);
+                heartbeats.count(hdr.scratch.port);   /* set by the parser */
             } else {
                 non_event.count(0);
             }
@@ -304,6 +335,11 @@ control MyIngress(inout headers_t hdr,
 
             /* drop_code is DROP_NONE (0) as bmv2 zeroes all metadata per
              * packet: only a miss writes it, so the common path does not */
+#ifdef FIXED
+            /* Bank 0 throughout (bmv2's 0), and nothing has been decided:
+             * the configuration is looked up straight away. */
+            {
+#else
             boundary_check.apply(CURRENT, meta.idx, meta.epoch, hdr.scratch);
             if (meta.epoch.switching == 1 || hdr.scratch.in_transition == 1) {
                 if (!previous_spec.apply().hit) {
@@ -311,9 +347,10 @@ control MyIngress(inout headers_t hdr,
                 }
             }
             if (meta.verdict.drop_code == DROP_NONE) {
+#endif
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(CURRENT, meta.idx, hdr.spec, meta.win, hdr.prev, meta.prev.n_ops, meta.epoch, meta.verdict,
+                        slides.apply(CURRENT, meta.idx, hdr.spec, meta.win, hdr.prev, PREV_N_OPS, meta.epoch, meta.verdict,
                                      meta.flags, hdr.scratch);
                     } else {
                         meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
@@ -336,7 +373,7 @@ control MyIngress(inout headers_t hdr,
                         BATCH_WHOLE_SLIDE
                     }
                 } else {
-                    stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
+                    DROP_COUNT
                 }
                 counted = true;
                 meta.verdict.drop_code = DROP_UNKNOWN_STREAM;   /* nothing leaves this pass ... */
@@ -375,11 +412,11 @@ control MyIngress(inout headers_t hdr,
                     if (batched) {
                         FOR_EACH_SLOT(BATCH_UNROUTED)
                     } else {
-                        stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
+                        DROP_COUNT
                     }
                 }
 #else
-                stream_drops.count(meta.idx * DROP_SLOTS + meta.verdict.drop_code);
+                DROP_COUNT
 #endif
                 mark_to_drop(standard_metadata);
             }
@@ -397,5 +434,8 @@ control MyIngress(inout headers_t hdr,
 #undef CURRENT
 #undef COUNTS_FOR_COPIES
 #undef ROUTE_TO_OPERATORS
+#undef DROP_COUNT
+#undef OLD_COUNTS_FOR_COPIES
+#undef HANDOVER_OR
 
 #endif

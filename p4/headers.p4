@@ -168,6 +168,9 @@ header scratch_t {
     bit<32> position;      /* egress: where that operator stands in the epoch's operator set */
     bit<32> old_position;  /* ... and in the previous epoch's */
     bit<32> back;          /* egress: windows back from the event's newest to this operator's */
+    /* Counter indices (rule 5, docs/p4.md) */
+    bit<32> drop_slot;     /* stream_drops' index: stream * DROP_SLOTS + drop code */
+    bit<32> port;          /* heartbeats' index: the ingress port */
 }
 
 struct headers_t {
@@ -206,23 +209,33 @@ struct window_params_t {
 struct prev_params_t {
     bit<32> n_ops;
 }
+/* The fixed build (splitter_fixed.p4) has no previous epoch: its N is 0. */
+#ifdef FIXED
+#define PREV_N_OPS ((bit<32>)0)
+#else
+#define PREV_N_OPS meta.prev.n_ops
+#endif
 
 /* What the slide tracker decides for one event. */
 struct verdict_t {
     bit<32> drop_code;     /* DROP_NONE or why the event reaches no operator */
     bit<32> newest_op;     /* w: operator of the newest window holding the event */
     bit<32> active;        /* c: number of windows holding the event (clamped to N later) */
+    bit<64> window;        /* global id of the newest window holding the event */
+#ifndef FIXED
     bit<32> old_newest;    /* during a transition: the same for the previous epoch's windows */
     bit<32> old_active;    /*   (0: none of them holds the event) */
-    bit<64> window;        /* global id of the newest window holding the event */
     bit<64> old_window;    /* ... and of the previous epoch's newest holding it */
+#endif
 }
 
 /* Which configuration serves the event (BoundaryCheck, epochs.p4). */
 struct epoch_t {
     bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
+#ifndef FIXED
     bit<1> switching;      /* this event crosses an armed change's boundary */
     bit<32> number;        /* the epoch that serves the event (its low bit is the bank) */
+#endif
 }
 
 /* What every copy needs for its Windows header: the window counts before
@@ -230,7 +243,9 @@ struct epoch_t {
  * and the copy's instance, which the egress tables key on. */
 struct copy_meta_t {
     bit<32> active;
+#ifndef FIXED
     bit<32> old_active;
+#endif
     bit<32> instance;      /* egress: the copy's operator instance (its replica's rid, else its port) */
 }
 
@@ -238,7 +253,9 @@ struct copy_meta_t {
  * every metadata field: so they cost no write unless they change. */
 struct tracker_flags_t {
     bit<1>  late;          /* behind the newest timestamp, within the lateness */
+#ifndef FIXED
     bit<1>  old_only;      /* only the previous epoch's windows hold the event */
+#endif
     bit<32> back;          /* slides a late event lies behind the newest */
 }
 
@@ -372,7 +389,9 @@ struct metadata_t {
     batch_meta_t    batch;
 #endif
     window_params_t win;
+#ifndef FIXED
     prev_params_t   prev;
+#endif
     epoch_t         epoch;
     verdict_t       verdict;
     copy_meta_t     copy;

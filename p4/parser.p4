@@ -38,6 +38,7 @@ parser MyParser(packet_in packet,
         packet.extract(hdr.udp);
         transition select(hdr.udp.dst_port) {
             EVENT_UDP_PORT: parse_event;
+            HEARTBEAT_UDP_PORT: parse_heartbeat;
 #ifdef BATCHES
             BATCH_UDP_PORT: parse_batch;
 #endif
@@ -77,6 +78,13 @@ parser MyParser(packet_in packet,
         transition accept;
     }
 #endif
+
+    /* The heartbeats counter's index, set here for the reason given at
+     * parse_event; hdr.scratch is never valid (headers.p4). */
+    state parse_heartbeat {
+        hdr.scratch.port = (bit<32>)standard_metadata.ingress_port;
+        transition accept;
+    }
 
     state parse_event {
         packet.extract(hdr.event);

@@ -98,7 +98,9 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                      inout verdict_t verdict, inout tracker_flags_t f, inout scratch_t s) {
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
     ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= 2N */
+#ifndef FIXED
     ShiftSubtractDivide() old_div;        /* distance past the boundary / old slide */
+#endif
     EventStartTracker() event_starts;     /* windows that start at events */
 
     apply {
@@ -109,9 +111,16 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
 
         /* -- the coordinate; time windows also check the order ---------- */
         if (spec.kind == WINDOW_COUNT) {
+#ifdef FIXED
+            /* BoundaryCheck reads it in the other builds */
+            initialized.read(s.initialized, idx);
+#endif
             event_count.read(s.x, idx);
             event_count.write(idx, s.x + 1);
         } else {
+#ifdef FIXED
+            initialized.read(s.initialized, idx);
+#endif
             last_ts.read(s.previous_ts, idx);
             s.x = event.ts;
             if (s.initialized == 1 && s.x < s.previous_ts) {
@@ -176,6 +185,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                  * field and a test of it before every later statement */
                 event_starts.apply(idx, spec, win, s, verdict);
             } else {
+#ifndef FIXED
                 /* -- an armed change takes effect: freeze the old epoch's newest
                  *    slide and begin the new one at the boundary -------------- */
                 if (sel.switching == 1) {
@@ -275,7 +285,9 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
 
                 if (f.old_only == 1) {
                     /* decided above */
-                } else if (f.late == 1) {
+                } else
+#endif
+                if (f.late == 1) {
                     /* -- back to the late event's own slide; nothing advances - */
                     STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
                     STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
@@ -352,7 +364,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                 }
 
                 /* -- how many windows of the epoch in force hold the event ---- */
+#ifdef FIXED
+                if (verdict.drop_code == DROP_NONE) {
+#else
                 if (verdict.drop_code == DROP_NONE && f.old_only == 0) {
+#endif
                     /* the newest window first, with the count's start: apart
                      * after the tests below, they would be one more table of
                      * p4c's; a drop leaves them unread */
@@ -366,7 +382,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                     if (s.begun_now < verdict.active) {
                         verdict.active = s.begun_now;
                     }
+#ifdef FIXED
+                    if (verdict.active == 0) {
+#else
                     if (verdict.active == 0 && verdict.old_active == 0) {
+#endif
                         verdict.drop_code = DROP_NO_WINDOW;
                     }
                 }
