@@ -282,6 +282,9 @@ class SwitchAPI(Protocol):
     def register_reset(self, name: str) -> None: ...
     def counter_read(self, name: str, index: int) -> tuple[int, int]: ...
     def counter_reset(self, name: str) -> None: ...
+    def takes_changes(self) -> bool:
+        """Whether the data plane changes a stream mid-stream (``Controller.change``):
+        bmv2's build for a run without changes has no transition tables."""
 
 
 #: The method names of ``SwitchAPI``, in declaration order.

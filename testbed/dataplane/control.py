@@ -18,6 +18,10 @@ class ChangeTimeout(RuntimeError):
     """A stream did not reach the point a change waits for in time."""
 
 
+class ChangeRefused(RuntimeError):
+    """The switch runs a build that takes no change mid-stream."""
+
+
 @dataclass
 class Change:
     """One reconfiguration of one stream, from installing it to its boundary."""
@@ -145,6 +149,10 @@ class Controller:
         change's transition is over.  Other streams are not touched.
         """
         sid = new.id
+        if not self.api.takes_changes():
+            raise ChangeRefused(f"stream {sid}: the switch runs the build without changes mid-stream, chosen "
+                                f"because the topology schedules no change and has no failover or elastic "
+                                f"policy (docs/p4.md, \"A build without changes\")")
         waited = self.wait_settled(sid, timeout)
         t0 = time.perf_counter()
         epoch = int(self.api.register_read("epoch", sid))
@@ -185,8 +193,10 @@ class Controller:
         """Empty every table and remove the groups ``install`` created, so the
         same switch can take the next plan without a restart.  Nodes go before
         their groups: bmv2 leaves a destroyed group's nodes dangling."""
+        changes = self.api.takes_changes()
         for table in SCHEMA:
-            self.api.table_clear(table)
+            if changes or table not in TRANSITION:
+                self.api.table_clear(table)
         for mgid, handles in self.nodes.items():
             for handle in handles:
                 self.api.mc_node_destroy(handle)

@@ -115,6 +115,7 @@ class SplitterNetwork:
         self.switch = net.addSwitch(topo.switch.name, cls=self.switch_cls, run_dir=str(self.rundir.root),
                                     batches=topo.sends_batches(),
                                     cep=topo.cep is not None,
+                                    changes=topo.changes_streams(),
                                     **self.switch_params)
         addresses = plan_addresses(topo)
         prefix = subnet(topo).prefixlen

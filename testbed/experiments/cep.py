@@ -126,7 +126,9 @@ def prepared_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str,
     switch's buffer: a blast then loses events only on their way in, before
     the stage, never a copy or a complex event after it."""
     forward = None if topo is not None else {SOURCE: COPIES}
-    with live_switch(target, expdir, name, rig, forward=forward, cep=rules is not None) as (_proc, api):
+    # A topology that changes nothing runs on the build without changes, as in a run.
+    with live_switch(target, expdir, name, rig, forward=forward, cep=rules is not None,
+                     changes=topo is None or topo.changes_streams()) as (_proc, api):
         if target == "bmv2":
             api.set_queue_depth(QUEUE_DEPTH)
         control, install_s = None, None

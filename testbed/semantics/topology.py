@@ -611,6 +611,15 @@ class Topology(StrictModel):
         build, whose larger header vector every frame pays for (docs/p4.md, "Two builds")."""
         return any(s.sends_batches for s in self.streams)
 
+    def changes_streams(self) -> bool:
+        """Whether some stream's spec or operators may change during the run:
+        a scheduled ``change``, or a failover or elastic policy.  Only then
+        does bmv2 run a build that takes changes, whose boundary check every
+        event pays for (docs/p4.md, "A build without changes")."""
+        adapt = self.adapt
+        return (any(entry.change is not None for entry in self.schedule)
+                or (adapt is not None and (adapt.failover or bool(adapt.elastic))))
+
     @model_validator(mode="before")
     @classmethod
     def _instances_named(cls, data: Any) -> Any:

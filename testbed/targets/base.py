@@ -62,7 +62,7 @@ class SplitterSwitch(Switch):
 
     def __init__(self, name: str, run_dir: str, control_port: Optional[int] = None,
                  device_id: int = 0, cpu_policy: str = "fifo", batches: bool = False, cep: bool = False,
-                 **kwargs: Any):
+                 changes: bool = True, **kwargs: Any):
         # Mininet derives a datapath id from digits in the name; ours may have none.
         kwargs.setdefault("dpid", "%016x" % (device_id + 1))
         # Mininet's addSwitch passes inNamespace=False; a namespace of its own is the point (see above).
@@ -77,6 +77,9 @@ class SplitterSwitch(Switch):
         self.batches = batches
         #: The topology has CEP rules: bmv2 runs its build with the CEP stage.
         self.cep = cep
+        #: Some stream may change mid-stream (a scheduled change, failover,
+        #: elastic N): else bmv2 runs its build without changes.
+        self.changes = changes
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = self.rundir.switch_log(name)
 

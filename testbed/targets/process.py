@@ -47,10 +47,13 @@ class SwitchProcess:
 
     def __init__(self, ports: dict[int, str], run_dir: Path, name: str = "switch",
                  control_port: Optional[int] = None, namespace: Optional[netns.NamedNamespace] = None,
-                 forward: Optional[dict[int, int]] = None, cep: bool = False):
+                 forward: Optional[dict[int, int]] = None, cep: bool = False, changes: bool = True):
         self.ports = dict(ports)
         #: Run the build with the CEP stage (bmv2; the model always has it).
         self.cep = cep
+        #: False: no stream changes mid-stream, and bmv2 runs its build
+        #: without changes (the model always takes them).
+        self.changes = changes
         self.rundir = RunDir(run_dir)
         self.name = name
         self.control_port = control_port or free_loopback_port()

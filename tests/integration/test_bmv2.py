@@ -44,7 +44,7 @@ from testbed.dataplane.contract import (
     drop_counter_index,
     to_int,
 )
-from testbed.dataplane.control import Controller
+from testbed.dataplane.control import ChangeRefused, Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.model.batches import Batches
 from testbed.dataplane.wire import (
@@ -92,6 +92,20 @@ def fresh_switch(rig, program: Path, tmp_path):
 @pytest.fixture
 def switch(rig, program, tmp_path):
     """The plain build (p4/splitter.p4)."""
+    yield from fresh_switch(rig, program, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def fixed_program() -> Path:
+    return toolchain.compile_program(program=toolchain.FIXED_PROGRAM)
+
+
+@pytest.fixture(params=["plain", "fixed"])
+def either_switch(request, rig, tmp_path):
+    """The plain build, then the build without changes mid-stream
+    (p4/splitter_fixed.p4): on events of streams that do not change, each
+    must send the model's bytes."""
+    program = request.getfixturevalue("program" if request.param == "plain" else "fixed_program")
     yield from fresh_switch(rig, program, tmp_path)
 
 
@@ -307,8 +321,8 @@ SEMANTICS = {
 
 @needs_root
 @pytest.mark.parametrize("semantic", sorted(SEMANTICS))
-def test_semantic_matches_model_and_oracle(semantic, rig, switch):
-    _proc, api = switch
+def test_semantic_matches_model_and_oracle(semantic, rig, either_switch):
+    _proc, api = either_switch
     window, operators, ts_step = SEMANTICS[semantic]
     topo = topology([stream(5, window, operators)])
     events = [(5, seq, 100 + seq * ts_step) for seq in range(60)]
@@ -322,10 +336,10 @@ def test_semantic_matches_model_and_oracle(semantic, rig, switch):
 
 @needs_root
 @pytest.mark.parametrize("semantic", sorted(SEMANTICS))
-def test_key_split_matches_model_and_oracle(semantic, rig, switch):
+def test_key_split_matches_model_and_oracle(semantic, rig, either_switch):
     """Split by key, each semantic: every event reaches crc32(key) mod N alone,
     with all of its windows in one Windows header, the same bytes as the model."""
-    _proc, api = switch
+    _proc, api = either_switch
     window, operators, ts_step = SEMANTICS[semantic]
     topo = topology([stream(5, window, operators, split="key", query={"kind": "count_by_key"})])
     events = [(5, seq, 100 + seq * ts_step) for seq in range(60)]
@@ -398,8 +412,8 @@ def random_events(rng: random.Random, topo, n: int) -> list[tuple[int, int, int]
 
 @needs_root
 @pytest.mark.parametrize("seed", [1, 2])
-def test_differential_random_specs(seed, rig, switch):
-    _proc, api = switch
+def test_differential_random_specs(seed, rig, either_switch):
+    _proc, api = either_switch
     rng = random.Random(seed)
     topo = topology(random_streams(rng))
     events = random_events(rng, topo, 3000)
@@ -448,14 +462,14 @@ S4_CASES = {case.name: case for case in load_cases()}
 
 @needs_root
 @pytest.mark.parametrize("name", sorted(EVENT_STARTS))
-def test_event_starts_match_model_and_oracle(name, rig, switch):
+def test_event_starts_match_model_and_oracle(name, rig, either_switch):
     """The same timestamps through three streams: the spec with starts: event,
     on the grid, and with starts: event and a fixed origin the stream begins
     before.  Irregular steps, gaps of several slides and steps back (too
     late: such streams have no lateness).  bmv2 sends the model's bytes, counts
     its drops and ends with its registers; both follow the oracle; and the
     two rules do part on these timestamps."""
-    _proc, api = switch
+    _proc, api = either_switch
     rng = random.Random(name)
     spec = EVENT_STARTS[name]
     ops = ["h2", "h3", "h4", "h5", "h6", "h7"]
@@ -492,10 +506,10 @@ def test_event_starts_match_model_and_oracle(name, rig, switch):
 
 @needs_root
 @pytest.mark.parametrize("name", sorted(S4_CASES))
-def test_s4_cases_reach_s4s_ports_on_bmv2(name, rig, switch):
+def test_s4_cases_reach_s4s_ports_on_bmv2(name, rig, either_switch):
     """S4's PTF cases (tests/data/s4_ptf_cases.yaml) under starts: event:
     every packet leaves bmv2 on the ports S4's tests expect, as the model's."""
-    _proc, api = switch
+    _proc, api = either_switch
     case = S4_CASES[name]
     run = Run(case.topology("event"), case.events())
     want = run.model_output()
@@ -513,11 +527,11 @@ SHARED = {"h2": 6, "h3": 3}
 
 @needs_root
 @pytest.mark.parametrize("seed", [7, 8])
-def test_instances_on_shared_hosts_match_the_model_and_the_oracle(seed, rig, switch):
+def test_instances_on_shared_hosts_match_the_model_and_the_oracle(seed, rig, either_switch):
     """Instances on shared hosts are reached through nodes named by their rid, and
     egress keys on the instance: bmv2 = model = oracle, every copy addressed to the
     oracle's instance, and operator_out counted per instance alike."""
-    _proc, api = switch
+    _proc, api = either_switch
     rng = random.Random(seed)
     ops = [f"{h}.{i}" for h, k in SHARED.items() for i in range(k)] + [f"h{i}" for i in range(4, VETH_PORTS + 1)]
     data = topology_data(random_streams(rng, ops), VETH_PORTS, name="bmv2shared")
@@ -546,11 +560,11 @@ def assert_addressed_as_the_oracle(run, got) -> tuple[dict, dict]:
 
 @needs_root
 @pytest.mark.parametrize("seed", [7, 8])
-def test_racked_hosts_match_the_model_and_the_oracle(seed, rig, switch):
+def test_racked_hosts_match_the_model_and_the_oracle(seed, rig, either_switch):
     """Hosts in a rack share its one port and are reached as shared instances are:
     bmv2 = model = oracle, and every copy leaves on the rack's port with the MAC
     of the host it is for, the one thing the rack's bridge delivers by."""
-    _proc, api = switch
+    _proc, api = either_switch
     rng = random.Random(seed)
     racked = ["h2", "h3", "h4", "h5"]
     hosts = VETH_PORTS + len(racked) - 1          # one port for the rack, the rig's 8 in all
@@ -641,10 +655,10 @@ def test_control_plane_state_reads_back_as_planned(switch):
 
 
 @needs_root
-def test_unknown_stream_and_missing_rewrite_are_dropped(rig, switch):
+def test_unknown_stream_and_missing_rewrite_are_dropped(rig, either_switch):
     """Events of a stream without entries are counted as unknown_stream; a
     copy for a port without an egress_rewrite entry never leaves."""
-    _proc, api = switch
+    _proc, api = either_switch
     topo = topology([stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2", "h3"])])
     run = Run(topo, [(1, s, s) for s in range(4)] + [(9, 0, 0), (9, 1, 1)])
     # Install everything but h3's rewrite, on both targets.
@@ -745,12 +759,32 @@ def arm_changes(rng: random.Random, plan: SplitterPlan, controllers, current: di
 
 
 @needs_root
+def test_the_build_without_changes_splits_as_the_model_and_refuses_a_change(rig, fixed_program, tmp_path):
+    """bmv2's build without changes mid-stream (a topology that changes no
+    stream runs on it) says so to the control plane, which refuses a change
+    before it writes a thing."""
+    topo = topology([stream(5, {"kind": "count", "size": 4, "slide": 2}, ["h2", "h3", "h4"])])
+    run = Run(topo, [(5, seq, 100 + seq) for seq in range(24)])
+    for _proc, api in fresh_switch(rig, fixed_program, tmp_path):
+        assert not api.takes_changes()
+        assert_same(run, run.through_bmv2(rig, api), run.model_output())
+        ctl = Controller(api)
+        ctl.streams = {s.id: s for s in topo.streams}
+        new = topo.streams[0].model_copy(update={"operators": ["h5"]})
+        with pytest.raises(ChangeRefused, match="stream 5: the switch runs the build without changes"):
+            ctl.change(run.plan, new, timeout=0)
+        assert api.register_read("armed", 5) == 0 and api.register_read("epoch", 5) == 0
+        assert [e["match"] for e in api.table_entries("window_spec")] == [[5, 0]]
+
+
+@needs_root
 @pytest.mark.parametrize("seed", [3, 4])
 def test_differential_changes_while_events_flow(seed, rig, switch):
     """The same changes, armed between the same events, on bmv2 and on the
     model: the same frames, drop counters and registers, and the same
     boundaries.  Frames go in phases; a change is armed between two."""
     _proc, api = switch
+    assert api.takes_changes()
     rng = random.Random(seed)
     hosts = [f"h{i}" for i in range(2, VETH_PORTS + 1)]
     topo = topology([stream(1, {"kind": "count", "size": 4, "slide": 1}, ["h2", "h3", "h4", "h5"]),

@@ -11,6 +11,7 @@ from testbed import ROOT
 from testbed.dataplane import contract, wire
 from testbed.dataplane.p4source import read_folder, read_program
 from testbed.semantics import limits
+from testbed.semantics.plan import TRANSITION
 
 pytestmark = pytest.mark.unit
 PROGRAM = read_folder(ROOT / "p4")
@@ -99,16 +100,17 @@ def test_a_drifted_program_is_caught(edit, found):
     assert any(found in line for line in drift(drifted)), drift(drifted)
 
 
-@pytest.mark.parametrize("build", ["plain", "cep"])
+@pytest.mark.parametrize("build", ["plain", "cep", "fixed"])
 def test_the_compiled_program_agrees_where_p4c_exists(build):
     """The plain build holds the splitter's tables and registers and nothing
-    else; the CEP build holds the CEP stage's as well."""
+    else; the CEP build holds the CEP stage's as well; the build without
+    changes mid-stream lacks the transition's tables alone."""
     from testbed.targets.bmv2 import toolchain
 
     reason = toolchain.compiler_missing()
     if reason:
         pytest.skip(f"p4c is not here: {reason}")
-    program = toolchain.CEP_PROGRAM if build == "cep" else toolchain.PROGRAM
+    program = {"cep": toolchain.CEP_PROGRAM, "fixed": toolchain.FIXED_PROGRAM}.get(build, toolchain.PROGRAM)
     # The project's build (compiled again when a source is newer): the bmv2 tests run the same
     # files, so the suite compiles each program once.
     compiled = json.loads(toolchain.compile_program(program=program).read_text())
@@ -120,6 +122,12 @@ def test_the_compiled_program_agrees_where_p4c_exists(build):
         assert set(contract.ALL_TABLES) <= tables
         assert registers == splitter | contract.CEP_REGISTERS
         assert counters == contract.COUNTERS | contract.CEP_COUNTERS
+    elif build == "fixed":
+        assert tables >= set(contract.SCHEMA) - set(TRANSITION)
+        assert not (set(TRANSITION) | set(contract.CEP_SCHEMA)) & tables
+        # Registers stay, so that the control plane reads and resets every build alike.
+        assert registers == splitter
+        assert counters == contract.COUNTERS
     else:
         assert set(contract.SCHEMA) <= tables and not set(contract.CEP_SCHEMA) & tables
         assert registers == splitter

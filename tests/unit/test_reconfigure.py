@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from support import topologies
 from support.changes import HOSTS, next_timestamp, random_change, random_window
 from testbed.dataplane.contract import DROP_CODES, UNKNOWN_STREAM, drop_counter_index
-from testbed.dataplane.control import ChangeTimeout, Controller
+from testbed.dataplane.control import ChangeRefused, ChangeTimeout, Controller
 from testbed.dataplane.model import PreviousParams, SplitterPipeline, old_windows_after
 from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows
-from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.plan import TRANSITION, SplitterPlan
 from testbed.semantics.topology import WindowSpec
 from testbed.semantics.windows import windows_per_position
 
@@ -175,3 +175,33 @@ def test_old_windows_after_the_boundary_by_brute_force(size, slide, begun, d):
     starts = [boundary - i * slide for i in range(1, begun + 1)]
     expected = sum(1 for s in starts if s <= boundary + d < s + size)
     assert old_windows_after(d, prev, begun) == expected
+
+
+class FixedBuild(SplitterPipeline):
+    """The model where it stands for bmv2's build without changes mid-stream,
+    which has no transition tables: the control plane asks, as it asks bmv2."""
+
+    def takes_changes(self) -> bool:
+        return False
+
+    def table_clear(self, table: str) -> None:
+        assert table not in TRANSITION, f"{table} is not in the build without changes"
+        super().table_clear(table)
+
+
+def test_a_switch_without_changes_refuses_one_and_keeps_its_configuration():
+    topo = topologies.build([topologies.stream(3, {"kind": "count", "size": 4, "slide": 2}, ["h2", "h3"])],
+                            ["h1", *HOSTS])
+    plan = SplitterPlan(topo)
+    pipe = FixedBuild()
+    ctl = Controller(pipe)
+    ctl.install(plan)
+    before = {table: pipe.table_entries(table) for table in ("window_spec", "operator_count")}
+    new = topo.streams[0].model_copy(update={"operators": ["h4"]})
+    with pytest.raises(ChangeRefused, match="stream 3: the switch runs the build without changes"):
+        ctl.change(plan, new, timeout=0)
+    assert {table: pipe.table_entries(table) for table in before} == before
+    assert pipe.register_read("armed", 3) == 0
+    # Clearing it leaves the tables it lacks alone.
+    ctl.clear()
+    assert all(not pipe.table_entries(table) for table in before)

@@ -237,3 +237,26 @@ def test_policies_that_change_operators_refuse_windows_that_start_at_events(adap
         parse_topology(data, "t.yaml")
     data["streams"][0]["window"]["starts"] = "grid"
     parse_topology(data, "t.yaml")                   # the same policy on the grid is fine
+
+
+@pytest.mark.parametrize("schedule, adapt, changes", [
+    (None, None, False),
+    ([{"at": 0.5, "rate": {"stream": 5, "rate": 2000}}, {"at": 1, "fail": {"host": "h2", "how": "kill"}}],
+     None, False),
+    ([{"at": 1, "change": {"stream": 5, "operators": ["h4", "h5"]}}], None, True),
+    (None, {"failover": True}, True),
+    (None, {"elastic": [{"stream": 5, "pool": ["h2", "h3", "h6"], "min": 1, "max": 3, "high": 900,
+                         "low": 100}]}, True),
+])
+def test_a_topology_says_whether_a_stream_may_change(schedule, adapt, changes):
+    """Only a scheduled change or a policy that changes operators makes bmv2 run
+    the build that takes changes; rates and failures alone change no stream."""
+    from testbed.targets.bmv2 import toolchain
+
+    topo = parse_topology(with_schedule(schedule, adapt))
+    assert topo.changes_streams() is changes
+    build = toolchain.splitter_program(topo.sends_batches(), topo.cep is not None, topo.changes_streams())
+    assert build == (toolchain.PROGRAM if changes else toolchain.FIXED_PROGRAM)
+    # Batches and the CEP stage have one build each, which takes changes.
+    assert toolchain.splitter_program(True, False, False) == toolchain.BATCH_PROGRAM
+    assert toolchain.splitter_program(False, True, False) == toolchain.CEP_PROGRAM

@@ -86,6 +86,9 @@ class ControlState:
             raise KeyError(f"table {table} has no entry with handle {handle}") from None
         del self.tables[table][key]
 
+    def takes_changes(self) -> bool:
+        return True
+
     def table_clear(self, table: str) -> None:
         self._table(table)
         self.tables[table].clear()

@@ -188,6 +188,11 @@ class Bmv2API:
         t = self.program.table(table)
         self._call(f"table_delete {table} {handle}", self.client.bm_mt_delete_entry, CXT_ID, t.name, int(handle))
 
+    def takes_changes(self) -> bool:
+        """False on the build without changes (``p4/splitter_fixed.p4``), which
+        has no ``previous_spec`` table, nor any other of a transition."""
+        return any(short_name(name) == "previous_spec" for name in self.program.tables)
+
     def table_clear(self, table: str) -> None:
         t = self.program.table(table)
         self._call(f"table_clear {table}", self.client.bm_mt_clear_entries, CXT_ID, t.name, False)

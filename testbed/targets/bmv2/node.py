@@ -16,7 +16,8 @@ class Bmv2Switch(SplitterSwitch):
     """Mininet switch node running the splitter on bmv2's ``simple_switch``.
 
     Extra parameters: ``json_path`` (default: compile ``p4/splitter.p4``,
-    or ``p4/splitter_batches.p4`` for a topology with batches, into
+    ``p4/splitter_batches.p4`` for a topology with batches, or
+    ``p4/splitter_fixed.p4`` for one in which no stream changes, into
     ``build/``) and ``log_level`` (default ``warn``).  bmv2's log goes to
     ``logs/<name>.bmv2.txt``, the process's own output to
     ``logs/<name>.log``.
@@ -38,7 +39,7 @@ class Bmv2Switch(SplitterSwitch):
 
     def command(self) -> list[str]:
         self.json_path = self.json_path or toolchain.compile_program(
-            program=toolchain.splitter_program(self.batches, self.cep))
+            program=toolchain.splitter_program(self.batches, self.cep, self.changes))
         return simple_switch_command(self.json_path, self.port_map(), self.control_port,
                                      self.rundir, self.name, self.device_id, self.log_level)
 
@@ -47,7 +48,9 @@ class Bmv2Switch(SplitterSwitch):
 
     def versions(self) -> dict[str, str]:
         found = toolchain.versions()
-        return {"simple_switch": found["simple_switch"], "p4c": found["p4c"]}
+        # Which build ran (batches, the CEP stage, without changes) is part of what ran.
+        program = {"p4_program": self.json_path.name} if self.json_path else {}
+        return {"simple_switch": found["simple_switch"], "p4c": found["p4c"], **program}
 
     def control_api(self) -> Bmv2API:
         return Bmv2API(self.control_port, self.json_path, netns_path=self.netns_path)

@@ -94,8 +94,9 @@ class Bmv2Process(SwitchProcess):
                  thrift_port: Optional[int] = None, device_id: int = 0,
                  log_level: str = DEFAULT_LOG_LEVEL, json_path: Optional[Path] = None,
                  namespace: Optional[netns.NamedNamespace] = None,
-                 forward: Optional[dict[int, int]] = None, batches: bool = False, cep: bool = False):
-        super().__init__(ports, run_dir, name, thrift_port, namespace, forward, cep)
+                 forward: Optional[dict[int, int]] = None, batches: bool = False, cep: bool = False,
+                 changes: bool = True):
+        super().__init__(ports, run_dir, name, thrift_port, namespace, forward, cep, changes)
         self.device_id = device_id
         self.batches = batches
         self.log_level = log_level
@@ -110,7 +111,8 @@ class Bmv2Process(SwitchProcess):
         return toolchain.toolchain_missing()
 
     def command(self) -> list[str]:
-        program = toolchain.FORWARD_PROGRAM if self.forward else toolchain.splitter_program(self.batches, self.cep)
+        program = (toolchain.FORWARD_PROGRAM if self.forward
+                   else toolchain.splitter_program(self.batches, self.cep, self.changes))
         self.json_path = self.json_path or toolchain.compile_program(program=program)
         return simple_switch_command(self.json_path, self.ports, self.control_port, self.rundir,
                                      self.name, self.device_id, self.log_level)

@@ -51,14 +51,23 @@ PROGRAM = P4_DIR / "splitter.p4"
 BATCH_PROGRAM = P4_DIR / "splitter_batches.p4"
 #: The same program with the CEP stage (docs/cep.md; docs/p4.md, "The CEP stage").
 CEP_PROGRAM = P4_DIR / "splitter_cep.p4"
+#: The same program without changes mid-stream (docs/p4.md, "A build without changes"): a
+#: topology that changes no stream runs on it.
+FIXED_PROGRAM = P4_DIR / "splitter_fixed.p4"
 
 
-def splitter_program(batches: bool, cep: bool = False) -> Path:
-    """The splitter build a run needs: batches or the CEP stage only when it must.
-    No build has both (the CEP stage takes events one frame at a time)."""
+def splitter_program(batches: bool, cep: bool = False, changes: bool = True) -> Path:
+    """The splitter build a run needs: batches, the CEP stage or changes
+    mid-stream only when it must.  No build has both batches and the CEP stage
+    (the CEP stage takes events one frame at a time); only the build without
+    either leaves out changes."""
     if batches and cep:
         raise ValueError("no splitter build takes batches and runs the CEP stage at once")
-    return CEP_PROGRAM if cep else BATCH_PROGRAM if batches else PROGRAM
+    if cep:
+        return CEP_PROGRAM
+    if batches:
+        return BATCH_PROGRAM
+    return PROGRAM if changes else FIXED_PROGRAM
 FORWARD_PROGRAM = P4_DIR / "baseline" / "forward.p4"
 #: The programs of ``p4/baseline/`` that only ``make bench`` runs, counted
 #: beside the splitter's builds (testbed.experiments.bench.instructions):
@@ -68,7 +77,7 @@ BENCH_BASELINES = tuple(P4_DIR / "baseline" / f"{name}.p4" for name in ("forward
 SPLITTER_FLOOR_PROGRAM = BENCH_BASELINES[-1]
 #: Every program the testbed runs, in the order ``python -m testbed.targets.bmv2.toolchain`` (``make p4``)
 #: compiles them when no program is named.
-PROGRAMS = (PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM) + BENCH_BASELINES
+PROGRAMS = (PROGRAM, FIXED_PROGRAM, BATCH_PROGRAM, CEP_PROGRAM, FORWARD_PROGRAM) + BENCH_BASELINES
 BUILD_DIR = ROOT / "build"
 PREFIX_VAR = "P4_PREFIX"
 DEFAULT_PREFIX = "/opt/p4"
