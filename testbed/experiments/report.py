@@ -352,8 +352,10 @@ CEP_ROWS = {"the least CEP stage (`cep_floor`)": LEAST_CEP, "the CEP build (`spl
 
 
 #: The least count-window splitter, counted on the splitter's count workloads
-#: (docs/p4.md, "The splitter's floor"), and the build it is the floor of.
-LEAST_SPLITTER, SPLITTER = "splitter_floor", "splitter"
+#: (docs/p4.md, "The splitter's floor"), and the builds it is the floor of:
+#: the plain one and the one without changes mid-stream, which a topology that
+#: changes no stream runs (docs/p4.md, "A build without changes").
+LEAST_SPLITTER, SPLITTER, FIXED_SPLITTER = "splitter_floor", "splitter", "splitter_fixed"
 
 
 def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
@@ -364,11 +366,13 @@ def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
     forward = per_event.get(FORWARDING["plain forwarding"])
     parts = []
     for (program, workload), floor in per_event.items():
-        splitter = per_event.get((SPLITTER, workload))
-        if program != LEAST_SPLITTER or not (isinstance(floor, int) and isinstance(splitter, int)):
+        builds = [(build, per_event.get((build, workload))) for build in (SPLITTER, FIXED_SPLITTER)]
+        builds = [(build, count) for build, count in builds if isinstance(count, int)]
+        if program != LEAST_SPLITTER or not (isinstance(floor, int) and builds):
             continue
         against = f"; forwarding {forward / floor:.0%} of the floor" if isinstance(forward, int) else ""
-        parts.append(f"{workload}, the splitter (`{SPLITTER}`) {splitter / floor:.1f}× the floor "
+        multiples = " and ".join(f"(`{build}`) {count / floor:.1f}×" for build, count in builds)
+        parts.append(f"{workload}, the splitter {multiples} the floor "
                      f"(`{LEAST_SPLITTER}`, {floor:,}){against}")
     return "; ".join(parts) or None
 
@@ -382,15 +386,20 @@ BLAST_WORKLOAD, BLAST_TARGET_SHARE = "count tumbling 1/1, one operator", 0.5
 def blast_share(rows: list[dict[str, Any]]) -> Optional[str]:
     """Plain forwarding's instructions per event as a share of the splitter's
     on p4cep's blast stream, and whether issue 45's blast target lies within
-    it, as a sentence; None when the bench did not count both."""
+    it, as a sentence; None when the bench did not count both.  The splitter
+    is the build the blast runs on, without changes (its topology changes no
+    stream), where the bench counted it; else the plain build."""
     per_event = per_event_of(rows)
-    forward, splitter = per_event.get(FORWARDING["plain forwarding"]), per_event.get((SPLITTER, BLAST_WORKLOAD))
-    if not (isinstance(forward, int) and isinstance(splitter, int)):
+    forward = per_event.get(FORWARDING["plain forwarding"])
+    counted = [(build, per_event.get((build, BLAST_WORKLOAD))) for build in (FIXED_SPLITTER, SPLITTER)]
+    counted = [(build, count) for build, count in counted if isinstance(count, int)]
+    if not (isinstance(forward, int) and counted):
         return None
+    build, splitter = counted[0]
     where = "within" if forward / splitter >= BLAST_TARGET_SHARE else "beyond"
     return (f"plain forwarding's instructions per event are {forward / splitter:.1%} of the splitter's "
-            f"({splitter:,}) on p4cep's blast stream ({BLAST_WORKLOAD}): the most the blast's rate can be of "
-            f"forwarding's, if it follows instructions. Issue 45's target for that blast, "
+            f"(`{build}`, {splitter:,}) on p4cep's blast stream ({BLAST_WORKLOAD}): the most the blast's rate "
+            f"can be of forwarding's, if it follows instructions. Issue 45's target for that blast, "
             f"{BLAST_TARGET_SHARE:.0%} of plain forwarding, is {where} it.")
 
 

@@ -8,7 +8,10 @@ configured, its counters are zeroed, ``events`` frames go in slowly, every
 copy is awaited, and the counters are dumped.  The same is done with a
 quarter of the frames; the difference over the difference in events leaves
 out what the switch spends whatever the traffic (its idle threads, the
-control connection).  Plain forwarding (``p4/baseline/forward.p4``) is
+control connection).  Both builds a topology without batches or CEP rules
+runs, ``p4/splitter.p4`` and the one without changes mid-stream
+(``p4/splitter_fixed.p4``), are counted on each workload, and each copy
+they send is held to the model's.  Plain forwarding (``p4/baseline/forward.p4``) is
 counted alike: the floor any program on this target pays per frame.  So is
 the CEP build (``p4/splitter_cep.p4``) with P4CEP Fig. 4's pattern over a
 window of ``CEP_WINDOW`` values (``testbed.experiments.cep``), each event
@@ -86,6 +89,9 @@ WORKLOADS: dict[str, StreamWorkload] = {
 }
 #: Plain forwarding is counted on the first workload's frames only: it does not read them.
 FORWARD = "forward"
+#: The splitter's build for a run in which no stream changes (``InstructionParams.fixed``),
+#: counted on the same workloads as the plain build.
+FIXED = "splitter_fixed"
 #: The CEP build's workload (``InstructionParams.cep``): P4CEP Fig. 4's pattern
 #: over a window of this many values, the largest the p4cep experiment measures.
 CEP, CEP_WINDOW = "splitter_cep", 32
@@ -149,6 +155,8 @@ class InstructionParams(StrictModel):
     floors: bool = Field(default=True, description="count forward_events, cep_floor and splitter_floor too "
                                                    "(BASELINES; splitter_floor on the count workloads)")
     batches: bool = Field(default=True, description="count the batches build too (BATCH_WORKLOADS)")
+    fixed: bool = Field(default=True, description="count the build without changes mid-stream too "
+                                                  "(splitter_fixed, on the same workloads)")
 
     @field_validator("workloads")
     @classmethod
@@ -265,7 +273,7 @@ def counted(expdir: ExperimentDir, rig: VethRig, name: str, program: str, instal
             frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, list[tuple[int, bytes]]]:
     """Instructions the switch spent on ``frames`` and the copies that came out
     (port, frame).  ``program``: a build of the splitter (``CEP``,
-    ``BATCHES``, else the plain one), configured by ``install``; or one of
+    ``BATCHES``, ``FIXED``, else the plain one), configured by ``install``; or one of
     ``BASELINES``, forwarding from the source's port to port 2 (all but
     ``SPLITTER_FLOOR``) and configured further by ``install`` if given."""
     baseline = BASELINES.get(program)
@@ -274,7 +282,7 @@ def counted(expdir: ExperimentDir, rig: VethRig, name: str, program: str, instal
     proc = CountedBmv2(rig.switch_ends, dumps.parent, name=name, namespace=rig.namespace,
                        forward={SOURCE_PORT: SOURCE_PORT + 1} if baseline and program != SPLITTER_FLOOR else None,
                        json_path=toolchain.compile_program(program=baseline) if baseline else None,
-                       cep=program == CEP, batches=program == BATCHES, dumps=dumps)
+                       cep=program == CEP, batches=program == BATCHES, changes=program != FIXED, dumps=dumps)
     proc.start(timeout=START_TIMEOUT_S)
     try:
         if install is not None:
@@ -300,6 +308,15 @@ def expected_copies(install: Installer, frames: list[bytes]) -> int:
     pipe = SplitterPipeline()
     install(pipe)
     return sum(len(pipe.process(frame, SOURCE_PORT)) for frame in frames)
+
+
+def model_deliveries(install: Installer, frames: list[bytes]) -> set[tuple[int, int]]:
+    """``(seq, port)`` of every copy the embedded target sends for ``frames``
+    (one event per frame): each copy a build of the splitter must send."""
+    pipe = SplitterPipeline()
+    install(pipe)
+    return {(parse_event(frame[EVENT_OFFSET:])[1], port)
+            for frame in frames for port, _copy in pipe.process(frame, SOURCE_PORT)}
 
 
 def splitter_workload(label: str) -> tuple[Installer, Callable[[int], list[bytes]]]:
@@ -403,6 +420,9 @@ def workload(program: str, label: str) -> Workload:
         install, frames = batch_workload(label)
     else:
         install, frames = splitter_workload(label)
+        # The plain build and the one without changes: every copy held to the model's.
+        return Workload(install, frames, lambda count: expected_copies(install, frames(count)),
+                        lambda count: model_deliveries(install, frames(count)))
     return Workload(install, frames, lambda count: expected_copies(install, frames(count)))
 
 
@@ -411,7 +431,9 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
     few, many = max(params.events // 4, 1), params.events
     rows = []
     revision = program_revision()
-    cases = [("splitter", label) for label in params.workloads] + ([(CEP, CEP_WORKLOAD)] if params.cep else [])
+    cases = [("splitter", label) for label in params.workloads]
+    cases += [(FIXED, label) for label in params.workloads] if params.fixed else []
+    cases += [(CEP, CEP_WORKLOAD)] if params.cep else []
     cases += [(BATCHES, label) for label in BATCH_WORKLOADS] if params.batches else []
     first = next(iter(WORKLOADS))
     cases += [(FORWARD_EVENTS, first), (CEP_FLOOR, CEP_WORKLOAD)] if params.floors else []
