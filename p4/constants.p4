@@ -110,7 +110,8 @@ const bit<32> DROP_UNKNOWN_STREAM = 4;  /* no window_spec/operator_count/unicast
 #define LATE_STEPS 4
 
 /* ---- window kinds (set by the window_spec actions) ---------------------- */
-const bit<1> WINDOW_COUNT = 0;
-const bit<1> WINDOW_TIME  = 1;
+const bit<2> WINDOW_COUNT = 0;
+const bit<2> WINDOW_TIME  = 1;
+const bit<2> WINDOW_TIME_EVENT_STARTS = 2;   /* time windows that start at events (eventstarts.p4) */
 
 #endif

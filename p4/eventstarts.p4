@@ -52,20 +52,20 @@ control EventStartTracker(in bit<32> idx, in window_spec_t spec, in window_param
                 start_back2.write(idx, s.back2);
                 start_back1.write(idx, s.back1);
                 s.start = s.x;
-                if (s.newest + 1 >= win.n_ops) {
-                    s.newest = 0;
+                if (verdict.newest_op + 1 >= win.n_ops) {
+                    verdict.newest_op = 0;
                 } else {
-                    s.newest = s.newest + 1;
+                    verdict.newest_op = verdict.newest_op + 1;
                 }
                 if (s.begun_now < spec.cap) {
                     s.begun_now = s.begun_now + 1;
                 }
-                s.window = s.window + 1;
+                verdict.window = verdict.window + 1;
                 slide_start.write(idx, s.start);
-                newest_op.write(idx, s.newest);
+                newest_op.write(idx, verdict.newest_op);
                 begun.write(idx, s.begun_now);
                 next_start.write(idx, s.start + spec.slide);
-                newest_window.write(idx, s.window);
+                newest_window.write(idx, verdict.window);
             }
             s.active = 0;
             HOLDS(0, s.start)
@@ -75,9 +75,7 @@ control EventStartTracker(in bit<32> idx, in window_spec_t spec, in window_param
             if (s.active == 0) {
                 verdict.drop_code = DROP_NO_WINDOW;
             }
-            verdict.newest_op = s.newest;
             verdict.active = s.active;
-            verdict.window = s.window;
         }
     }
 }

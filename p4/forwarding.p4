@@ -69,8 +69,7 @@ control MyIngress(inout headers_t hdr,
     /* starts: event (eventstarts.p4): no lateness, and the size itself */
     action set_event_time_window(bit<64> slide, bit<64> size, bit<32> cap,
                                  bit<8> fixed_origin, bit<64> origin) {
-        hdr.spec.kind = WINDOW_TIME;
-        meta.win.event_starts = 1;
+        hdr.spec.kind = WINDOW_TIME_EVENT_STARTS;
         hdr.spec.lateness = 0;   /* read on the time path; the header is not reset */
         hdr.spec.slide = slide;
         hdr.spec.size = size;

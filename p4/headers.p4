@@ -106,8 +106,8 @@ header complex_event_t {
 /* The stream's window spec: window_spec's action data (forwarding.p4).
  * Every action writes every field its kind of window reads. */
 header window_spec_t {
-    bit<1>  kind;          /* WINDOW_COUNT or WINDOW_TIME */
-    bit<7>  unused;
+    bit<2>  kind;          /* WINDOW_COUNT, WINDOW_TIME or WINDOW_TIME_EVENT_STARTS */
+    bit<6>  unused;
     bit<64> slide;         /* delta (events) or tau (time units) */
     bit<32> full;          /* size / slide */
     bit<64> extra;         /* size mod slide */
@@ -144,9 +144,7 @@ header scratch_t {
     bit<64> b;             /* the boundary where the epoch in force began */
     bit<64> previous_ts;
     bit<64> start;         /* the newest slide's start */
-    bit<32> newest;        /* the newest window's operator */
     bit<32> begun_now;
-    bit<64> window;        /* global id of the newest window */
     bit<32> obegun;        /* the previous epoch's: windows begun, */
     bit<64> start_o;       /* newest slide's start */
     bit<32> newest_o;      /* and operator */
@@ -194,11 +192,10 @@ struct headers_t {
 #endif
 }
 
-/* The parallelism of the event's stream, as action data of operator_count,
- * and whether its windows start at events (window_spec's
- * set_event_time_window: the other actions leave it at bmv2's 0). */
+/* The parallelism of the event's stream, as action data of operator_count.
+ * (Whether its windows start at events is hdr.spec.kind: a field of its
+ * own here would be reset on every frame.) */
 struct window_params_t {
-    bit<1>  event_starts;  /* time windows: 1 = windows start at events */
     bit<32> n_ops;         /* N, the number of operators of the stream */
     bit<1>  by_key;        /* 1: split by key (split_by_key), 0: by windows */
     bit<32> opset;         /* the operator set: unicast, multicast and operator_position key on it */
@@ -216,7 +213,9 @@ struct prev_params_t {
 #define PREV_N_OPS meta.prev.n_ops
 #endif
 
-/* What the slide tracker decides for one event. */
+/* What the slide tracker decides for one event.  The tracker reads the
+ * newest window's operator and id into newest_op and window and moves them
+ * there, so the verdict is made in place, without a copy. */
 struct verdict_t {
     bit<32> drop_code;     /* DROP_NONE or why the event reaches no operator */
     bit<32> newest_op;     /* w: operator of the newest window holding the event */

@@ -162,15 +162,15 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                 begun.write(idx, 1);
                 next_start.write(idx, s.next);
                 newest_window.write(idx, 0);
-                s.newest = 0;
+                /* the newest window, 0 and on operator 0: the verdict's
+                 * fields as bmv2 zeroed them (rule 3, docs/p4.md) */
                 s.begun_now = 1;
-                s.window = 0;
                 s.offset = s.x - s.start;
             } else {
                 slide_start.read(s.start, idx);
-                newest_op.read(s.newest, idx);
+                newest_op.read(verdict.newest_op, idx);
                 begun.read(s.begun_now, idx);
-                newest_window.read(s.window, idx);
+                newest_window.read(verdict.window, idx);
                 /* the event's offset in the newest slide, here with the
                  * reads: on its own it would be one more table of p4c's per
                  * event.  Wherever start moves, the offset follows. */
@@ -180,7 +180,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
             /* -- windows that start at events: their own tracker, which
              *    has no late path and no transition (no lateness, no
              *    change) ---------------------------------------------- */
-            if (win.event_starts == 1) {
+            if (spec.kind == WINDOW_TIME_EVENT_STARTS) {
                 /* an else, not a return: p4c would make a return a flag
                  * field and a test of it before every later statement */
                 event_starts.apply(idx, spec, win, s, verdict);
@@ -191,9 +191,9 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                 if (sel.switching == 1) {
                     next_start.read(s.b, idx);
                     old_start.write(idx, s.start);
-                    old_newest.write(idx, s.newest);
+                    old_newest.write(idx, verdict.newest_op);
                     old_begun.write(idx, s.begun_now);
-                    old_window.write(idx, s.window);
+                    old_window.write(idx, verdict.window);
                     boundary.write(idx, s.b);
                     transition_end.write(idx, s.b + prev.tail);
                     epoch.write(idx, sel.number);   /* the epoch after the stored one */
@@ -204,11 +204,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                     begun.write(idx, 1);
                     next_start.write(idx, s.b + spec.slide);
                     /* window ids go on across epochs */
-                    s.window = s.window + 1;
-                    newest_window.write(idx, s.window);
+                    verdict.window = verdict.window + 1;
+                    newest_window.write(idx, verdict.window);
                     s.start = s.b;
                     s.offset = s.x - s.b;
-                    s.newest = 0;
+                    verdict.newest_op = 0;
                     s.begun_now = 1;
                 }
 
@@ -289,15 +289,15 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
 #endif
                 if (f.late == 1) {
                     /* -- back to the late event's own slide; nothing advances - */
-                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
-                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
-                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)
-                    STEP_BACK(s.start, s.newest, spec.slide, win.n_ops)   /* LATE_STEPS times */
+                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)   /* LATE_STEPS times */
                     if (f.back >= s.begun_now) {
                         verdict.drop_code = DROP_BEFORE_ORIGIN;
                     } else {
                         s.begun_now = s.begun_now - f.back;
-                        s.window = s.window - (bit<64>)f.back;
+                        verdict.window = verdict.window - (bit<64>)f.back;
                         s.offset = s.x - s.start;
                     }
                 } else if (s.x < s.start) {
@@ -312,10 +312,10 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                             s.offset = s.offset - spec.slide;
                             s.start = s.start + spec.slide;
                             s.next = s.start + spec.slide;
-                            s.window = s.window + 1;
-                            s.newest = s.newest + 1;
-                            if (s.newest >= win.n_ops) {
-                                s.newest = s.newest - win.n_ops;
+                            verdict.window = verdict.window + 1;
+                            verdict.newest_op = verdict.newest_op + 1;
+                            if (verdict.newest_op >= win.n_ops) {
+                                verdict.newest_op = verdict.newest_op - win.n_ops;
                             }
                             if (s.begun_now < spec.cap) {
                                 s.begun_now = s.begun_now + 1;
@@ -327,7 +327,7 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                             s.offset = s.rest;
                             s.start = s.x - s.rest;
                             s.next = s.start + spec.slide;
-                            s.window = s.window + s.advanced;
+                            verdict.window = verdict.window + s.advanced;
                             s.n_ops = (bit<64>)win.n_ops;
                             if (s.advanced < s.n_ops) {
                                 s.step = s.advanced;
@@ -337,11 +337,11 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                             } else {
                                 operators_div.apply(s.advanced, s.n_ops, s.laps, s.step);
                             }
-                            s.step = s.step + (bit<64>)s.newest;   /* where newest moves */
+                            s.step = s.step + (bit<64>)verdict.newest_op;   /* where newest moves */
                             if (s.step >= s.n_ops) {
-                                s.newest = (bit<32>)(s.step - s.n_ops);
+                                verdict.newest_op = (bit<32>)(s.step - s.n_ops);
                             } else {
-                                s.newest = (bit<32>)s.step;
+                                verdict.newest_op = (bit<32>)s.step;
                             }
                             s.cap = (bit<64>)spec.cap;
                             if (s.advanced >= s.cap) {
@@ -357,8 +357,8 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                          * p4c's, in metadata (headers.p4) */
                         slide_start.write(idx, s.start);
                         next_start.write(idx, s.next);
-                        newest_op.write(idx, s.newest);
-                        newest_window.write(idx, s.window);
+                        newest_op.write(idx, verdict.newest_op);
+                        newest_window.write(idx, verdict.window);
                         begun.write(idx, s.begun_now);
                     }
                 }
@@ -369,12 +369,9 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
 #else
                 if (verdict.drop_code == DROP_NONE && f.old_only == 0) {
 #endif
-                    /* the newest window first, with the count's start: apart
-                     * after the tests below, they would be one more table of
-                     * p4c's; a drop leaves them unread */
-                    verdict.newest_op = s.newest;
-                    verdict.window = s.window;
-                    /* counted in place, not in a local of its own */
+                    /* The newest window and its operator are the verdict's
+                     * already: the tracker reads and moves them in place, so
+                     * no copy is made of either.  The count, in place too. */
                     verdict.active = spec.full;
                     if (s.offset < spec.extra) {
                         verdict.active = verdict.active + 1;

@@ -34,8 +34,10 @@ def time_in_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, 
     """Start ``target`` on ``rig`` (with ``plan`` installed, or in forwarding
     mode), send ``frames`` into port 1 at ``rate``, and return the taps'
     rows: ``(direction, port, stream, seq, ns)`` for every frame in and every
-    copy out on ``out_ports``.  The switch stops on return."""
-    with live_switch(target, expdir, name, rig, forward=forward) as (_proc, api):
+    copy out on ``out_ports``.  The switch stops on return.  A plan whose
+    topology changes no stream runs on the build without changes, as in a run."""
+    changes = plan is None or plan.topology.changes_streams()
+    with live_switch(target, expdir, name, rig, forward=forward, changes=changes) as (_proc, api):
         if plan is not None:
             Controller(api).install(plan)
         taps = StampedTaps({SOURCE_PORT: rig.switch_ends[SOURCE_PORT]},

@@ -298,8 +298,8 @@ def test_p4build_cli_prints_outputs(tmp_path, monkeypatch, capsys):
     compiled = []
     monkeypatch.setattr(toolchain, "compile_program", lambda out_dir, force, program: compiled.append(program))
     assert toolchain.main([]) == 0
-    everything = [toolchain.PROGRAM, toolchain.BATCH_PROGRAM, toolchain.CEP_PROGRAM, toolchain.FORWARD_PROGRAM,
-                  *toolchain.BENCH_BASELINES]
+    everything = [toolchain.PROGRAM, toolchain.FIXED_PROGRAM, toolchain.BATCH_PROGRAM, toolchain.CEP_PROGRAM,
+                  toolchain.FORWARD_PROGRAM, *toolchain.BENCH_BASELINES]
     assert compiled == everything
     assert capsys.readouterr().out.split() == [str(path) for program in everything
                                                for path in toolchain.outputs(program=program)]
@@ -1356,7 +1356,8 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
     of as many copies as the embedded target sends for the same frames, or the
     part refuses to report it.
 
-    The suite counts the plain splitter build and the baselines only: under
+    The suite counts the plain splitter build, the one without changes and
+    the baselines only: under
     callgrind each splitter build takes half a minute to start, twice per row,
     and the CEP and batches builds' four rows would more than double the
     test's time.  ``make bench`` counts those too, on the same code path
@@ -1367,6 +1368,7 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
         CEP,
         CEP_FLOOR,
         CEP_WORKLOAD,
+        FIXED,
         FORWARD_EVENTS,
         SPLITTER_FLOOR,
         InstructionParams,
@@ -1379,11 +1381,16 @@ def test_the_bench_counts_bmv2s_instructions_per_event(tmp_path):
                                cep=False, batches=False)
     rows = instructions_per_event(ExperimentDir(tmp_path / "bench").create(), params)
     by = {(row["program"], row["workload"]): row for row in rows}
-    assert len(rows) == 7 and not {CEP, BATCHES} & {row["program"] for row in rows}
+    assert len(rows) == 9 and not {CEP, BATCHES} & {row["program"] for row in rows}
     forward = by["forward", "any"]
     tumbling, sliding = by["splitter", "count tumbling 100/100"], by["splitter", "count sliding 100/50"]
     assert forward["copies"] == tumbling["copies"] == 100
     assert sliding["copies"] == 50 + 50 * 2          # one window until the second slide begins, then two
+    # The build without changes sends the same copies (each held to the model's) for less work.
+    for label, plain in (("count tumbling 100/100", tumbling), ("count sliding 100/50", sliding)):
+        fixed = by[FIXED, label]
+        assert fixed["copies"] == plain["copies"]
+        assert forward["instructions_per_event"] < fixed["instructions_per_event"] < plain["instructions_per_event"]
     assert 0 < forward["instructions_per_event"] < tumbling["instructions_per_event"] \
         < sliding["instructions_per_event"]
     # the floors: reading the event costs more than forwarding the frame, the least CEP stage more
