@@ -40,7 +40,7 @@ from testbed.dataplane.wire import (
 )
 from testbed.emulation.network import mininet_missing
 from testbed.rundir import RunDir
-from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.plan import TRANSITION, SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, load_topology
 from testbed.targets.bmv2.toolchain import toolchain_missing
 
@@ -178,7 +178,11 @@ def test_switch_cli_reads_what_plan_and_accounting_predict(tmp_path, target):
     plan = SplitterPlan(topo)
     ports = sorted(plan.ports[h] for h in topo.operator_hosts())
     out = tmp_path / "run"
-    script = "".join(f"table_dump {t}\n" for t in SCHEMA) + "mc_dump\n"
+    # Nothing in the topology changes a stream, so bmv2 runs its build without
+    # changes, which has no transition tables (the model has every table).
+    assert not topo.changes_streams()
+    tables = [t for t in SCHEMA if target == "model" or t not in TRANSITION]
+    script = "".join(f"table_dump {t}\n" for t in tables) + "mc_dump\n"
     script += "".join(f"counter_read stream_in {s.id}\ncounter_read stream_out {s.id}\n" for s in topo.streams)
     script += "".join(f"counter_read operator_out {p}\n" for p in ports)
 
@@ -196,8 +200,8 @@ def test_switch_cli_reads_what_plan_and_accounting_predict(tmp_path, target):
     # the tables and groups `testbed plan` predicts
     planned = runtime_output.planned_tables(plan)
     dumps = runtime_output.table_dumps(printed)
-    assert len(dumps) == len(SCHEMA)
-    for table, dump in zip(SCHEMA, dumps):
+    assert len(dumps) == len(tables)
+    for table, dump in zip(tables, dumps):
         assert len({e["handle"] for e in dump}) == len(dump)
         assert sorted(({k: v for k, v in e.items() if k != "handle"} for e in dump),
                       key=lambda e: e["match"]) == planned[table], table
