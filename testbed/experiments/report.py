@@ -358,6 +358,14 @@ CEP_ROWS = {"the least CEP stage (`cep_floor`)": LEAST_CEP, "the CEP build (`spl
 LEAST_SPLITTER, SPLITTER, FIXED_SPLITTER = "splitter_floor", "splitter", "splitter_fixed"
 
 
+def counted_builds(per_event: dict[tuple[Any, Any], Any], workload: str,
+                   builds: tuple[str, ...]) -> list[tuple[str, int]]:
+    """``(build, instructions per event)`` of each of ``builds``, in that order,
+    that the bench counted on ``workload``."""
+    counts = [(build, per_event.get((build, workload))) for build in builds]
+    return [(build, count) for build, count in counts if isinstance(count, int)]
+
+
 def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
     """How many times its floor's instructions per event the shipped splitter
     spends, per workload both were counted on, and what forwarding costs
@@ -366,8 +374,7 @@ def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
     forward = per_event.get(FORWARDING["plain forwarding"])
     parts = []
     for (program, workload), floor in per_event.items():
-        builds = [(build, per_event.get((build, workload))) for build in (SPLITTER, FIXED_SPLITTER)]
-        builds = [(build, count) for build, count in builds if isinstance(count, int)]
+        builds = counted_builds(per_event, workload, (SPLITTER, FIXED_SPLITTER))
         if program != LEAST_SPLITTER or not (isinstance(floor, int) and builds):
             continue
         against = f"; forwarding {forward / floor:.0%} of the floor" if isinstance(forward, int) else ""
@@ -391,8 +398,7 @@ def blast_share(rows: list[dict[str, Any]]) -> Optional[str]:
     stream), where the bench counted it; else the plain build."""
     per_event = per_event_of(rows)
     forward = per_event.get(FORWARDING["plain forwarding"])
-    counted = [(build, per_event.get((build, BLAST_WORKLOAD))) for build in (FIXED_SPLITTER, SPLITTER)]
-    counted = [(build, count) for build, count in counted if isinstance(count, int)]
+    counted = counted_builds(per_event, BLAST_WORKLOAD, (FIXED_SPLITTER, SPLITTER))
     if not (isinstance(forward, int) and counted):
         return None
     build, splitter = counted[0]
