@@ -32,32 +32,32 @@
 #ifdef CEP
 
 /* ---- window operators: configuration (control plane) and state --------- */
-register<bit<16>>(CEP_WINDOWS)    cep_window_stream;
-register<bit<8>>(CEP_WINDOWS)     cep_window_size;      /* values held at most; 0: slot unused */
-register<bit<8>>(CEP_WINDOWS)     cep_window_field;     /* CEP_FIELD_* */
-register<bit<8>>(CEP_WINDOWS)     cep_window_test;      /* count(w op c): CEP_OP_*; 0: none */
-register<bit<64>>(CEP_WINDOWS)    cep_window_constant;  /* ... and its c, order-encoded */
-register<bit<64>>(CEP_RING_CELLS) cep_ring;             /* slot w's values at w * CEP_DEPTH .., order-encoded */
-register<bit<8>>(CEP_WINDOWS)     cep_head;             /* the cell the next value goes to */
-register<bit<8>>(CEP_WINDOWS)     cep_fill;             /* values held: count(w) */
-register<bit<64>>(CEP_WINDOWS)    cep_sum;              /* raw, modulo 2^64 */
-register<bit<64>>(CEP_WINDOWS)    cep_min;              /* order-encoded */
-register<bit<64>>(CEP_WINDOWS)    cep_max;              /* order-encoded */
-register<bit<8>>(CEP_WINDOWS)     cep_passing;          /* count(w op c), running */
+register<bit<16>, bit<32>>(CEP_WINDOWS)    cep_window_stream;
+register<bit<8>, bit<32>>(CEP_WINDOWS)     cep_window_size;      /* values held at most; 0: slot unused */
+register<bit<8>, bit<32>>(CEP_WINDOWS)     cep_window_field;     /* CEP_FIELD_* */
+register<bit<8>, bit<32>>(CEP_WINDOWS)     cep_window_test;      /* count(w op c): CEP_OP_*; 0: none */
+register<bit<64>, bit<32>>(CEP_WINDOWS)    cep_window_constant;  /* ... and its c, order-encoded */
+register<bit<64>, bit<32>>(CEP_RING_CELLS) cep_ring;             /* slot w's values at w * CEP_DEPTH .., order-encoded */
+register<bit<8>, bit<32>>(CEP_WINDOWS)     cep_head;             /* the cell the next value goes to */
+register<bit<8>, bit<32>>(CEP_WINDOWS)     cep_fill;             /* values held: count(w) */
+register<bit<64>, bit<32>>(CEP_WINDOWS)    cep_sum;              /* raw, modulo 2^64 */
+register<bit<64>, bit<32>>(CEP_WINDOWS)    cep_min;              /* order-encoded */
+register<bit<64>, bit<32>>(CEP_WINDOWS)    cep_max;              /* order-encoded */
+register<bit<8>, bit<32>>(CEP_WINDOWS)     cep_passing;          /* count(w op c), running */
 
 /* ---- patterns: configuration and state ---------------------------------- */
-register<bit<1>>(CEP_PATTERNS)          cep_pattern_on;
-register<bit<16>>(CEP_PATTERNS)         cep_pattern_id;
-register<bit<16>>(CEP_PATTERNS)         cep_pattern_stream;
-register<bit<8>>(CEP_PATTERNS)          cep_return_operand;   /* CEP_OPERAND_* */
-register<bit<32>>(CEP_PATTERNS)         cep_return_window;    /* 32 bits: read straight into a register index */
-register<bit<8>>(CEP_COMPARISON_CELLS)  cep_compare_operand;  /* comparison c of slot p at p * CEP_COMPARISONS + c; 0: unused */
-register<bit<32>>(CEP_COMPARISON_CELLS) cep_compare_window;   /* 32 bits, as cep_return_window */
-register<bit<8>>(CEP_COMPARISON_CELLS)  cep_compare_op;
-register<bit<64>>(CEP_COMPARISON_CELLS) cep_compare_constant; /* order-encoded */
-register<bit<8>>(CEP_PATTERNS)          cep_state;
-register<bit<32>>(CEP_PATTERNS)         cep_matches;
-register<bit<8>>(N_PORTS)               cep_sinks;            /* per port: bit p if slot p's pattern sends there */
+register<bit<1>, bit<32>>(CEP_PATTERNS)          cep_pattern_on;
+register<bit<16>, bit<32>>(CEP_PATTERNS)         cep_pattern_id;
+register<bit<16>, bit<32>>(CEP_PATTERNS)         cep_pattern_stream;
+register<bit<8>, bit<32>>(CEP_PATTERNS)          cep_return_operand;   /* CEP_OPERAND_* */
+register<bit<32>, bit<32>>(CEP_PATTERNS)         cep_return_window;    /* 32 bits: read straight into a register index */
+register<bit<8>, bit<32>>(CEP_COMPARISON_CELLS)  cep_compare_operand;  /* comparison c of slot p at p * CEP_COMPARISONS + c; 0: unused */
+register<bit<32>, bit<32>>(CEP_COMPARISON_CELLS) cep_compare_window;   /* 32 bits, as cep_return_window */
+register<bit<8>, bit<32>>(CEP_COMPARISON_CELLS)  cep_compare_op;
+register<bit<64>, bit<32>>(CEP_COMPARISON_CELLS) cep_compare_constant; /* order-encoded */
+register<bit<8>, bit<32>>(CEP_PATTERNS)          cep_state;
+register<bit<32>, bit<32>>(CEP_PATTERNS)         cep_matches;
+register<bit<8>, bit<32>>(N_PORTS)               cep_sinks;            /* per port: bit p if slot p's pattern sends there */
 
 /* RESULT (bool) = X op C, unsigned, for op CEP_OP_*.  Written as a chain of
  * ifs: p4c gives every operand of && and || a temporary field of its own,

@@ -20,13 +20,28 @@
 #define SENT_FLAG
 #endif
 
+/* One half of a copy's Windows header (copy_windows_t), as one value: the
+ * newest window of the event that the copy's operator owns, how many of the
+ * event's windows are its own, and the stride between them; the epoch in
+ * force (0 in the fixed build, where there is one); and the same for the
+ * previous epoch, whose N is its stride. */
+#ifdef FIXED
+#define EPOCH_BITS 16w0
+#else
+#define EPOCH_BITS ((bit<16>)meta.epoch.number)
+#endif
+#define WINDOWS_OF(WINDOW, SPAN, STRIDE) \
+    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)(STRIDE) ++ EPOCH_BITS)
+#define OLD_WINDOWS_OF(WINDOW, SPAN) \
+    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)meta.prev.n_ops ++ 16w0)
+
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
-    counter(N_STREAMS, CounterType.packets_and_bytes) stream_out;   /* copies sent, per stream */
-    counter(N_INSTANCES, CounterType.packets_and_bytes) operator_out; /* copies sent, per operator instance */
+    counter<bit<16>>(N_STREAMS, CounterType.packets_and_bytes) stream_out;   /* copies sent, per stream */
+    counter<bit<32>>(N_INSTANCES, CounterType.packets_and_bytes) operator_out; /* copies sent, per operator instance */
 #ifdef CEP
-    counter(N_PORTS, CounterType.packets_and_bytes) cep_out;        /* complex events sent, per sink port */
+    counter<bit<32>>(N_PORTS, CounterType.packets_and_bytes) cep_out;        /* complex events sent, per sink port */
 #endif
 
     /* Destination MAC and IP of the operator instance; the UDP checksum
@@ -138,7 +153,7 @@ control MyEgress(inout headers_t hdr,
                 } else
 #endif
                 {
-                    stream_out.count(meta.idx);
+                    stream_out.count(STREAM_KEY);
                     operator_out.count(meta.copy.instance);
 #ifdef SENT_FLAG
                     sent = true;
@@ -148,56 +163,60 @@ control MyEgress(inout headers_t hdr,
                      * puts the newest of them (newest_op - position) mod N
                      * windows back from the event's newest, and every N-th
                      * one before it as far as the event's windows reach. */
-                    /* bmv2's setValid zeroes an invalid header's fields
-                     * (add_header), so only the non-zero ones are written:
-                     * each write costs as much as forwarding a byte of
-                     * payload many times over (docs/p4.md, "What an event
-                     * costs").  The differential tests compare every byte. */
-                    hdr.windows.setValid();
-                    hdr.windows.stride = (bit<16>)meta.win.n_ops;
-#ifndef FIXED
-                    hdr.windows.epoch = (bit<16>)meta.epoch.number;   /* 0 in the fixed build: setValid's */
+                    /* Each half of the Windows header is written once, on
+                     * every path: each field bmv2 writes, zero or not,
+                     * costs as much as forwarding a byte of payload many
+                     * times over (docs/p4.md, "What an event costs").  The
+                     * differential tests compare every byte. */
+#ifdef WINDOWS_IN_EGRESS
+                    /* here, before the first test: after the last it would
+                     * be one more table of p4c's (else in ingress) */
+                    WINDOWS_HEADER_ON
 #endif
-                    /* the flag and the lengths here, before the first test:
-                     * after the last they would be one more table of p4c's */
-                    hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;
-                    hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;
-                    hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
+#ifdef BATCHES
                     if (meta.win.by_key == 1) {
                         /* Split by key: the one copy carries every window of the event. */
-                        hdr.windows.window = meta.verdict.window;
-                        hdr.windows.span = meta.copy.active;
-                        hdr.windows.stride = 1;
-                    } else if (meta.copy.active != 0) {
-#ifdef BATCHES
-                        if (position_hit) {
+                        hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
+                    } else if (meta.copy.active == 0) {
 #else
-                        /* One window count in all (the clamped one, as
-                         * active != 0 here): the event's one copy, sent by
-                         * unicast to its newest window's operator, which
-                         * stands 0 windows back; the header the lookup
-                         * below would give, without the lookup.  Else the
-                         * table's hit itself, not a flag: each flag is a
-                         * field to reset and two writes per copy. */
+                    /* The event's one copy, first, as most copies are:
+                     * sent by unicast to its newest window's operator, which
+                     * stands 0 windows back, it gets the header the lookup
+                     * below would give, without the lookup.  Split by key,
+                     * it carries every window of the event.  After it, the
+                     * table's hit itself, not a flag: each flag is a field
+                     * to reset and two writes per copy. */
 #ifdef FIXED
-                        if (meta.verdict.active == 1) {
+                    if (meta.verdict.active == 1) {
 #else
-                        if (meta.verdict.active + meta.copy.old_active == 1) {
+                    if (meta.verdict.active == 1 && meta.copy.old_active == 0) {
 #endif
-                            hdr.windows.window = meta.verdict.window;
-                            hdr.windows.span = meta.copy.active;
-                        } else if (operator_position.apply().hit) {
-#endif
-                            COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, meta.win.n_ops)
-                            if (hdr.scratch.back < meta.copy.active) {
-                                hdr.windows.window = meta.verdict.window - (bit<64>)hdr.scratch.back;
-                                hdr.windows.span = meta.copy.active - hdr.scratch.back;
-                            }
+                        if (meta.win.by_key == 1) {
+                            hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
+                        } else {
+                            hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, meta.win.n_ops);
                         }
+                    } else if (meta.copy.active == 0) {
+#endif
+                        /* only windows of the previous epoch hold the event */
+                        hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+#ifdef BATCHES
+                    } else if (position_hit) {
+#else
+                    } else if (operator_position.apply().hit) {
+#endif
+                        COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, meta.win.n_ops)
+                        if (hdr.scratch.back < meta.copy.active) {
+                            hdr.windows.current = WINDOWS_OF(meta.verdict.window - (bit<64>)hdr.scratch.back,
+                                                             meta.copy.active - hdr.scratch.back, meta.win.n_ops);
+                        } else {
+                            hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                        }
+                    } else {
+                        hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
                     }
 #ifndef FIXED
                     if (meta.copy.old_active != 0) {
-                        hdr.windows.old_stride = (bit<16>)meta.prev.n_ops;
 #ifdef BATCHES
                         if (old_position_hit) {
 #else
@@ -205,9 +224,13 @@ control MyEgress(inout headers_t hdr,
 #endif
                             COPY_BACK(hdr.scratch.back, meta.verdict.old_newest, hdr.scratch.old_position, meta.prev.n_ops)
                             if (hdr.scratch.back < meta.copy.old_active) {
-                                hdr.windows.old_window = meta.verdict.old_window - (bit<64>)hdr.scratch.back;
-                                hdr.windows.old_span = meta.copy.old_active - hdr.scratch.back;
+                                hdr.windows.previous = OLD_WINDOWS_OF(meta.verdict.old_window - (bit<64>)hdr.scratch.back,
+                                                                      meta.copy.old_active - hdr.scratch.back);
+                            } else {
+                                hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
                             }
+                        } else {
+                            hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
                         }
                     }
 #endif

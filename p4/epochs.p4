@@ -17,7 +17,7 @@
 
 /* Not in the fixed build (splitter_fixed.p4), where nothing is armed. */
 #ifndef FIXED
-control BoundaryCheck(in event_t event, in bit<32> idx, inout epoch_t sel, inout scratch_t s) {
+control BoundaryCheck(in event_t event, in bit<16> idx, inout epoch_t sel, inout scratch_t s) {
     apply {
         /* Read before the stream's configuration is known, so only what
          * every event needs: time_axis and the positions only when a change

@@ -32,7 +32,7 @@
         s.active = s.active + 1;                             \
     }
 
-control EventStartTracker(in bit<32> idx, in window_spec_t spec, in window_params_t win,
+control EventStartTracker(in bit<16> idx, in window_spec_t spec, in window_params_t win,
                           inout scratch_t s, inout verdict_t verdict) {
     apply {
         start_back1.read(s.back1, idx);
@@ -52,10 +52,15 @@ control EventStartTracker(in bit<32> idx, in window_spec_t spec, in window_param
                 start_back2.write(idx, s.back2);
                 start_back1.write(idx, s.back1);
                 s.start = s.x;
+                /* the next start in each branch, not in the write: an
+                 * expression there is a temporary of p4c's, in metadata
+                 * that every packet pays to reset (docs/p4.md, rule 5) */
                 if (verdict.newest_op + 1 >= win.n_ops) {
                     verdict.newest_op = 0;
+                    s.next = s.x + spec.slide;
                 } else {
                     verdict.newest_op = verdict.newest_op + 1;
+                    s.next = s.x + spec.slide;
                 }
                 if (s.begun_now < spec.cap) {
                     s.begun_now = s.begun_now + 1;
@@ -64,7 +69,7 @@ control EventStartTracker(in bit<32> idx, in window_spec_t spec, in window_param
                 slide_start.write(idx, s.start);
                 newest_op.write(idx, verdict.newest_op);
                 begun.write(idx, s.begun_now);
-                next_start.write(idx, s.start + spec.slide);
+                next_start.write(idx, s.next);
                 newest_window.write(idx, verdict.window);
             }
             s.active = 0;

@@ -33,10 +33,10 @@
 control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
-    counter(N_STREAMS, CounterType.packets_and_bytes) stream_in;           /* events given >= 1 window */
-    counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) stream_drops; /* stream * DROP_SLOTS + code */
-    counter(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
-    counter(N_PORTS, CounterType.packets_and_bytes) heartbeats;              /* per ingress port (liveness) */
+    counter<bit<16>>(N_STREAMS, CounterType.packets_and_bytes) stream_in;           /* events given >= 1 window */
+    counter<bit<32>>(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) stream_drops; /* stream * DROP_SLOTS + code */
+    counter<bit<32>>(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
+    counter<port_t>(N_PORTS, CounterType.packets_and_bytes) heartbeats;              /* per ingress port (liveness) */
 
 #ifndef FIXED
     BoundaryCheck() boundary_check;
@@ -81,7 +81,7 @@ control MyIngress(inout headers_t hdr,
     table window_spec {
         key = {
             STREAM_KEY       : exact @name("stream");
-            meta.epoch.bank  : exact @name("bank");
+            BANK_KEY         : exact @name("bank");
         }
         actions = { set_count_window; set_time_window; set_event_time_window; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -107,7 +107,7 @@ control MyIngress(inout headers_t hdr,
     table operator_count {
         key = {
             STREAM_KEY       : exact @name("stream");
-            meta.epoch.bank  : exact @name("bank");
+            BANK_KEY         : exact @name("bank");
         }
         actions = { set_operator_count; split_by_key; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -256,9 +256,9 @@ control MyIngress(inout headers_t hdr,
      * that every packet pays to reset (docs/p4.md, rule 5). */
 #define DROP_COUNT                                                              \
     if (meta.verdict.drop_code == DROP_UNKNOWN_STREAM) {                        \
-        hdr.scratch.drop_slot = meta.idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;    \
+        hdr.scratch.drop_slot = (bit<32>)STREAM_KEY * DROP_SLOTS + DROP_UNKNOWN_STREAM;    \
     } else {                                                                    \
-        hdr.scratch.drop_slot = meta.idx * DROP_SLOTS + meta.verdict.drop_code; \
+        hdr.scratch.drop_slot = (bit<32>)STREAM_KEY * DROP_SLOTS + meta.verdict.drop_code; \
     }                                                                           \
     stream_drops.count(hdr.scratch.drop_slot);
 
@@ -312,7 +312,7 @@ control MyIngress(inout headers_t hdr,
             /* An operator host's heartbeat says it is alive: the controller
              * watches this counter per port (testbed.dataplane.liveness). */
             if (hdr.udp.isValid() && hdr.udp.dst_port == HEARTBEAT_UDP_PORT) {
-                heartbeats.count(hdr.scratch.port);   /* set by the parser */
+                heartbeats.count(standard_metadata.ingress_port);
             } else {
                 non_event.count(0);
             }
@@ -339,7 +339,7 @@ control MyIngress(inout headers_t hdr,
              * the configuration is looked up straight away. */
             {
 #else
-            boundary_check.apply(CURRENT, meta.idx, meta.epoch, hdr.scratch);
+            boundary_check.apply(CURRENT, STREAM_KEY, meta.epoch, hdr.scratch);
             if (meta.epoch.switching == 1 || hdr.scratch.in_transition == 1) {
                 if (!previous_spec.apply().hit) {
                     meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
@@ -349,7 +349,7 @@ control MyIngress(inout headers_t hdr,
 #endif
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(CURRENT, meta.idx, hdr.spec, meta.win, hdr.prev, PREV_N_OPS, meta.epoch, meta.verdict,
+                        slides.apply(CURRENT, STREAM_KEY, hdr.spec, meta.win, PREVIOUS_EPOCH meta.verdict,
                                      meta.flags, hdr.scratch);
                     } else {
                         meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
@@ -360,7 +360,7 @@ control MyIngress(inout headers_t hdr,
             }
 #ifdef BATCHES
             if (meta.verdict.drop_code == DROP_NONE) {
-                stream_in.count(meta.idx);
+                stream_in.count(STREAM_KEY);
             }
 
             /* Whether the drops are already counted, one by one. */
@@ -382,7 +382,7 @@ control MyIngress(inout headers_t hdr,
                     resubmit_preserving_field_list(BATCH_FIELDS);
                 } else if (meta.batch.any_assigned == 1) {
                     /* The last event: one destination for the whole batch. */
-                    epoch.read(meta.batch.final_epoch, meta.idx);
+                    epoch.read(meta.batch.final_epoch, STREAM_KEY);
                     BATCH_DESTINATION
                     meta.verdict.drop_code = DROP_NONE;
                 }
@@ -399,7 +399,10 @@ control MyIngress(inout headers_t hdr,
              * code between two is one more table of p4c's.  The batch
              * build's passes need the tests apart (above). */
             if (meta.verdict.drop_code == DROP_NONE) {
-                stream_in.count(meta.idx);
+                stream_in.count(STREAM_KEY);
+#ifndef WINDOWS_IN_EGRESS
+                WINDOWS_HEADER_ON
+#endif
                 COUNTS_FOR_COPIES
                 ROUTE_TO_OPERATORS
             }

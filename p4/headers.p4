@@ -49,9 +49,11 @@ header event_t {
     bit<64> value;       /* signed on the operator side; opaque here */
 }
 
-/* Written by egress into every copy, after the event: the windows of the
- * event that this copy's operator owns (docs/wire.md, "Windows header").
- * They are window - k * stride for k * stride < span, per epoch. */
+/* The Windows header that follows the event in every copy: the windows of
+ * the event that this copy's operator owns (docs/wire.md, "Windows header").
+ * They are window - k * stride for k * stride < span, per epoch.  A batch's
+ * events carry it field by field; a single event's copy carries the same
+ * bytes as copy_windows_t (below). */
 header windows_t {
     bit<64> window;      /* this copy's newest window, epoch in force (global id) */
     bit<32> span;        /* windows of the event from it back to the event's oldest; 0: none */
@@ -137,7 +139,8 @@ header scratch_t {
     bit<1>  initialized;   /* the stream has had an event: read once, for the slide tracker too */
     bit<1>  is_armed;      /* BoundaryCheck: a change waits for the boundary */
     bit<1>  is_time;       /* ... on a time stream */
-    bit<4>  unused;
+    bit<1>  bank;          /* the fixed build's bank (BANK_KEY): never written, so bank 0 throughout */
+    bit<3>  unused;
     bit<64> next;          /* the next slide's start: BoundaryCheck's read, the tracker's write */
     bit<64> newest_pos;    /* BoundaryCheck: the stream's newest position (count or timestamp) */
     bit<64> x;             /* the event's coordinate on the axis */
@@ -166,9 +169,17 @@ header scratch_t {
     bit<32> position;      /* egress: where that operator stands in the epoch's operator set */
     bit<32> old_position;  /* ... and in the previous epoch's */
     bit<32> back;          /* egress: windows back from the event's newest to this operator's */
-    /* Counter indices (rule 5, docs/p4.md) */
-    bit<32> drop_slot;     /* stream_drops' index: stream * DROP_SLOTS + drop code */
-    bit<32> port;          /* heartbeats' index: the ingress port */
+    bit<32> drop_slot;     /* stream_drops' index: stream * DROP_SLOTS + drop code (rule 5, docs/p4.md) */
+    bit<32> slides_back;   /* slides a late event lies behind the newest (STEP_BACK) */
+}
+
+/* The Windows header of a single event's copy: windows_t's 32 bytes in two
+ * fields of 128 bits (egress.p4, WINDOWS_OF), since setValid zeroes every
+ * field of a header and bmv2 pays some 660 instructions for each field it
+ * writes (docs/p4.md, "What an event costs"): two fields instead of eight. */
+header copy_windows_t {
+    bit<128> current;    /* window, span, stride, epoch */
+    bit<128> previous;   /* old_window, old_span, old_stride, reserved */
 }
 
 struct headers_t {
@@ -176,10 +187,12 @@ struct headers_t {
     ipv4_t     ipv4;
     udp_t      udp;
     event_t    event;
-    windows_t  windows;
+    copy_windows_t windows;
     /* never valid (above) */
     window_spec_t spec;
+#ifndef FIXED
     prev_spec_t   prev;
+#endif
     scratch_t     scratch;
 #ifdef BATCHES
     batch_t    batch;
@@ -206,11 +219,13 @@ struct window_params_t {
 struct prev_params_t {
     bit<32> n_ops;
 }
-/* The fixed build (splitter_fixed.p4) has no previous epoch: its N is 0. */
+/* The previous epoch as the slide tracker takes it: the fixed build
+ * (splitter_fixed.p4) has none, nor the header that would hold its spec,
+ * which bmv2 would mark invalid on every packet and every copy. */
 #ifdef FIXED
-#define PREV_N_OPS ((bit<32>)0)
+#define PREVIOUS_EPOCH
 #else
-#define PREV_N_OPS meta.prev.n_ops
+#define PREVIOUS_EPOCH hdr.prev, meta.prev.n_ops, meta.epoch,
 #endif
 
 /* What the slide tracker decides for one event.  The tracker reads the
@@ -230,8 +245,8 @@ struct verdict_t {
 
 /* Which configuration serves the event (BoundaryCheck, epochs.p4). */
 struct epoch_t {
-    bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
 #ifndef FIXED
+    bit<1> bank;           /* the bank whose window_spec/operator_count/unicast/multicast apply */
     bit<1> switching;      /* this event crosses an armed change's boundary */
     bit<32> number;        /* the epoch that serves the event (its low bit is the bank) */
 #endif
@@ -255,7 +270,6 @@ struct tracker_flags_t {
 #ifndef FIXED
     bit<1>  old_only;      /* only the previous epoch's windows hold the event */
 #endif
-    bit<32> back;          /* slides a late event lies behind the newest */
 }
 
 #ifdef BATCHES
@@ -373,14 +387,36 @@ struct cep_meta_t {
 #define STREAM_KEY hdr.event.stream
 #endif
 
+/* What every copy of a single event has in common: its Windows header
+ * (zeroed by setValid, its halves written per copy in egress.p4), the flag
+ * that says it follows, and the lengths grown by it.  The plain build and
+ * the build without changes make it in ingress, once per event, and a
+ * multicast copies it into every replica, for less than writing it there
+ * again.  The batch build, whose copies of a batch carry no such header, and
+ * the CEP build, whose clone for the sinks must not carry it, make it in
+ * egress for each copy that gets it. */
+#define WINDOWS_HEADER_ON                                                      \
+    hdr.windows.setValid();                                                   \
+    hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;                         \
+    hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;           \
+    hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
+#if defined(BATCHES) || defined(CEP)
+#define WINDOWS_IN_EGRESS
+#endif
+
+/* The bank that window_spec and operator_count key on: BoundaryCheck's, or
+ * in the fixed build a field that is never written, so bank 0 throughout,
+ * without a metadata field to reset per packet. */
+#ifdef FIXED
+#define BANK_KEY hdr.scratch.bank
+#else
+#define BANK_KEY meta.epoch.bank
+#endif
+
 struct metadata_t {
 #ifdef BATCHES
     bit<16>         stream;   /* the event's stream: every table's key */
 #endif
-    /* The stream as a register index, set by the parser: bmv2 wants a field
-     * for an index, and p4c makes a temporary for any other expression there,
-     * which every packet then pays to reset (docs/p4.md, "What an event costs"). */
-    bit<32>         idx;
 #ifdef CEP
     cep_meta_t      cep;
 #endif

@@ -38,7 +38,6 @@ parser MyParser(packet_in packet,
         packet.extract(hdr.udp);
         transition select(hdr.udp.dst_port) {
             EVENT_UDP_PORT: parse_event;
-            HEARTBEAT_UDP_PORT: parse_heartbeat;
 #ifdef BATCHES
             BATCH_UDP_PORT: parse_batch;
 #endif
@@ -70,27 +69,17 @@ parser MyParser(packet_in packet,
     }
 
     /* Once per pass, after the last event: one stream per batch, or ingress
-     * finds it malformed.  Both indices are set here for the reason given at
-     * parse_event. */
+     * finds it malformed.  The unrouted-drop counter's index is set here:
+     * p4c would fold an ingress assignment into each of its uses, and give
+     * every one a temporary (docs/p4.md, rule 5). */
     state batch_parsed {
-        meta.idx = (bit<32>)hdr.events[0].stream;
-        meta.batch.unrouted = meta.idx * DROP_SLOTS + DROP_UNKNOWN_STREAM;
+        meta.batch.unrouted = (bit<32>)hdr.events[0].stream * DROP_SLOTS + DROP_UNKNOWN_STREAM;
         transition accept;
     }
 #endif
 
-    /* The heartbeats counter's index, set here for the reason given at
-     * parse_event; hdr.scratch is never valid (headers.p4). */
-    state parse_heartbeat {
-        hdr.scratch.port = (bit<32>)standard_metadata.ingress_port;
-        transition accept;
-    }
-
     state parse_event {
         packet.extract(hdr.event);
-        /* Set here, not in ingress: p4c would fold an assignment there into
-         * every register call, each with a temporary (docs/p4.md). */
-        meta.idx = (bit<32>)hdr.event.stream;
         transition accept;
     }
 }

@@ -73,13 +73,13 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
 
 /* One step back from a slide to the one before it, for a late event:
  * its START, its NEWEST operator (round robin, backwards) and, counted in
- * back, one slide fewer begun.  SLIDE and N_OPS are the epoch's own.  The
+ * slides_back, one slide fewer begun.  SLIDE and N_OPS are the epoch's own.  The
  * variables are named by the caller, so the old epoch's walk needs no
  * copies of the new one's. */
 #define STEP_BACK(START, NEWEST, SLIDE, N_OPS)               \
     if (s.x < START) {                                       \
         START = START - SLIDE;                               \
-        f.back = f.back + 1;                                 \
+        s.slides_back = s.slides_back + 1;                   \
         if (NEWEST == 0) {                                   \
             NEWEST = N_OPS - 1;                              \
         } else {                                             \
@@ -93,8 +93,10 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
  * registers are in state.p4.  Its working values are the fields of s, a
  * header that is never valid, and of f, which start at 0 (headers.p4 says
  * why: a local would be a metadata field that bmv2 resets per packet). */
-control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in window_params_t win,
+control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in window_params_t win,
+#ifndef FIXED
                      in prev_spec_t prev, in bit<32> prev_n_ops, in epoch_t sel,
+#endif
                      inout verdict_t verdict, inout tracker_flags_t f, inout scratch_t s) {
     ShiftSubtractDivide() slides_div;     /* offset / slide, after a gap in time */
     ShiftSubtractDivide() operators_div;  /* advanced mod N, when advanced >= 2N */
@@ -220,13 +222,14 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                         /* a late event before the boundary: old windows only,
                          * back from the old epoch's frozen newest slide */
                         f.old_only = 1;
+                        s.slides_back = 0;   /* hdr.scratch is not reset (headers.p4) */
                         old_start.read(s.start_o, idx);
                         old_newest.read(s.newest_o, idx);
                         STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
                         STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
                         STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
                         STEP_BACK(s.start_o, s.newest_o, prev.slide, prev_n_ops)
-                        if (f.back >= s.obegun) {
+                        if (s.slides_back >= s.obegun) {
                             verdict.drop_code = DROP_BEFORE_ORIGIN;
                         } else {
                             /* counted in place, not in a local: each
@@ -235,15 +238,15 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
                             if (s.x - s.start_o < prev.extra) {
                                 verdict.old_active = verdict.old_active + 1;
                             }
-                            if (s.obegun - f.back < verdict.old_active) {
-                                verdict.old_active = s.obegun - f.back;
+                            if (s.obegun - s.slides_back < verdict.old_active) {
+                                verdict.old_active = s.obegun - s.slides_back;
                             }
                             if (verdict.old_active == 0) {
                                 verdict.drop_code = DROP_NO_WINDOW;
                             }
                             old_window.read(verdict.old_window, idx);
                             verdict.old_newest = s.newest_o;
-                            verdict.old_window = verdict.old_window - (bit<64>)f.back;
+                            verdict.old_window = verdict.old_window - (bit<64>)s.slides_back;
                             verdict.newest_op = 0;
                             verdict.active = 0;
                         }
@@ -289,15 +292,16 @@ control SlideTracker(in event_t event, in bit<32> idx, in window_spec_t spec, in
 #endif
                 if (f.late == 1) {
                     /* -- back to the late event's own slide; nothing advances - */
+                    s.slides_back = 0;   /* hdr.scratch is not reset (headers.p4) */
                     STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
                     STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
                     STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
                     STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)   /* LATE_STEPS times */
-                    if (f.back >= s.begun_now) {
+                    if (s.slides_back >= s.begun_now) {
                         verdict.drop_code = DROP_BEFORE_ORIGIN;
                     } else {
-                        s.begun_now = s.begun_now - f.back;
-                        verdict.window = verdict.window - (bit<64>)f.back;
+                        s.begun_now = s.begun_now - s.slides_back;
+                        verdict.window = verdict.window - (bit<64>)s.slides_back;
                         s.offset = s.x - s.start;
                     }
                 } else if (s.x < s.start) {

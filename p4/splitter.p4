@@ -21,6 +21,10 @@
  *   egress.p4      egress_rewrite and the per-copy counters
  */
 #include <core.p4>
+/* The version whose register and counter take their index's type: the
+ * stream's registers are indexed by the event header's own 16-bit field,
+ * which no packet pays to copy or reset (docs/p4.md, rule 1). */
+#define V1MODEL_VERSION 20200408
 #include <v1model.p4>
 
 #include "constants.p4"

@@ -16,8 +16,11 @@ from pathlib import Path
 CONST = re.compile(r"^\s*const\s+(?:bit<\d+>|int)\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|0b[01]+|\d+)\s*;", re.M)
 DEFINE = re.compile(r"^\s*#define\s+(\w+)\s+(\d+)\s*$", re.M)
 TYPEDEF = re.compile(r"^\s*typedef\s+bit<(\d+)>\s+(\w+)\s*;", re.M)
-REGISTER = re.compile(r"^\s*register<bit<(\d+)>>\((\w+)\)\s+(\w+)\s*;", re.M)
-COUNTER = re.compile(r"^\s*counter\((\w+),\s*CounterType\.\w+\)\s+(\w+)\s*;", re.M)
+#: A register's value width, cells and name; v1model's second type argument
+#: (the index's type, since V1MODEL_VERSION 20200408) is optional.
+INDEX_TYPE = r"(?:bit<\d+>|\w+)"
+REGISTER = re.compile(rf"^\s*register<bit<(\d+)>(?:,\s*{INDEX_TYPE})?>\((\w+)\)\s+(\w+)\s*;", re.M)
+COUNTER = re.compile(rf"^\s*counter(?:<{INDEX_TYPE}>)?\((\w+),\s*CounterType\.\w+\)\s+(\w+)\s*;", re.M)
 ACTION = re.compile(r"\baction\s+(\w+)\s*\(([^)]*)\)", re.S)
 TABLE = re.compile(r"\btable\s+(\w+)\s*\{")
 KEY_NAME = re.compile(r'@name\("(\w+)"\)')

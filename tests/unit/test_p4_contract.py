@@ -80,14 +80,15 @@ def test_the_limits_use_the_programs_widths():
 
 
 @pytest.mark.parametrize("edit, found", [
-    (("register<bit<32>>(N_STREAMS) epoch;", "register<bit<16>>(N_STREAMS) epoch;"), "registers"),
+    (("register<bit<32>, bit<16>>(N_STREAMS) epoch;", "register<bit<16>, bit<16>>(N_STREAMS) epoch;"), "registers"),
     (("size = UNICAST_TABLE_SIZE;", "size = 1024;"), "unicast size"),
     (("action to_group(bit<16> mgid)", "action to_group(bit<16> group)"), "to_group params"),
     (("const bit<32> DROP_TOO_LATE       = 3;", "const bit<32> DROP_TOO_LATE       = 5;"), "DROP_TOO_LATE"),
     (("#define MAX_BATCH 16", "#define MAX_BATCH 8"), "MAX_BATCH"),
-    (("register<bit<8>>(CEP_PATTERNS)          cep_state;", "register<bit<16>>(CEP_PATTERNS)          cep_state;"),
+    (("register<bit<8>, bit<32>>(CEP_PATTERNS)          cep_state;",
+      "register<bit<16>, bit<32>>(CEP_PATTERNS)          cep_state;"), "registers"),
+    (("register<bit<64>, bit<32>>(CEP_RING_CELLS) cep_ring;", "register<bit<64>, bit<32>>(CEP_WINDOWS) cep_ring;"),
      "registers"),
-    (("register<bit<64>>(CEP_RING_CELLS) cep_ring;", "register<bit<64>>(CEP_WINDOWS) cep_ring;"), "registers"),
     (("const bit<8> CEP_OP_GE = 5;", "const bit<8> CEP_OP_GE = 7;"), "CEP_OP_GE"),
     (("actions = { to_operator; to_group; @defaultonly NoAction; }", "actions = { to_group; @defaultonly NoAction; }"),
      "unicast actions"),
