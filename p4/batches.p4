@@ -112,7 +112,7 @@
         bit<64> first_x;      /* the first event's position */                 \
         bit<64> last_x;       /* the last event's */                           \
         bool in_order = true;                                                  \
-        if (hdr.spec.kind == WINDOW_COUNT) {                                   \
+        if (hdr.scratch.kind == WINDOW_COUNT) {                                   \
             event_count.read(position, STREAM_KEY);                              \
             first_x = position - 1;                                            \
             last_x = position + (bit<64>)meta.batch.count - 2;                 \
@@ -128,9 +128,9 @@
         slide_start.read(slide_x, STREAM_KEY);                                   \
         next_start.read(next_slide_x, STREAM_KEY);                               \
         if (in_order && last_x < next_slide_x                                  \
-                && (first_x - slide_x < hdr.spec.extra)                        \
-                   == (last_x - slide_x < hdr.spec.extra)) {                   \
-            if (hdr.spec.kind == WINDOW_COUNT) {                               \
+                && (first_x - slide_x < hdr.scratch.extra)                        \
+                   == (last_x - slide_x < hdr.scratch.extra)) {                   \
+            if (hdr.scratch.kind == WINDOW_COUNT) {                               \
                 event_count.write(STREAM_KEY, last_x + 1);                       \
             } else {                                                           \
                 last_ts.write(STREAM_KEY, last_x);                               \

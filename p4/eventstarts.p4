@@ -28,11 +28,11 @@
 /* Adds one to ACTIVE if the window at START, the I-th newest, has begun and
  * has not ended at x. */
 #define HOLDS(I, START)                                      \
-    if (s.begun_now > I && s.x - START < spec.size) {         \
+    if (s.begun_now > I && s.x - START < s.size) {         \
         s.active = s.active + 1;                             \
     }
 
-control EventStartTracker(in bit<16> idx, in window_spec_t spec, in window_params_t win,
+control EventStartTracker(in bit<16> idx, in window_params_t win,
                           inout scratch_t s, inout verdict_t verdict) {
     apply {
         start_back1.read(s.back1, idx);
@@ -42,7 +42,7 @@ control EventStartTracker(in bit<16> idx, in window_spec_t spec, in window_param
         if (s.x < s.start) {
             verdict.drop_code = DROP_BEFORE_ORIGIN;
         } else {
-            if (s.x - s.start >= spec.slide) {
+            if (s.x - s.start >= s.slide) {
                 /* the event opens a window at its own timestamp; the
                  * starts of the older ones move back one register */
                 s.back3 = s.back2;
@@ -57,12 +57,12 @@ control EventStartTracker(in bit<16> idx, in window_spec_t spec, in window_param
                  * that every packet pays to reset (docs/p4.md, rule 5) */
                 if (verdict.newest_op + 1 >= win.n_ops) {
                     verdict.newest_op = 0;
-                    s.next = s.x + spec.slide;
+                    s.next = s.x + s.slide;
                 } else {
                     verdict.newest_op = verdict.newest_op + 1;
-                    s.next = s.x + spec.slide;
+                    s.next = s.x + s.slide;
                 }
-                if (s.begun_now < spec.cap) {
+                if (s.begun_now < s.cap) {
                     s.begun_now = s.begun_now + 1;
                 }
                 verdict.window = verdict.window + 1;

@@ -45,37 +45,37 @@ control MyIngress(inout headers_t hdr,
 
     /* ---- window_spec -------------------------------------------------- */
     /* Each action writes the fields its kind of window reads, and no other:
-     * hdr.spec is never valid, so bmv2 does not reset it (headers.p4). */
+     * hdr.scratch is never valid, so bmv2 does not reset it (headers.p4). */
     action set_count_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap) {
-        hdr.spec.kind = WINDOW_COUNT;
-        hdr.spec.slide = slide;
-        hdr.spec.full = full;
-        hdr.spec.extra = extra;
-        hdr.spec.cap = cap;
+        hdr.scratch.kind = WINDOW_COUNT;
+        hdr.scratch.slide = slide;
+        hdr.scratch.full = full;
+        hdr.scratch.extra = extra;
+        hdr.scratch.cap = cap;
     }
 
     action set_time_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap,
                            bit<8> fixed_origin, bit<64> origin, bit<64> lateness) {
-        hdr.spec.kind = WINDOW_TIME;
-        hdr.spec.slide = slide;
-        hdr.spec.full = full;
-        hdr.spec.extra = extra;
-        hdr.spec.cap = cap;
-        hdr.spec.fixed_origin = fixed_origin;
-        hdr.spec.origin = origin;
-        hdr.spec.lateness = lateness;
+        hdr.scratch.kind = WINDOW_TIME;
+        hdr.scratch.slide = slide;
+        hdr.scratch.full = full;
+        hdr.scratch.extra = extra;
+        hdr.scratch.cap = cap;
+        hdr.scratch.fixed_origin = fixed_origin;
+        hdr.scratch.origin = origin;
+        hdr.scratch.lateness = lateness;
     }
 
     /* starts: event (eventstarts.p4): no lateness, and the size itself */
     action set_event_time_window(bit<64> slide, bit<64> size, bit<32> cap,
                                  bit<8> fixed_origin, bit<64> origin) {
-        hdr.spec.kind = WINDOW_TIME_EVENT_STARTS;
-        hdr.spec.lateness = 0;   /* read on the time path; the header is not reset */
-        hdr.spec.slide = slide;
-        hdr.spec.size = size;
-        hdr.spec.cap = cap;
-        hdr.spec.fixed_origin = fixed_origin;
-        hdr.spec.origin = origin;
+        hdr.scratch.kind = WINDOW_TIME_EVENT_STARTS;
+        hdr.scratch.lateness = 0;   /* read on the time path; the header is not reset */
+        hdr.scratch.slide = slide;
+        hdr.scratch.size = size;
+        hdr.scratch.cap = cap;
+        hdr.scratch.fixed_origin = fixed_origin;
+        hdr.scratch.origin = origin;
     }
 
     table window_spec {
@@ -349,7 +349,7 @@ control MyIngress(inout headers_t hdr,
 #endif
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
-                        slides.apply(CURRENT, STREAM_KEY, hdr.spec, meta.win, PREVIOUS_EPOCH meta.verdict,
+                        slides.apply(CURRENT, STREAM_KEY, meta.win, PREVIOUS_EPOCH meta.verdict,
                                      meta.flags, hdr.scratch);
                     } else {
                         meta.verdict.drop_code = DROP_UNKNOWN_STREAM;

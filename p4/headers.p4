@@ -105,21 +105,6 @@ header complex_event_t {
  * table's key (bmv2 matches an invalid header's field as 0) stays in
  * metadata_t. */
 
-/* The stream's window spec: window_spec's action data (forwarding.p4).
- * Every action writes every field its kind of window reads. */
-header window_spec_t {
-    bit<2>  kind;          /* WINDOW_COUNT, WINDOW_TIME or WINDOW_TIME_EVENT_STARTS */
-    bit<6>  unused;
-    bit<64> slide;         /* delta (events) or tau (time units) */
-    bit<32> full;          /* size / slide */
-    bit<64> extra;         /* size mod slide */
-    bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
-    bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
-    bit<64> origin;
-    bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
-    bit<64> size;          /* windows that start at events: how long each lasts */
-}
-
 /* The epoch before the one in force, as action data of previous_spec: what
  * the slide tracker needs for that epoch's last windows during a transition
  * (docs/p4.md, "Reconfiguration").  Its N is metadata (prev_params_t): the
@@ -132,15 +117,30 @@ header prev_spec_t {
     bit<64> tail;          /* transition_end = boundary + tail */
 }
 
-/* The working values of BoundaryCheck (epochs.p4), the slide tracker
- * (slides.p4, eventstarts.p4) and the egress. */
+/* The stream's window spec, and the working values of BoundaryCheck
+ * (epochs.p4), the slide tracker (slides.p4, eventstarts.p4) and the
+ * egress: one header, since bmv2 marks each header invalid on every packet
+ * and every copy (docs/p4.md, rule 4). */
 header scratch_t {
+    /* The window spec: window_spec's action data (forwarding.p4).  Every
+     * action writes every field its kind of window reads. */
+    bit<2>  kind;          /* WINDOW_COUNT, WINDOW_TIME or WINDOW_TIME_EVENT_STARTS */
+    bit<6>  unused;
+    bit<64> slide;         /* delta (events) or tau (time units) */
+    bit<32> full;          /* size / slide */
+    bit<64> extra;         /* size mod slide */
+    bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
+    bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */
+    bit<64> origin;
+    bit<64> lateness;      /* time windows: how far behind the newest ts an event may be */
+    bit<64> size;          /* windows that start at events: how long each lasts */
+    /* The working values */
     bit<1>  in_transition; /* windows of the previous epoch may hold events */
     bit<1>  initialized;   /* the stream has had an event: read once, for the slide tracker too */
     bit<1>  is_armed;      /* BoundaryCheck: a change waits for the boundary */
     bit<1>  is_time;       /* ... on a time stream */
     bit<1>  bank;          /* the fixed build's bank (BANK_KEY): never written, so bank 0 throughout */
-    bit<3>  unused;
+    bit<3>  unused2;
     bit<64> next;          /* the next slide's start: BoundaryCheck's read, the tracker's write */
     bit<64> newest_pos;    /* BoundaryCheck: the stream's newest position (count or timestamp) */
     bit<64> x;             /* the event's coordinate on the axis */
@@ -161,7 +161,7 @@ header scratch_t {
     bit<64> n_ops;
     bit<64> step;
     bit<64> laps;
-    bit<64> cap;
+    bit<64> wide_cap;      /* cap, 64 bits wide */
     bit<64> back1;         /* windows that start at events: the three starts before the newest */
     bit<64> back2;
     bit<64> back3;
@@ -189,7 +189,6 @@ struct headers_t {
     event_t    event;
     copy_windows_t windows;
     /* never valid (above) */
-    window_spec_t spec;
 #ifndef FIXED
     prev_spec_t   prev;
 #endif

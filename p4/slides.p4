@@ -87,13 +87,25 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
         }                                                    \
     }
 
+/* Whether the stream's first event is this one.  BoundaryCheck reads
+ * initialized for it before the configuration is looked up.  The build
+ * without changes has no BoundaryCheck, and reads begun instead, as its
+ * first step: begun is 0 until the first event and every write of it is 1
+ * or more, so the read that the tracker needs anyway answers both, one
+ * register read fewer per event.  It still writes initialized. */
+#ifdef FIXED
+#define STREAM_NEW (s.begun_now == 0)
+#else
+#define STREAM_NEW (s.initialized == 0)
+#endif
+
 /* Reads and advances the window state of one stream and fills the
  * verdict: a drop code, or (newest_op, active) for the epoch in force and,
  * during a transition, (old_newest, old_active) for the previous one.  The
  * registers are in state.p4.  Its working values are the fields of s, a
  * header that is never valid, and of f, which start at 0 (headers.p4 says
  * why: a local would be a metadata field that bmv2 resets per packet). */
-control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in window_params_t win,
+control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
 #ifndef FIXED
                      in prev_spec_t prev, in bit<32> prev_n_ops, in epoch_t sel,
 #endif
@@ -112,21 +124,20 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
          * set a drop code. */
 
         /* -- the coordinate; time windows also check the order ---------- */
-        if (spec.kind == WINDOW_COUNT) {
+        if (s.kind == WINDOW_COUNT) {
 #ifdef FIXED
-            /* BoundaryCheck reads it in the other builds */
-            initialized.read(s.initialized, idx);
+            begun.read(s.begun_now, idx);   /* STREAM_NEW, below */
 #endif
             event_count.read(s.x, idx);
             event_count.write(idx, s.x + 1);
         } else {
 #ifdef FIXED
-            initialized.read(s.initialized, idx);
+            begun.read(s.begun_now, idx);
 #endif
             last_ts.read(s.previous_ts, idx);
             s.x = event.ts;
-            if (s.initialized == 1 && s.x < s.previous_ts) {
-                if (s.previous_ts - s.x > spec.lateness) {
+            if (!STREAM_NEW && s.x < s.previous_ts) {
+                if (s.previous_ts - s.x > s.lateness) {
                     verdict.drop_code = DROP_TOO_LATE;
                 } else {
                     f.late = 1;
@@ -138,7 +149,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
 
         if (verdict.drop_code == DROP_NONE) {
             /* -- current state; the first event of a stream sets it up --- */
-            if (s.initialized == 0) {
+            if (STREAM_NEW) {
                 /* The first slide starts at the first event, or at the
                  * stream's fixed origin (time windows).  The next slide's
                  * start is set in each branch and the register written from
@@ -147,16 +158,16 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
                  * (headers.p4).  So in the new-slide step. */
                 s.start = s.x;
                 initialized.write(idx, 1);
-                if (spec.kind == WINDOW_COUNT) {
+                if (s.kind == WINDOW_COUNT) {
                     time_axis.write(idx, 0);
-                    s.next = s.x + spec.slide;
+                    s.next = s.x + s.slide;
                 } else {
                     time_axis.write(idx, 1);
-                    if (spec.fixed_origin != 0) {
-                        s.start = spec.origin;
-                        s.next = spec.origin + spec.slide;
+                    if (s.fixed_origin != 0) {
+                        s.start = s.origin;
+                        s.next = s.origin + s.slide;
                     } else {
-                        s.next = s.x + spec.slide;
+                        s.next = s.x + s.slide;
                     }
                 }
                 slide_start.write(idx, s.start);
@@ -171,7 +182,9 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
             } else {
                 slide_start.read(s.start, idx);
                 newest_op.read(verdict.newest_op, idx);
+#ifndef FIXED
                 begun.read(s.begun_now, idx);
+#endif
                 newest_window.read(verdict.window, idx);
                 /* the event's offset in the newest slide, here with the
                  * reads: on its own it would be one more table of p4c's per
@@ -182,10 +195,10 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
             /* -- windows that start at events: their own tracker, which
              *    has no late path and no transition (no lateness, no
              *    change) ---------------------------------------------- */
-            if (spec.kind == WINDOW_TIME_EVENT_STARTS) {
+            if (s.kind == WINDOW_TIME_EVENT_STARTS) {
                 /* an else, not a return: p4c would make a return a flag
                  * field and a test of it before every later statement */
-                event_starts.apply(idx, spec, win, s, verdict);
+                event_starts.apply(idx, win, s, verdict);
             } else {
 #ifndef FIXED
                 /* -- an armed change takes effect: freeze the old epoch's newest
@@ -204,7 +217,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
                     slide_start.write(idx, s.b);
                     newest_op.write(idx, 0);
                     begun.write(idx, 1);
-                    next_start.write(idx, s.b + spec.slide);
+                    next_start.write(idx, s.b + s.slide);
                     /* window ids go on across epochs */
                     verdict.window = verdict.window + 1;
                     newest_window.write(idx, verdict.window);
@@ -293,10 +306,10 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
                 if (f.late == 1) {
                     /* -- back to the late event's own slide; nothing advances - */
                     s.slides_back = 0;   /* hdr.scratch is not reset (headers.p4) */
-                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, spec.slide, win.n_ops)   /* LATE_STEPS times */
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)   /* LATE_STEPS times */
                     if (s.slides_back >= s.begun_now) {
                         verdict.drop_code = DROP_BEFORE_ORIGIN;
                     } else {
@@ -308,29 +321,29 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
                     verdict.drop_code = DROP_BEFORE_ORIGIN;
                 } else {
                     /* -- a new slide (or several, after a gap) has begun ------ */
-                    if (s.offset >= spec.slide) {
-                        if (s.offset - spec.slide < spec.slide) {
+                    if (s.offset >= s.slide) {
+                        if (s.offset - s.slide < s.slide) {
                             /* The next slide, the common case: one of each,
                              * counted on the values in place.  newest < N and
                              * begun <= cap hold on every path that writes them. */
-                            s.offset = s.offset - spec.slide;
-                            s.start = s.start + spec.slide;
-                            s.next = s.start + spec.slide;
+                            s.offset = s.offset - s.slide;
+                            s.start = s.start + s.slide;
+                            s.next = s.start + s.slide;
                             verdict.window = verdict.window + 1;
                             verdict.newest_op = verdict.newest_op + 1;
                             if (verdict.newest_op >= win.n_ops) {
                                 verdict.newest_op = verdict.newest_op - win.n_ops;
                             }
-                            if (s.begun_now < spec.cap) {
+                            if (s.begun_now < s.cap) {
                                 s.begun_now = s.begun_now + 1;
                             }
                         } else {
                             /* A gap: the slides passed by division, and the
                              * operators moved on by as many, mod N. */
-                            slides_div.apply(s.offset, spec.slide, s.advanced, s.rest);
+                            slides_div.apply(s.offset, s.slide, s.advanced, s.rest);
                             s.offset = s.rest;
                             s.start = s.x - s.rest;
-                            s.next = s.start + spec.slide;
+                            s.next = s.start + s.slide;
                             verdict.window = verdict.window + s.advanced;
                             s.n_ops = (bit<64>)win.n_ops;
                             if (s.advanced < s.n_ops) {
@@ -347,11 +360,11 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
                             } else {
                                 verdict.newest_op = (bit<32>)s.step;
                             }
-                            s.cap = (bit<64>)spec.cap;
-                            if (s.advanced >= s.cap) {
-                                s.begun_now = spec.cap;
-                            } else if ((bit<64>)s.begun_now + s.advanced >= s.cap) {
-                                s.begun_now = spec.cap;
+                            s.wide_cap = (bit<64>)s.cap;
+                            if (s.advanced >= s.wide_cap) {
+                                s.begun_now = s.cap;
+                            } else if ((bit<64>)s.begun_now + s.advanced >= s.wide_cap) {
+                                s.begun_now = s.cap;
                             } else {
                                 s.begun_now = s.begun_now + (bit<32>)s.advanced;
                             }
@@ -376,8 +389,8 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_spec_t spec, in
                     /* The newest window and its operator are the verdict's
                      * already: the tracker reads and moves them in place, so
                      * no copy is made of either.  The count, in place too. */
-                    verdict.active = spec.full;
-                    if (s.offset < spec.extra) {
+                    verdict.active = s.full;
+                    if (s.offset < s.extra) {
                         verdict.active = verdict.active + 1;
                     }
                     if (s.begun_now < verdict.active) {
