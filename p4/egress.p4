@@ -12,14 +12,6 @@
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4
 
-/* Whether a copy was sent is a flag only in the builds where some path
- * decides it late (a batch keeps none of its events for the operator, a
- * CEP clone has no complex event for the sink); in the plain build the
- * branches that send nothing drop the copy themselves. */
-#if defined(BATCHES) || defined(CEP)
-#define SENT_FLAG
-#endif
-
 /* One half of a copy's Windows header (copy_windows_t), as one value: the
  * newest window of the event that the copy's operator owns, how many of the
  * event's windows are its own, and the stride between them; the epoch in
@@ -51,6 +43,12 @@ control MyEgress(inout headers_t hdr,
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.checksum = 0;
+#ifndef EGRESS_DECIDES
+        /* every copy addressed here leaves: counted here, not in a table
+         * of p4c's of its own */
+        stream_out.count(STREAM_KEY);
+        operator_out.count(meta.copy.instance);
+#endif
     }
 
     table egress_rewrite {
@@ -94,7 +92,7 @@ control MyEgress(inout headers_t hdr,
 #endif
 
     apply {
-#ifdef SENT_FLAG
+#ifdef EGRESS_DECIDES
         bool sent = false;
 #endif
 #ifdef BATCHES
@@ -102,7 +100,13 @@ control MyEgress(inout headers_t hdr,
 #else
         bool batched = false;
 #endif
+#ifdef EGRESS_DECIDES
         if (hdr.event.isValid() || batched) {
+#else
+        /* Ingress drops every frame that is not an event (EGRESS_DECIDES,
+         * headers.p4): no test of it per copy. */
+        {
+#endif
             meta.copy.instance = (bit<32>)standard_metadata.egress_port;
             if (standard_metadata.egress_rid != 0) {
                 meta.copy.instance = (bit<32>)standard_metadata.egress_rid;
@@ -153,9 +157,9 @@ control MyEgress(inout headers_t hdr,
                 } else
 #endif
                 {
+#ifdef EGRESS_DECIDES
                     stream_out.count(STREAM_KEY);
                     operator_out.count(meta.copy.instance);
-#ifdef SENT_FLAG
                     sent = true;
 #endif
 
@@ -168,7 +172,7 @@ control MyEgress(inout headers_t hdr,
                      * costs as much as forwarding a byte of payload many
                      * times over (docs/p4.md, "What an event costs").  The
                      * differential tests compare every byte. */
-#ifdef WINDOWS_IN_EGRESS
+#ifdef EGRESS_DECIDES
                     /* here, before the first test: after the last it would
                      * be one more table of p4c's (else in ingress) */
                     WINDOWS_HEADER_ON
@@ -236,18 +240,14 @@ control MyEgress(inout headers_t hdr,
 #endif
                 }
             }
-#ifndef SENT_FLAG
+#ifndef EGRESS_DECIDES
             else {
                 mark_to_drop(standard_metadata);
             }
 #endif
         }
-#ifdef SENT_FLAG
+#ifdef EGRESS_DECIDES
         if (!sent) {
-            mark_to_drop(standard_metadata);
-        }
-#else
-        else {
             mark_to_drop(standard_metadata);
         }
 #endif

@@ -400,7 +400,7 @@ control MyIngress(inout headers_t hdr,
              * build's passes need the tests apart (above). */
             if (meta.verdict.drop_code == DROP_NONE) {
                 stream_in.count(STREAM_KEY);
-#ifndef WINDOWS_IN_EGRESS
+#ifndef EGRESS_DECIDES
                 WINDOWS_HEADER_ON
 #endif
                 COUNTS_FOR_COPIES

@@ -386,22 +386,28 @@ struct cep_meta_t {
 #define STREAM_KEY hdr.event.stream
 #endif
 
+/* Whether egress decides which copies leave, and what they carry: in the
+ * batch build (a batch's copy may keep none of its events for the operator,
+ * and carries no Windows header of the frame's own) and the CEP build (the
+ * clone for the sinks may have no complex event, and carries none).  In the
+ * plain build and the build without changes, only events reach egress, and
+ * every copy that egress_rewrite addresses leaves with the event's Windows
+ * header: so those two make what every copy has in common in ingress, once
+ * per event, and count a copy in the rewrite's action. */
+#if defined(BATCHES) || defined(CEP)
+#define EGRESS_DECIDES
+#endif
+
 /* What every copy of a single event has in common: its Windows header
  * (zeroed by setValid, its halves written per copy in egress.p4), the flag
- * that says it follows, and the lengths grown by it.  The plain build and
- * the build without changes make it in ingress, once per event, and a
- * multicast copies it into every replica, for less than writing it there
- * again.  The batch build, whose copies of a batch carry no such header, and
- * the CEP build, whose clone for the sinks must not carry it, make it in
- * egress for each copy that gets it. */
+ * that says it follows, and the lengths grown by it.  Made in ingress, a
+ * multicast copies it into every replica for less than writing it there
+ * again (EGRESS_DECIDES above). */
 #define WINDOWS_HEADER_ON                                                      \
     hdr.windows.setValid();                                                   \
     hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;                         \
     hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;           \
     hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
-#if defined(BATCHES) || defined(CEP)
-#define WINDOWS_IN_EGRESS
-#endif
 
 /* The bank that window_spec and operator_count key on: BoundaryCheck's, or
  * in the fixed build a field that is never written, so bank 0 throughout,
