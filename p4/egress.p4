@@ -15,7 +15,7 @@
 /* One half of a copy's Windows header (copy_windows_t), as one value: the
  * newest window of the event that the copy's operator owns, how many of the
  * event's windows are its own, and the stride between them; the epoch in
- * force (0 in the fixed build, where there is one); and the same for the
+ * force (0 in the fixed build, which has only one); and the same for the
  * previous epoch, whose N is its stride. */
 #ifdef FIXED
 #define EPOCH_BITS 16w0

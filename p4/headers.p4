@@ -140,7 +140,7 @@ header scratch_t {
     bit<1>  is_armed;      /* BoundaryCheck: a change waits for the boundary */
     bit<1>  is_time;       /* ... on a time stream */
     bit<1>  bank;          /* the fixed build's bank (BANK_KEY): never written, so bank 0 throughout */
-    bit<3>  unused2;
+    bit<3>  spare;
     bit<64> next;          /* the next slide's start: BoundaryCheck's read, the tracker's write */
     bit<64> newest_pos;    /* BoundaryCheck: the stream's newest position (count or timestamp) */
     bit<64> x;             /* the event's coordinate on the axis */
