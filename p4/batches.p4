@@ -112,12 +112,12 @@
         bit<64> first_x;      /* the first event's position */                 \
         bit<64> last_x;       /* the last event's */                           \
         bool in_order = true;                                                  \
-        if (hdr.scratch.kind == WINDOW_COUNT) {                                   \
-            event_count.read(position, STREAM_KEY);                              \
+        if (hdr.scratch.kind == WINDOW_COUNT) {                                \
+            event_count.read(position, STREAM_KEY);                            \
             first_x = position - 1;                                            \
             last_x = position + (bit<64>)meta.batch.count - 2;                 \
         } else {                                                               \
-            last_ts.read(position, STREAM_KEY);                                  \
+            last_ts.read(position, STREAM_KEY);                                \
             first_x = hdr.events[0].ts;                                        \
             last_x = first_x;                                                  \
             in_order = position == first_x;                                    \
@@ -125,15 +125,15 @@
         }                                                                      \
         bit<64> slide_x;      /* where the first event's slide starts */       \
         bit<64> next_slide_x; /* where the slide after it starts */            \
-        slide_start.read(slide_x, STREAM_KEY);                                   \
-        next_start.read(next_slide_x, STREAM_KEY);                               \
+        slide_start.read(slide_x, STREAM_KEY);                                 \
+        next_start.read(next_slide_x, STREAM_KEY);                             \
         if (in_order && last_x < next_slide_x                                  \
-                && (first_x - slide_x < hdr.scratch.extra)                        \
-                   == (last_x - slide_x < hdr.scratch.extra)) {                   \
-            if (hdr.scratch.kind == WINDOW_COUNT) {                               \
-                event_count.write(STREAM_KEY, last_x + 1);                       \
+                && (first_x - slide_x < hdr.scratch.extra)                     \
+                   == (last_x - slide_x < hdr.scratch.extra)) {                \
+            if (hdr.scratch.kind == WINDOW_COUNT) {                            \
+                event_count.write(STREAM_KEY, last_x + 1);                     \
             } else {                                                           \
-                last_ts.write(STREAM_KEY, last_x);                               \
+                last_ts.write(STREAM_KEY, last_x);                             \
             }                                                                  \
             FOR_EACH_SLOT(BATCH_COUNT_IN)                                      \
             meta.batch.whole = 1;                                              \
@@ -153,7 +153,7 @@
 
 #define BATCH_COUNT_IN(I)                                                      \
     if (I >= 1 && I < meta.batch.count) {                                      \
-        stream_in.count(STREAM_KEY);                                             \
+        stream_in.count(STREAM_KEY);                                           \
     }
 
 /* Whether slot I's own record is the one to read: in a whole batch only
@@ -322,7 +322,7 @@
     if (mine) {                                                                \
         hdr.events[I].flags = hdr.events[I].flags | FLAG_WINDOWS;              \
         meta.batch.kept = meta.batch.kept + 1;                                 \
-        stream_out.count(STREAM_KEY);                                            \
+        stream_out.count(STREAM_KEY);                                          \
         operator_out.count(meta.copy.instance);                                    \
     } else if (I < meta.batch.count) {                                         \
         hdr.events[I].setInvalid();                                            \
