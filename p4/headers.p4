@@ -127,7 +127,6 @@ header scratch_t {
     bit<2>  kind;          /* WINDOW_COUNT, WINDOW_TIME or WINDOW_TIME_EVENT_STARTS */
     bit<6>  unused;
     bit<64> slide;         /* delta (events) or tau (time units) */
-    bit<32> full;          /* size / slide */
     bit<64> extra;         /* size mod slide */
     bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
     bit<8>  fixed_origin;  /* time windows: 1 = use origin, 0 = first event's ts */

@@ -388,8 +388,8 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
 #endif
                     /* The newest window and its operator are the verdict's
                      * already: the tracker reads and moves them in place, so
-                     * no copy is made of either.  The count, in place too. */
-                    verdict.active = s.full;
+                     * no copy is made of either.  The count, in place too,
+                     * from the whole windows window_spec put there. */
                     if (s.offset < s.extra) {
                         verdict.active = verdict.active + 1;
                     }
