@@ -2,12 +2,13 @@
  * Egress: address every copy to its operator instance, and tell it which
  * of the event's windows are its own (the windows header).
  *
- * The rewrite is keyed on the copy's instance: the rid of the multicast
- * node that made the replica, or, when that is 0 (unicast, or a node of
- * whole hosts), the port the copy leaves on (testbed.semantics.instances).
- * So it is right for unicast and for each replica of a group alike.  A copy
- * for an instance without an entry is dropped.  stream_out / operator_out
- * count the copies that actually leave.
+ * The rewrite is keyed on where the copy leaves and the rid of the
+ * multicast node that made it: 0 for unicast and for a node of whole
+ * hosts, the instance's id for an instance on a shared port
+ * (testbed.semantics.instances).  So it is right for unicast and for each
+ * replica of a group alike, and its action names the copy's instance, which
+ * the position tables key on.  A copy for an instance without an entry is
+ * dropped.  stream_out / operator_out count the copies that actually leave.
  */
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4
@@ -39,20 +40,26 @@ control MyEgress(inout headers_t hdr,
     /* Destination MAC and IP of the operator instance; the UDP checksum
      * covers the destination IP, so it is switched off (0) rather than left
      * stale.  The IPv4 checksum is recomputed in MyComputeChecksum. */
-    action rewrite_dst(mac_addr_t mac, ipv4_addr_t ip) {
+    action rewrite_dst(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.checksum = 0;
+        meta.copy.instance = instance;
 #ifndef EGRESS_DECIDES
         /* every copy addressed here leaves: counted here, not in a table
          * of p4c's of its own */
         stream_out.count(STREAM_KEY);
-        operator_out.count(meta.copy.instance);
+        operator_out.count(instance);
 #endif
     }
 
+    /* Keyed on the two fields themselves: an instance worked out from them
+     * would be a test and a table of p4c's on every copy (docs/p4.md, rule 6). */
     table egress_rewrite {
-        key = { meta.copy.instance : exact @name("instance"); }
+        key = {
+            standard_metadata.egress_port : exact @name("port");
+            standard_metadata.egress_rid  : exact @name("rid");
+        }
         actions = { rewrite_dst; @defaultonly NoAction; }
         const default_action = NoAction();
         size = EGRESS_TABLE_SIZE;
@@ -107,10 +114,6 @@ control MyEgress(inout headers_t hdr,
          * headers.p4): no test of it per copy. */
         {
 #endif
-            meta.copy.instance = (bit<32>)standard_metadata.egress_port;
-            if (standard_metadata.egress_rid != 0) {
-                meta.copy.instance = (bit<32>)standard_metadata.egress_rid;
-            }
             if (egress_rewrite.apply().hit) {
 #ifdef BATCHES
                 /* Each position table is applied here once, for a single

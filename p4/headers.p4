@@ -252,13 +252,13 @@ struct epoch_t {
 
 /* What every copy needs for its Windows header: the window counts before
  * forwarding clamps them to N (the operator's positions are hdr.scratch's),
- * and the copy's instance, which the egress tables key on. */
+ * and the copy's instance, which the position tables key on. */
 struct copy_meta_t {
     bit<32> active;
 #ifndef FIXED
     bit<32> old_active;
 #endif
-    bit<32> instance;      /* egress: the copy's operator instance (its replica's rid, else its port) */
+    bit<32> instance;      /* egress: the copy's operator instance (egress_rewrite's action data) */
 }
 
 /* The slide tracker's values that start at 0 (slides.p4), as bmv2 gives

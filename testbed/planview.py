@@ -69,15 +69,16 @@ def print_plan(topo: Topology, k: int) -> None:
             ops = ", ".join(row["operators"]) or f"(none: {row.get('dropped')})"
             events.add_row(str(row["seq"]), str(row["ts"]), span, ops)
         console.print(events)
-    # Egress keys on the instance id: a whole host's port, or an id past the
-    # ports for an instance of a shared host or a host in a rack.
-    egress = Table(title="egress rewrite (instance id -> destination)")
-    for col in ("id", "operator", "port", "mac", "ip"):
+    # Egress keys on the copy's port and rid (0 for a whole host); its action
+    # names the instance: a whole host's port, or an id past the ports for an
+    # instance of a shared host or a host in a rack.
+    egress = Table(title="egress rewrite ((port, rid) -> instance id, destination)")
+    for col in ("port", "rid", "id", "operator", "mac", "ip"):
         egress.add_column(col)
     operators = plan.operator_of_id()
     for e in plan.egress:
-        op = operators[e.match[0]]
-        egress.add_row(str(e.match[0]), op, str(plan.instances[op].port), str(e.params[0]), str(e.params[1]))
+        mac, ip, instance = e.params
+        egress.add_row(str(e.match[0]), str(e.match[1]), str(instance), operators[instance], str(mac), str(ip))
     console.print(egress)
     cost = plan.cost()
     console.print("cost: " + ", ".join(f"{k}={v}" for k, v in cost.items()))

@@ -142,6 +142,7 @@ BANK_KEY = Key("bank", 1)
 OP_KEY = Key("newest_op", 32)
 ACTIVE_KEY = Key("active", 32)
 INSTANCE_KEY = Key("instance", 32)
+RID_KEY = Key("rid", 16)
 OPSET_KEY = Key("opset", 32)
 TO_OPERATOR = ActionSpec((Param("port", "int", PORT_BITS),))
 TO_GROUP = ActionSpec((Param("mgid", "int", 16),))
@@ -181,10 +182,13 @@ SCHEMA: dict[str, TableSpec] = {
     "multicast": TableSpec(INGRESS, (OPSET_KEY, OP_KEY, ACTIVE_KEY), {"to_group": TO_GROUP}),
     "handover": TableSpec(INGRESS, (STREAM_KEY, Key("old_op", 32), Key("old_active", 32), OP_KEY, ACTIVE_KEY),
                             {"to_operator": TO_OPERATOR, "to_group": TO_GROUP}),
-    # Egress keys on the copy's operator instance (testbed.semantics.instances):
-    # its replica's rid, or its egress port when that is 0.
-    "egress_rewrite": TableSpec(EGRESS, (INSTANCE_KEY,),
-                                {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32)))}),
+    # Egress keys on where the copy leaves and its replica's rid: 0 for unicast
+    # and whole hosts' nodes, the instance's id for an instance on a shared
+    # port (testbed.semantics.instances).  The action names the instance,
+    # which the position tables key on.
+    "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS), RID_KEY),
+                                {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32),
+                                                            Param("instance", "int", 32)))}),
     # Where the copy's operator instance stands in the operator set: which of
     # the event's windows its copy carries (the Windows header).
     "operator_position": TableSpec(EGRESS, (OPSET_KEY, INSTANCE_KEY),

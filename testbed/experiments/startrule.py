@@ -73,7 +73,7 @@ def replay(topo: Topology, stream_id: int, events: dict[str, np.ndarray]) -> tup
     rows, windows = [], {}
     for seq, ts, value in zip(events["seq"].tolist(), events["ts"].tolist(), events["value"].tolist()):
         verdict = oracle.step(seq, ts)
-        sent = sorted(operator_of[i] for _port, i in pipe.replicate(pipe.ingress(stream_id, ts)))
+        sent = sorted(operator_of[r.instance] for r in pipe.replicate(pipe.ingress(stream_id, ts)))
         if sent != sorted(verdict.operators):
             raise AssertionError(f"{topo.name} stream {stream_id} event {seq} (ts {ts}): the data plane sent it "
                                  f"to {sent}, the oracle says {sorted(verdict.operators)}")

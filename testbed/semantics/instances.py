@@ -126,6 +126,13 @@ class Instance:
         rack (then it is reached by a multicast node of its own)."""
         return self.id >= FIRST_SHARED_ID
 
+    @property
+    def rid(self) -> int:
+        """The rid its copies carry: its id for an instance on a shared port,
+        whose multicast node is its own; 0 for a whole host, reached by unicast
+        or by a node of whole hosts.  The egress keys on ``(port, rid)``."""
+        return self.id if self.shared else 0
+
 
 def shared_networks(hosts: Iterable[str], counts: Mapping[str, int]) -> dict[str, ipaddress.IPv4Network]:
     """``host -> the /16 its instances are addressed in``, for each host of ``hosts``

@@ -236,7 +236,8 @@ class SplitterPlan:
         self.opsets: dict[tuple[str, ...], OperatorSet] = {}
         self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
         receiving = set(topology.receiver_hosts())
-        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (inst.id,), (inst.mac, inst.ip))
+        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (inst.port, inst.rid),
+                                  (inst.mac, inst.ip, inst.id))
                        for inst in self.instances.values() if inst.host in receiving]
         if checked:
             self._check_capacity()

@@ -1134,7 +1134,7 @@ def cep_install(api, plan: SplitterPlan, rules) -> None:
     Controller(api).install(plan)
     for host, port in CEP_SINKS.items():
         ip, mac = plan.addresses[host]
-        api.table_add("egress_rewrite", "rewrite_dst", [port], [mac, ip])
+        api.table_add("egress_rewrite", "rewrite_dst", [port, 0], [mac, ip, port])
     CepControl(api, CEP_SINKS).install(rules)
 
 

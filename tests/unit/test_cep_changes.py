@@ -74,7 +74,7 @@ def by_switch(data, values):
     topo = parse_topology(data)
     timeline = topo.cep_timeline()
     switch = SplitterPipeline()
-    switch.table_add("egress_rewrite", "rewrite_dst", [3], ["02:00:00:00:00:03", "10.0.0.3"])
+    switch.table_add("egress_rewrite", "rewrite_dst", [3, 0], ["02:00:00:00:00:03", "10.0.0.3", 3])
     control = CepControl(switch, {"h3": 3})
     control.install(topo.cep, timeline.tests())
     template = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 7)

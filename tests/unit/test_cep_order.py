@@ -31,7 +31,7 @@ EVENTS = [BasicEvent(3, seq, 10 * seq, 0, seq) for seq in range(3)]
 
 def switch_frames() -> list[list[tuple]]:
     switch = SplitterPipeline()
-    switch.table_add("egress_rewrite", "rewrite_dst", [5], ["02:00:00:00:00:05", "10.0.0.5"])
+    switch.table_add("egress_rewrite", "rewrite_dst", [5, 0], ["02:00:00:00:00:05", "10.0.0.5", 5])
     CepControl(switch, SINKS).install(RULES)
     template = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 3)
     return [parse_complex_events(copy[EVENT_OFFSET:]) for e in EVENTS

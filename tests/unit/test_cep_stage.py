@@ -96,7 +96,8 @@ def event_lists(draw):
 def sink_switch(rules: CepRules) -> SplitterPipeline:
     switch = SplitterPipeline()
     for host, port in SINKS.items():
-        switch.table_add("egress_rewrite", "rewrite_dst", [port], [f"02:00:00:00:00:0{port}", f"10.0.0.{port}"])
+        switch.table_add("egress_rewrite", "rewrite_dst", [port, 0],
+                         [f"02:00:00:00:00:0{port}", f"10.0.0.{port}", port])
     CepControl(switch, SINKS).install(rules)
     return switch
 
@@ -132,7 +133,7 @@ def test_a_pattern_installed_while_events_flow_starts_afresh_and_a_removed_one_i
         {"name": "up", "id": 3, "stream": 1, "pattern": "[value == 1]; [value == 2]", "returns": "seq",
          "sinks": ["h5"]}]})
     switch = SplitterPipeline()
-    switch.table_add("egress_rewrite", "rewrite_dst", [5], ["02:00:00:00:00:05", "10.0.0.5"])
+    switch.table_add("egress_rewrite", "rewrite_dst", [5, 0], ["02:00:00:00:00:05", "10.0.0.5", 5])
     control = CepControl(switch, SINKS)
     control.install(rules)
     template = FrameTemplate("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1)
@@ -190,7 +191,7 @@ def test_a_pattern_added_later_reads_the_count_its_window_kept_from_its_install(
     initial = CepRules.model_validate({"windows": [window], "complex_events": [first]})
     every = CepRules.model_validate({"windows": [window], "complex_events": [first, later]})
     switch = SplitterPipeline()
-    switch.table_add("egress_rewrite", "rewrite_dst", [5], ["02:00:00:00:00:05", "10.0.0.5"])
+    switch.table_add("egress_rewrite", "rewrite_dst", [5, 0], ["02:00:00:00:00:05", "10.0.0.5", 5])
     control = CepControl(switch, SINKS)
     control.install(initial, every.window_tests())
     oracle = CepOracle(initial.window_specs(), initial.pattern_specs())

@@ -99,7 +99,10 @@ def test_instances_get_ids_past_the_ports_addresses_of_their_own_and_nodes_named
     assert groups[unicast[0].params[0]].nodes == [(FIRST_SHARED_ID, (plan.ports["h2"],))]
     mixed = groups[next(e.params[0] for e in plan.entries() if e.table == "multicast" and e.match[1] == 3)]
     assert mixed.nodes == [(0, (plan.ports["h3"],)), (FIRST_SHARED_ID + 2, (plan.ports["h2"],))]
-    assert {e.match[0] for e in plan.egress} == {plan.ports["h3"], *(i.id for i in h2)}
+    # egress keys on (port, rid): a whole host's copies carry rid 0, a shared
+    # instance's its own node's, and the action names the instance.
+    assert {(e.match, e.params[2]) for e in plan.egress} == \
+        {((plan.ports["h3"], 0), plan.ports["h3"]), *(((i.port, i.id), i.id) for i in h2)}
     assert Controller(SplitterPipeline()).install(plan)["operations"] == \
         sum(group_calls(g) for g in plan.groups) + len(plan.entries())
 

@@ -25,7 +25,7 @@ def run_plan(topo, events_by_stream):
     out = []
     for sid, seq, ts in events_by_stream:
         d = pipe.ingress(sid, ts)
-        out.append((sid, seq, sorted(operators[i] for _port, i in pipe.replicate(d)), d.drop))
+        out.append((sid, seq, sorted(operators[r.instance] for r in pipe.replicate(d)), d.drop))
     return out
 
 

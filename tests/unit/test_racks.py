@@ -50,9 +50,9 @@ def test_racked_hosts_are_reached_through_a_node_of_their_own_on_the_racks_port(
     assert plan.instances["h8"].id == 4 and not plan.instances["h8"].shared
     addresses = plan_addresses(plan.topology)
     # The egress rewrite gives each racked copy its own host's MAC: the bridge delivers by it.
-    rewrite = {e.match[0]: e.params for e in plan.egress}
+    rewrite = {e.match: e.params for e in plan.egress}
     for h, inst in racked.items():
-        assert rewrite[inst.id] == (addresses[h][1], addresses[h][0])
+        assert rewrite[(inst.port, inst.id)] == (addresses[h][1], addresses[h][0], inst.id)
     for group in plan._group_ids.values():
         assert all(port in (2, 3) for _rid, port in group.shared)
         assert 2 not in group.ports and 3 not in group.ports
@@ -132,9 +132,10 @@ def test_plan_shows_egress_by_instance_id(name):
 
     res = run_cli("plan", name, "-k", "1")
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "egress rewrite (instance id -> destination)" in res.stdout
+    assert "egress rewrite ((port, rid) -> instance id, destination)" in res.stdout
     if name == "racks":
-        assert any(line.split("│")[1:4] == [" 512 ", " h2       ", " 2    "] for line in res.stdout.splitlines())
+        rows = [[cell.strip() for cell in line.split("│")[1:5]] for line in res.stdout.splitlines()]
+        assert ["2", "512", "512", "h2"] in rows
 
 
 def test_validate_says_how_many_racks_and_splitter_ports(tmp_path):

@@ -46,13 +46,14 @@ class Harness:
 
     def event(self, seq, ts):
         d = self.pipe.ingress(self.stream.id, ts)
-        got = (sorted(self.hosts[i] for _port, i in self.pipe.replicate(d)), d.drop)
+        got = (sorted(self.hosts[r.instance] for r in self.pipe.replicate(d)), d.drop)
         v = self.oracle.step(seq, ts)
         want = (sorted(v.operators), v.dropped)
         if got == want:
             # Each copy's Windows header names exactly the windows of the
             # event that the oracle gives its operator, across epochs.
-            for _port, port in self.pipe.replicate(d):
+            for replica in self.pipe.replicate(d):
+                port = replica.instance
                 fields = WINDOWS_STRUCT.unpack(self.pipe._windows_header(self.stream.id, port, d.copy))
                 carried = sorted([*copy_windows(fields[4], fields[5], fields[6]),
                                   *copy_windows(fields[0], fields[1], fields[2])])

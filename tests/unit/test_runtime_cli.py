@@ -73,7 +73,7 @@ def test_mc_dump_and_counters_after_traffic(installed):
 def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
     model = SplitterPipeline()
     out = run_script(model, "table_add unicast to_operator 5 1 => 3\n"
-                            "table_add egress_rewrite MyEgress.rewrite_dst 3 => 02:00:00:00:00:03 10.0.0.3\n"
+                            "table_add egress_rewrite MyEgress.rewrite_dst 3 0 => 02:00:00:00:00:03 10.0.0.3 3\n"
                             "table_num_entries unicast\ntable_delete unicast 0\ntable_num_entries unicast\n"
                             "table_delete unicast 0\n")
     assert ("Adding entry to exact match table unicast\n"
@@ -82,7 +82,7 @@ def test_table_add_and_delete_change_the_switch_with_bmv2s_messages():
             "runtime data:        00:03\n"
             "Entry has been added with handle 0\n") in out
     assert model.table_entries("egress_rewrite") == [
-        {"handle": 0, "match": [3], "action": "rewrite_dst", "params": [0x020000000003, 0x0A000003]}]
+        {"handle": 0, "match": [3, 0], "action": "rewrite_dst", "params": [0x020000000003, 0x0A000003, 3]}]
     assert "Deleting entry 0 from unicast\n" in out
     assert runtime_output.lines(out).count("1") == 1 and runtime_output.lines(out).count("0") == 1
     assert out.endswith("Deleting entry 0 from unicast\nInvalid table operation (INVALID_HANDLE)\nRuntimeCmd: \n")

@@ -22,7 +22,7 @@ def on_the_model(case, starts):
     out = []
     for _sid, _seq, ts in case.events():
         decision = pipe.ingress(STREAM, ts)
-        out.append(case.s4_ports([operators[i] for _port, i in pipe.replicate(decision)]))
+        out.append(case.s4_ports([operators[r.instance] for r in pipe.replicate(decision)]))
     return out
 
 

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from testbed.dataplane.model import SplitterPipeline
+from testbed.dataplane.model import Replica, SplitterPipeline
 from testbed.dataplane.wire import (
     CEP_UDP_PORT,
     EVENT_LEN,
@@ -40,9 +40,12 @@ def test_scapy_dissects_event_frames():
 
 def test_egress_rewrite_keeps_ip_checksum_valid():
     pipe = SplitterPipeline()
-    pipe.table_add("egress_rewrite", "rewrite_dst", ["3"], ["02:00:00:00:00:03", "10.0.0.3"])
+    pipe.table_add("egress_rewrite", "rewrite_dst", ["3", "0"], ["02:00:00:00:00:03", "10.0.0.3", "3"])
     frame = event_frame("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1, 1, 1)
-    out = Ether(pipe.egress(3, frame))
+    [(port, address)] = pipe.addressed([Replica(3, 0)])
+    assert port == 3 and address.instance == 3
+    assert pipe.addressed([Replica(3, 7), Replica(4, 0)]) == [], "a copy without an entry is dropped"
+    out = Ether(pipe.egress(address, frame))
     assert out.dst == "02:00:00:00:00:03" and out[IP].dst == "10.0.0.3"
     chk = out[IP].chksum
     del out[IP].chksum

@@ -21,7 +21,7 @@ it to that oracle, and the differential tests hold bmv2 to it.
 from testbed.dataplane.model.batches import Batches
 from testbed.dataplane.model.cep import CepStage
 from testbed.dataplane.model.division import shift_subtract_divmod, step_back
-from testbed.dataplane.model.egress import Egress, copy_back
+from testbed.dataplane.model.egress import Address, Egress, Replica, copy_back
 from testbed.dataplane.model.epochs import EpochSwitch, old_windows_after
 from testbed.dataplane.model.forwarding import Forwarding
 from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, SlideOutcome, WindowParams
@@ -34,7 +34,7 @@ class SplitterPipeline(Batches, CepStage, Forwarding, SlideTracker, EpochSwitch,
 
 
 __all__ = [
-    "Batches", "CepStage", "ControlState", "CopyMeta", "Decision", "Egress", "EpochSwitch", "Forwarding",
-    "PreviousParams", "SlideOutcome", "SlideTracker", "SplitterPipeline", "WindowParams", "copy_back",
+    "Address", "Batches", "CepStage", "ControlState", "CopyMeta", "Decision", "Egress", "EpochSwitch", "Forwarding",
+    "PreviousParams", "Replica", "SlideOutcome", "SlideTracker", "SplitterPipeline", "WindowParams", "copy_back",
     "old_windows_after", "shift_subtract_divmod", "step_back",
 ]

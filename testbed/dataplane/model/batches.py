@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from testbed.dataplane.model.egress import Address
 from testbed.dataplane.model.metadata import CopyMeta, Decision, WindowParams
 from testbed.dataplane.wire import (
     BATCH_LEN,
@@ -159,11 +160,11 @@ class Batches:
         out = []
         final_epoch = self.registers["epoch"][stream]
         marked = marked_events(body)
-        for port, instance in self.replicate(decision):
+        for port, address in self.addressed(self.replicate(decision)):
             if whole:
-                replica = self._whole_replica(frame, stream, instance, copy, final_epoch, marked)
+                replica = self._whole_replica(frame, stream, address, copy, final_epoch, marked)
             else:
-                replica = self._batch_replica(frame, stream, instance, copies, final_epoch, marked)
+                replica = self._batch_replica(frame, stream, address, copies, final_epoch, marked)
             if replica is not None:
                 out.append((port, replica))
         return out
@@ -230,54 +231,52 @@ class Batches:
             for _more in range(rest):
                 self._drop(stream, decision.drop, nbytes)
 
-    def _header_here(self, stream: int, port: int, copy: CopyMeta, positions: dict,
+    def _header_here(self, stream: int, instance: int, copy: CopyMeta, positions: dict,
                      final_epoch: int) -> Optional[bytes]:
-        """The Windows header of ``copy``'s event in the replica for ``port``,
+        """The Windows header of ``copy``'s event in the replica for ``instance``,
         or None when none of its windows is that operator's."""
-        fields = self._windows_fields(stream, port, copy, positions, superseded=copy.epoch != final_epoch)
+        fields = self._windows_fields(stream, instance, copy, positions, superseded=copy.epoch != final_epoch)
         if copy.by_key:
-            hit = self._hit("operator_position", (copy.opset, port), positions)
+            hit = self._hit("operator_position", (copy.opset, instance), positions)
             mine = hit is not None and hit[1][0] == copy.key_op
         else:
             mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
         return WINDOWS_STRUCT.pack(*fields, 0) if mine else None
 
-    def _batch_replica(self, frame: bytes, stream: int, port: int, copies: list[tuple[int, CopyMeta]],
+    def _batch_replica(self, frame: bytes, stream: int, address: Address, copies: list[tuple[int, CopyMeta]],
                        final_epoch: int, marked: list[bytes]) -> Optional[bytes]:
-        """The copy for ``port``: the events whose windows are its operator's,
+        """The copy for ``address``: the events whose windows are its operator's,
         each followed by its Windows header; None if there is none.
         ``marked``: the batch's events as a replica carries them."""
         parts: list[bytes] = []                      # the kept events and their headers, in frame order
         positions: dict = {}
         for i, copy in copies:
-            header = self._header_here(stream, port, copy, positions, final_epoch)
+            header = self._header_here(stream, address.instance, copy, positions, final_epoch)
             if header is not None:
                 parts += (marked[i], header)
         if not parts:
             return None
-        return self._replica(frame, stream, port, len(parts) // 2, b"".join(parts))
+        return self._replica(frame, stream, address, len(parts) // 2, b"".join(parts))
 
-    def _whole_replica(self, frame: bytes, stream: int, port: int, copy: CopyMeta, final_epoch: int,
+    def _whole_replica(self, frame: bytes, stream: int, address: Address, copy: CopyMeta, final_epoch: int,
                        marked: list[bytes]) -> Optional[bytes]:
         """``_batch_replica`` for a whole slide: every event shares ``copy``'s
         windows, so the replica holds all of them or none, each with the same
         Windows header."""
-        header = self._header_here(stream, port, copy, {}, final_epoch)
+        header = self._header_here(stream, address.instance, copy, {}, final_epoch)
         if header is None:
             return None
-        return self._replica(frame, stream, port, len(marked), header.join(marked) + header)
+        return self._replica(frame, stream, address, len(marked), header.join(marked) + header)
 
-    def _replica(self, frame: bytes, stream: int, port: int, kept: int, events: bytes) -> Optional[bytes]:
-        """The replica for ``port`` of ``frame`` that carries ``kept`` events
+    def _replica(self, frame: bytes, stream: int, address: Address, kept: int, events: bytes) -> bytes:
+        """The replica for ``address`` of ``frame`` that carries ``kept`` events
         (``events``: each followed by its Windows header), through egress."""
         payload = BATCH_STRUCT.pack(kept, FLAG_WINDOWS) + events
-        copy = self.egress(port, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
-        if copy is not None:
-            # Counted once per event, at the length the frame arrived with, as
-            # egress.p4 counts packet_length once per event it keeps.
-            self._count("stream_out", stream, len(frame), kept)
-            self._count("operator_out", port, len(frame), kept)
-        return copy
+        # Counted once per event, at the length the frame arrived with, as
+        # egress.p4 counts packet_length once per event it keeps.
+        self._count("stream_out", stream, len(frame), kept)
+        self._count("operator_out", address.instance, len(frame), kept)
+        return self.egress(address, with_payload(frame, payload, BATCH_UDP_PORT, checksum=False))
 
 
 def marked_events(body: bytes) -> list[bytes]:

@@ -62,7 +62,8 @@ class CepStage:
         if mgid is None:
             return []                      # an unconfigured session clones nothing, as in bmv2
         out = []
-        for port, instance in self.replicate(Decision(mgid=mgid)):
+        for port, address in self.addressed(self.replicate(Decision(mgid=mgid))):
+            instance = address.instance
             mine = [p for p in sorted(matched) if self.registers["cep_sinks"][instance] >> p & 1]
             if not mine:
                 continue
@@ -70,11 +71,10 @@ class CepStage:
                 COMPLEX_EVENT_STRUCT.pack(matched[p][0], 0, matched[p][1], stream, 0, seq, ts,
                                           in_type(matched[p][2], "value"))       # 64 bits, sent signed
                 for p in mine)
-            sent = self.egress(instance, with_payload(frame, payload, CEP_UDP_PORT, checksum=False))
-            if sent is not None:
-                for _p in mine:
-                    self._count("cep_out", instance, len(frame))
-                out.append((port, sent))
+            sent = self.egress(address, with_payload(frame, payload, CEP_UDP_PORT, checksum=False))
+            for _p in mine:
+                self._count("cep_out", instance, len(frame))
+            out.append((port, sent))
         return out
 
     def _cep_window(self, w: int, stream: int, raw: dict[str, int]) -> None:

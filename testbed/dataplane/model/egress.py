@@ -1,7 +1,7 @@
 """Egress (p4/egress.p4): each copy addressed to its host and given its Windows header."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from testbed.dataplane.contract import U64
 from testbed.dataplane.model.metadata import CopyMeta
@@ -12,6 +12,28 @@ def copy_back(newest: int, n_ops: int, position: int) -> int:
     """How far back from the event's newest window this copy's newest lies:
     ``(newest - position) mod N`` without division, as egress.p4 does it."""
     return newest - position if newest >= position else newest + n_ops - position
+
+
+class Replica(NamedTuple):
+    """One copy as the PRE makes it: the port it leaves on and its node's rid
+    (0 for unicast)."""
+    port: int
+    rid: int
+
+    @property
+    def instance(self) -> int:
+        """The operator instance it is for: its rid, or its port where that is
+        0 (``testbed.semantics.instances``); egress learns it from the
+        egress_rewrite entry keyed on both."""
+        return self.rid or self.port
+
+
+class Address(NamedTuple):
+    """egress_rewrite's action data for a copy: where it goes, and the operator
+    instance it is for, which the position tables and operator_out key on."""
+    mac: int
+    ip: int
+    instance: int
 
 
 class Egress:
@@ -52,13 +74,19 @@ class Egress:
         return (window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
                 old_window, old_span, copy.old_n_ops & 0xFFFF)
 
-    def egress(self, instance: int, frame: bytes, windows: Optional[bytes] = None) -> Optional[bytes]:
-        """MyEgress: address the copy to operator ``instance`` (its port, for a
-        whole host) and, for a copy of an event, insert its Windows header
-        after the event header."""
-        hit = self.tables["egress_rewrite"].get((instance,))
-        if hit is None:
-            return None
-        mac, ip = hit[1]
+    def addressed(self, copies: list[Replica]) -> list[tuple[int, Address]]:
+        """The copies egress_rewrite addresses, of ``(egress port, rid)``
+        pairs as the PRE makes them: each with its port and the table's
+        action data.  A copy without an entry is dropped (egress.p4)."""
+        out = []
+        for port, rid in copies:
+            hit = self.tables["egress_rewrite"].get((port, rid))
+            if hit is not None:
+                out.append((port, Address(*hit[1])))
+        return out
+
+    def egress(self, address: Address, frame: bytes, windows: Optional[bytes] = None) -> bytes:
+        """MyEgress: address the copy to its operator instance and, for a copy
+        of an event, insert its Windows header after the event header."""
         copy = insert_windows_header(frame, windows) if windows is not None else frame
-        return readdress(copy, mac, ip)
+        return readdress(copy, address.mac, address.ip)

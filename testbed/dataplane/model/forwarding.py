@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from testbed.dataplane.contract import UNKNOWN_STREAM, drop_counter_index
+from testbed.dataplane.model.egress import Replica
 from testbed.dataplane.model.metadata import CopyMeta, Decision, PreviousParams, WindowParams
 from testbed.dataplane.wire import (
     EVENT_OFFSET,
@@ -96,19 +97,17 @@ class Forwarding:
         self._count("stream_drops", drop_counter_index(stream, reason), nbytes)
         return Decision(drop=reason)
 
-    def replicate(self, decision: Decision) -> list[tuple[int, int]]:
-        """``(egress port, instance)`` of each copy a decision makes (the PRE's
-        job for multicast).  A copy's instance is its node's rid, or its port
-        where that is 0, as egress.p4 reads it (``testbed.semantics.instances``)."""
+    def replicate(self, decision: Decision) -> list[Replica]:
+        """The copies a decision makes (the PRE's job for multicast): one of
+        rid 0 for unicast, and one per port of each of the group's nodes."""
         if decision.port is not None:
-            return [(decision.port, decision.port)]
+            return [Replica(decision.port, 0)]
+        copies: list[Replica] = []
         if decision.mgid is not None:
-            copies: list[tuple[int, int]] = []
             for handle in self.mc_groups.get(decision.mgid, ()):
                 rid, ports = self.mc_nodes[handle]
-                copies.extend((port, rid or port) for port in ports)
-            return copies
-        return []
+                copies.extend(Replica(port, rid) for port in ports)
+        return copies
 
     def process(self, frame: bytes, in_port: int = 0) -> list[tuple[int, bytes]]:
         """Frames to send, as ``(egress port, bytes)``, for one frame received on ``in_port``."""
@@ -127,12 +126,11 @@ class Forwarding:
         # The CEP stage sees every event, whatever the splitter does with it;
         # its frames to the sinks are an I2E clone's, enqueued first (p4/cep.p4).
         out = self.cep(frame, event) if self.cep_on else []
-        for port, instance in self.replicate(decision):
-            rewritten = self.egress(instance, frame, self._windows_header(stream, instance, decision.copy))
-            if rewritten is not None:
-                # Counted at the length the frame arrived with, as bmv2
-                # counts packet_length before the deparser grows the copy.
-                self._count("stream_out", stream, len(frame))
-                self._count("operator_out", instance, len(frame))
-                out.append((port, rewritten))
+        for port, address in self.addressed(self.replicate(decision)):
+            windows = self._windows_header(stream, address.instance, decision.copy)
+            # Counted at the length the frame arrived with, as bmv2
+            # counts packet_length before the deparser grows the copy.
+            self._count("stream_out", stream, len(frame))
+            self._count("operator_out", address.instance, len(frame))
+            out.append((port, self.egress(address, frame, windows)))
         return out
