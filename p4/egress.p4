@@ -6,9 +6,9 @@
  * multicast node that made it: 0 for unicast and for a node of whole
  * hosts, the instance's id for an instance on a shared port
  * (testbed.semantics.instances).  So it is right for unicast and for each
- * replica of a group alike, and its action names the copy's instance, which
- * the position tables key on.  A copy for an instance without an entry is
- * dropped.  stream_out / operator_out count the copies that actually leave.
+ * replica of a group alike, and so are the position tables; its action
+ * names the copy's instance, which operator_out counts.  A copy for an
+ * instance without an entry is dropped.  stream_out / operator_out count the copies that actually leave.
  */
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4
@@ -44,8 +44,10 @@ control MyEgress(inout headers_t hdr,
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
         hdr.udp.checksum = 0;
+#ifdef EGRESS_DECIDES
+        /* counted later, once the copy is known to leave */
         meta.copy.instance = instance;
-#ifndef EGRESS_DECIDES
+#else
         /* every copy addressed here leaves: counted here, not in a table
          * of p4c's of its own */
         stream_out.count(STREAM_KEY);
@@ -53,8 +55,9 @@ control MyEgress(inout headers_t hdr,
 #endif
     }
 
-    /* Keyed on the two fields themselves: an instance worked out from them
-     * would be a test and a table of p4c's on every copy (docs/p4.md, rule 6). */
+    /* Keyed on the two fields themselves, as the position tables are: an
+     * instance worked out from them would be a test and a table of p4c's
+     * on every copy, and a field to reset and copy (docs/p4.md, rule 6). */
     table egress_rewrite {
         key = {
             standard_metadata.egress_port : exact @name("port");
@@ -75,7 +78,8 @@ control MyEgress(inout headers_t hdr,
     table operator_position {
         key = {
             meta.win.opset                : exact @name("opset");
-            meta.copy.instance            : exact @name("instance");
+            standard_metadata.egress_port : exact @name("port");
+            standard_metadata.egress_rid  : exact @name("rid");
         }
         actions = { set_position; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -90,7 +94,8 @@ control MyEgress(inout headers_t hdr,
     table previous_position {
         key = {
             STREAM_KEY                    : exact @name("stream");
-            meta.copy.instance            : exact @name("instance");
+            standard_metadata.egress_port : exact @name("port");
+            standard_metadata.egress_rid  : exact @name("rid");
         }
         actions = { set_previous_position; @defaultonly NoAction; }
         const default_action = NoAction();

@@ -7,6 +7,18 @@
 #ifndef SPLITTER_HEADERS_P4
 #define SPLITTER_HEADERS_P4
 
+/* Whether egress decides which copies leave, and what they carry: in the
+ * batch build (a batch's copy may keep none of its events for the operator,
+ * and carries no Windows header of the frame's own) and the CEP build (the
+ * clone for the sinks may have no complex event, and carries none).  In the
+ * plain build and the build without changes, only events reach egress, and
+ * every copy that egress_rewrite addresses leaves with the event's Windows
+ * header: so those two make what every copy has in common in ingress, once
+ * per event, and count a copy in the rewrite's action. */
+#if defined(BATCHES) || defined(CEP)
+#define EGRESS_DECIDES
+#endif
+
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<9>  port_t;        /* v1model egress_spec / egress_port */
@@ -251,14 +263,17 @@ struct epoch_t {
 }
 
 /* What every copy needs for its Windows header: the window counts before
- * forwarding clamps them to N (the operator's positions are hdr.scratch's),
- * and the copy's instance, which the position tables key on. */
+ * forwarding clamps them to N (the operator's positions are hdr.scratch's);
+ * where egress decides later whether the copy leaves, the copy's instance
+ * for its counters. */
 struct copy_meta_t {
     bit<32> active;
 #ifndef FIXED
     bit<32> old_active;
 #endif
+#ifdef EGRESS_DECIDES
     bit<32> instance;      /* egress: the copy's operator instance (egress_rewrite's action data) */
+#endif
 }
 
 /* The slide tracker's values that start at 0 (slides.p4), as bmv2 gives
@@ -383,18 +398,6 @@ struct cep_meta_t {
 #define STREAM_KEY meta.stream
 #else
 #define STREAM_KEY hdr.event.stream
-#endif
-
-/* Whether egress decides which copies leave, and what they carry: in the
- * batch build (a batch's copy may keep none of its events for the operator,
- * and carries no Windows header of the frame's own) and the CEP build (the
- * clone for the sinks may have no complex event, and carries none).  In the
- * plain build and the build without changes, only events reach egress, and
- * every copy that egress_rewrite addresses leaves with the event's Windows
- * header: so those two make what every copy has in common in ingress, once
- * per event, and count a copy in the rewrite's action. */
-#if defined(BATCHES) || defined(CEP)
-#define EGRESS_DECIDES
 #endif
 
 /* What every copy of a single event has in common: its Windows header

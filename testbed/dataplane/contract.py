@@ -141,7 +141,7 @@ PORT_BITS = 9     # v1model's port_t
 BANK_KEY = Key("bank", 1)
 OP_KEY = Key("newest_op", 32)
 ACTIVE_KEY = Key("active", 32)
-INSTANCE_KEY = Key("instance", 32)
+EGRESS_PORT_KEY = Key("port", PORT_BITS)
 RID_KEY = Key("rid", 16)
 OPSET_KEY = Key("opset", 32)
 TO_OPERATOR = ActionSpec((Param("port", "int", PORT_BITS),))
@@ -185,15 +185,15 @@ SCHEMA: dict[str, TableSpec] = {
     # Egress keys on where the copy leaves and its replica's rid: 0 for unicast
     # and whole hosts' nodes, the instance's id for an instance on a shared
     # port (testbed.semantics.instances).  The action names the instance,
-    # which the position tables key on.
-    "egress_rewrite": TableSpec(EGRESS, (Key("port", PORT_BITS), RID_KEY),
+    # which operator_out counts.
+    "egress_rewrite": TableSpec(EGRESS, (EGRESS_PORT_KEY, RID_KEY),
                                 {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32),
                                                             Param("instance", "int", 32)))}),
     # Where the copy's operator instance stands in the operator set: which of
     # the event's windows its copy carries (the Windows header).
-    "operator_position": TableSpec(EGRESS, (OPSET_KEY, INSTANCE_KEY),
+    "operator_position": TableSpec(EGRESS, (OPSET_KEY, EGRESS_PORT_KEY, RID_KEY),
                                    {"set_position": ActionSpec((Param("position", "int", 32),))}),
-    "previous_position": TableSpec(EGRESS, (STREAM_KEY, INSTANCE_KEY),
+    "previous_position": TableSpec(EGRESS, (STREAM_KEY, EGRESS_PORT_KEY, RID_KEY),
                                    {"set_previous_position": ActionSpec((Param("position", "int", 32),))}),
 }
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).

@@ -236,7 +236,7 @@ class SplitterPlan:
         self.opsets: dict[tuple[str, ...], OperatorSet] = {}
         self.streams: dict[int, StreamPlan] = {s.id: self._plan_stream(s) for s in topology.streams}
         receiving = set(topology.receiver_hosts())
-        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", (inst.port, inst.rid),
+        self.egress = [TableEntry(EGRESS_REWRITE, "rewrite_dst", self.egress_key(inst.name),
                                   (inst.mac, inst.ip, inst.id))
                        for inst in self.instances.values() if inst.host in receiving]
         if checked:
@@ -278,9 +278,11 @@ class SplitterPlan:
         groups[group.mgid] = group
         return TableEntry(table, "to_group", match, (group.mgid,))
 
-    def instance_id(self, operator: str) -> int:
-        """The egress key of an operator instance: its port, or its id on a shared host."""
-        return self.instances[operator].id
+    def egress_key(self, operator: str) -> tuple[int, int]:
+        """What the egress tables key an operator instance's copies on: the
+        port they leave on and their rid (``Instance.rid``)."""
+        inst = self.instances[operator]
+        return inst.port, inst.rid
 
     def _plan_stream(self, s: Stream) -> StreamPlan:
         """The stream's first configuration, in bank 0."""
@@ -296,7 +298,7 @@ class SplitterPlan:
             for i, op in enumerate(s.operators):
                 opset.entries.append(self._to_one(UNICAST, (opset.id, i), op, opset.groups))
                 opset.entries.append(TableEntry(OPERATOR_POSITION, "set_position",
-                                                (opset.id, self.instance_id(op)), (i,)))
+                                                (opset.id, *self.egress_key(op)), (i,)))
         if s.split == "key" and not s.sends_batches:
             # Every event goes to one operator, the key's (unicast by its
             # index), with all of its windows: no groups.
@@ -340,7 +342,7 @@ class SplitterPlan:
         n_old = len(old.operators)
         change.entries.append(TableEntry(PREVIOUS_SPEC, "set_previous", (old.id,),
                                          (ow.slide, full, extra, ow.size, n_old, transition_tail(old, new))))
-        change.entries.extend(TableEntry(PREVIOUS_POSITION, "set_previous_position", (old.id, self.instance_id(op)),
+        change.entries.extend(TableEntry(PREVIOUS_POSITION, "set_previous_position", (old.id, *self.egress_key(op)),
                                          (i,))
                               for i, op in enumerate(old.operators))
         opset = self._opset_for(new)

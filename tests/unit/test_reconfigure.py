@@ -54,7 +54,7 @@ class Harness:
             # event that the oracle gives its operator, across epochs.
             for replica in self.pipe.replicate(d):
                 port = replica.instance
-                fields = WINDOWS_STRUCT.unpack(self.pipe._windows_header(self.stream.id, port, d.copy))
+                fields = WINDOWS_STRUCT.unpack(self.pipe._windows_header(self.stream.id, replica, d.copy))
                 carried = sorted([*copy_windows(fields[4], fields[5], fields[6]),
                                   *copy_windows(fields[0], fields[1], fields[2])])
                 owned = sorted(w for w in v.windows if self.oracle.owner(w) == self.hosts[port])

@@ -42,8 +42,8 @@ def test_egress_rewrite_keeps_ip_checksum_valid():
     pipe = SplitterPipeline()
     pipe.table_add("egress_rewrite", "rewrite_dst", ["3", "0"], ["02:00:00:00:00:03", "10.0.0.3", "3"])
     frame = event_frame("02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", 1, 1, 1)
-    [(port, address)] = pipe.addressed([Replica(3, 0)])
-    assert port == 3 and address.instance == 3
+    [(replica, address)] = pipe.addressed([Replica(3, 0)])
+    assert replica.port == 3 and address.instance == 3
     assert pipe.addressed([Replica(3, 7), Replica(4, 0)]) == [], "a copy without an entry is dropped"
     out = Ether(pipe.egress(address, frame))
     assert out.dst == "02:00:00:00:00:03" and out[IP].dst == "10.0.0.3"

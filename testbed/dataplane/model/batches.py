@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from testbed.dataplane.model.egress import Address
+from testbed.dataplane.model.egress import Address, Replica
 from testbed.dataplane.model.metadata import CopyMeta, Decision, WindowParams
 from testbed.dataplane.wire import (
     BATCH_LEN,
@@ -160,13 +160,13 @@ class Batches:
         out = []
         final_epoch = self.registers["epoch"][stream]
         marked = marked_events(body)
-        for port, address in self.addressed(self.replicate(decision)):
+        for replica, address in self.addressed(self.replicate(decision)):
             if whole:
-                replica = self._whole_replica(frame, stream, address, copy, final_epoch, marked)
+                sent = self._whole_replica(frame, stream, replica, address, copy, final_epoch, marked)
             else:
-                replica = self._batch_replica(frame, stream, address, copies, final_epoch, marked)
-            if replica is not None:
-                out.append((port, replica))
+                sent = self._batch_replica(frame, stream, replica, address, copies, final_epoch, marked)
+            if sent is not None:
+                out.append((replica.port, sent))
         return out
 
     def _whole_slide(self, stream: int, first: CopyMeta, events: list[tuple], before: tuple[int, int],
@@ -231,39 +231,39 @@ class Batches:
             for _more in range(rest):
                 self._drop(stream, decision.drop, nbytes)
 
-    def _header_here(self, stream: int, instance: int, copy: CopyMeta, positions: dict,
+    def _header_here(self, stream: int, replica: Replica, copy: CopyMeta, positions: dict,
                      final_epoch: int) -> Optional[bytes]:
-        """The Windows header of ``copy``'s event in the replica for ``instance``,
-        or None when none of its windows is that operator's."""
-        fields = self._windows_fields(stream, instance, copy, positions, superseded=copy.epoch != final_epoch)
+        """The Windows header of ``copy``'s event in ``replica``, or None when
+        none of its windows is that operator's."""
+        fields = self._windows_fields(stream, replica, copy, positions, superseded=copy.epoch != final_epoch)
         if copy.by_key:
-            hit = self._hit("operator_position", (copy.opset, instance), positions)
+            hit = self._hit("operator_position", (copy.opset, *replica), positions)
             mine = hit is not None and hit[1][0] == copy.key_op
         else:
             mine = fields[SPAN] > 0 or fields[OLD_SPAN] > 0
         return WINDOWS_STRUCT.pack(*fields, 0) if mine else None
 
-    def _batch_replica(self, frame: bytes, stream: int, address: Address, copies: list[tuple[int, CopyMeta]],
-                       final_epoch: int, marked: list[bytes]) -> Optional[bytes]:
-        """The copy for ``address``: the events whose windows are its operator's,
+    def _batch_replica(self, frame: bytes, stream: int, replica: Replica, address: Address,
+                       copies: list[tuple[int, CopyMeta]], final_epoch: int, marked: list[bytes]) -> Optional[bytes]:
+        """``replica`` as it leaves: the events whose windows are its operator's,
         each followed by its Windows header; None if there is none.
         ``marked``: the batch's events as a replica carries them."""
         parts: list[bytes] = []                      # the kept events and their headers, in frame order
         positions: dict = {}
         for i, copy in copies:
-            header = self._header_here(stream, address.instance, copy, positions, final_epoch)
+            header = self._header_here(stream, replica, copy, positions, final_epoch)
             if header is not None:
                 parts += (marked[i], header)
         if not parts:
             return None
         return self._replica(frame, stream, address, len(parts) // 2, b"".join(parts))
 
-    def _whole_replica(self, frame: bytes, stream: int, address: Address, copy: CopyMeta, final_epoch: int,
-                       marked: list[bytes]) -> Optional[bytes]:
+    def _whole_replica(self, frame: bytes, stream: int, replica: Replica, address: Address, copy: CopyMeta,
+                       final_epoch: int, marked: list[bytes]) -> Optional[bytes]:
         """``_batch_replica`` for a whole slide: every event shares ``copy``'s
         windows, so the replica holds all of them or none, each with the same
         Windows header."""
-        header = self._header_here(stream, address.instance, copy, {}, final_epoch)
+        header = self._header_here(stream, replica, copy, {}, final_epoch)
         if header is None:
             return None
         return self._replica(frame, stream, address, len(marked), header.join(marked) + header)

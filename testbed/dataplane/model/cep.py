@@ -62,7 +62,7 @@ class CepStage:
         if mgid is None:
             return []                      # an unconfigured session clones nothing, as in bmv2
         out = []
-        for port, address in self.addressed(self.replicate(Decision(mgid=mgid))):
+        for replica, address in self.addressed(self.replicate(Decision(mgid=mgid))):
             instance = address.instance
             mine = [p for p in sorted(matched) if self.registers["cep_sinks"][instance] >> p & 1]
             if not mine:
@@ -74,7 +74,7 @@ class CepStage:
             sent = self.egress(address, with_payload(frame, payload, CEP_UDP_PORT, checksum=False))
             for _p in mine:
                 self._count("cep_out", instance, len(frame))
-            out.append((port, sent))
+            out.append((replica.port, sent))
         return out
 
     def _cep_window(self, w: int, stream: int, raw: dict[str, int]) -> None:

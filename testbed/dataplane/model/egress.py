@@ -39,14 +39,14 @@ class Address(NamedTuple):
 class Egress:
     """The Windows header of a copy, and the rewrite of its addresses."""
 
-    def _windows_header(self, stream: int, instance: int, copy: CopyMeta) -> bytes:
-        """The Windows header of the copy for operator ``instance`` (egress.p4)."""
-        return WINDOWS_STRUCT.pack(*self._windows_fields(stream, instance, copy), 0)
+    def _windows_header(self, stream: int, replica: Replica, copy: CopyMeta) -> bytes:
+        """The Windows header of ``replica``, a copy for one operator (egress.p4)."""
+        return WINDOWS_STRUCT.pack(*self._windows_fields(stream, replica, copy), 0)
 
-    def _windows_fields(self, stream: int, port: int, copy: CopyMeta,
+    def _windows_fields(self, stream: int, replica: Replica, copy: CopyMeta,
                         positions: Optional[dict] = None, superseded: bool = False) -> tuple[int, ...]:
-        """The Windows header's fields for ``port``: the event's windows whose
-        operator stands at this port's position, in the epoch in force and in
+        """The Windows header's fields for ``replica``: the event's windows whose
+        operator stands at its instance's position, in the epoch in force and in
         the previous one.  ``positions`` keeps a batch's position lookups.
         ``superseded``: the event is of a batch whose later events begin a
         new epoch, so its own epoch is now the previous one, whose positions
@@ -58,15 +58,15 @@ class Egress:
         window = span = old_window = old_span = 0
         if v.active:
             if superseded:
-                hit = self._hit("previous_position", (stream, port), positions)
+                hit = self._hit("previous_position", (stream, *replica), positions)
             else:
-                hit = self._hit("operator_position", (copy.opset, port), positions)
+                hit = self._hit("operator_position", (copy.opset, *replica), positions)
             if hit is not None:
                 back = copy_back(v.newest, copy.n_ops, hit[1][0])
                 if back < v.active:
                     window, span = (v.window - back) & U64, v.active - back
         if v.old_active:
-            old_hit = self._hit("previous_position", (stream, port), positions)
+            old_hit = self._hit("previous_position", (stream, *replica), positions)
             if old_hit is not None:
                 back = copy_back(v.old_newest, copy.old_n_ops, old_hit[1][0])
                 if back < v.old_active:
@@ -74,15 +74,15 @@ class Egress:
         return (window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
                 old_window, old_span, copy.old_n_ops & 0xFFFF)
 
-    def addressed(self, copies: list[Replica]) -> list[tuple[int, Address]]:
-        """The copies egress_rewrite addresses, of ``(egress port, rid)``
-        pairs as the PRE makes them: each with its port and the table's
-        action data.  A copy without an entry is dropped (egress.p4)."""
+    def addressed(self, copies: list[Replica]) -> list[tuple[Replica, Address]]:
+        """The copies, as the PRE makes them, that egress_rewrite addresses:
+        each with the table's action data.  A copy without an entry is
+        dropped (egress.p4)."""
         out = []
-        for port, rid in copies:
-            hit = self.tables["egress_rewrite"].get((port, rid))
+        for replica in copies:
+            hit = self.tables["egress_rewrite"].get(tuple(replica))
             if hit is not None:
-                out.append((port, Address(*hit[1])))
+                out.append((replica, Address(*hit[1])))
         return out
 
     def egress(self, address: Address, frame: bytes, windows: Optional[bytes] = None) -> bytes:

@@ -126,11 +126,11 @@ class Forwarding:
         # The CEP stage sees every event, whatever the splitter does with it;
         # its frames to the sinks are an I2E clone's, enqueued first (p4/cep.p4).
         out = self.cep(frame, event) if self.cep_on else []
-        for port, address in self.addressed(self.replicate(decision)):
-            windows = self._windows_header(stream, address.instance, decision.copy)
+        for replica, address in self.addressed(self.replicate(decision)):
+            windows = self._windows_header(stream, replica, decision.copy)
             # Counted at the length the frame arrived with, as bmv2
             # counts packet_length before the deparser grows the copy.
             self._count("stream_out", stream, len(frame))
             self._count("operator_out", address.instance, len(frame))
-            out.append((port, self.egress(address, frame, windows)))
+            out.append((replica.port, self.egress(address, frame, windows)))
         return out
