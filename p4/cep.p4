@@ -303,8 +303,7 @@ register<bit<8>, bit<32>>(N_PORTS)               cep_sinks;            /* per po
         CEP_OUT(0) CEP_OUT(1) CEP_OUT(2) CEP_OUT(3)                            \
         hdr.event.setInvalid();                                                \
         bit<16> payload = CEP_HEADER_BYTES + hdr.cep.count * COMPLEX_EVENT_BYTES; \
-        hdr.udp.src_port = CEP_UDP_PORT;                                       \
-        hdr.udp.dst_port = CEP_UDP_PORT;                                       \
+        hdr.udp.ports = CEP_UDP_PORT ++ CEP_UDP_PORT;                          \
         hdr.udp.length_ = UDP_HEADER_BYTES + payload;                          \
         hdr.ipv4.total_len = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;   \
         truncate((bit<32>)(ETHERNET_HEADER_BYTES + hdr.ipv4.total_len));       \

@@ -9,11 +9,15 @@
 #define SPLITTER_CONSTANTS_P4
 
 /* ---- wire format ------------------------------------------------------ */
-const bit<16> ETHERTYPE_IPV4 = 0x0800;
-const bit<4>  IPV4_VERSION   = 4;
-const bit<4>  IPV4_IHL_NO_OPTIONS = 5;   /* 20-byte header: options are not parsed */
-const bit<8>  IP_PROTO_UDP   = 17;
-const bit<3>  IPV4_FLAG_MF   = 0b001;    /* more fragments; with a non-zero offset, marks a fragment */
+/* What the parser selects on, as values and masks of the joined fields
+ * (headers.p4) */
+const bit<64> ETHERTYPE_IPV4      = 0x0800;          /* the EtherType, ... */
+const bit<64> ETHERTYPE_MASK      = 0xFFFF;          /* ... after the source MAC */
+const bit<16> IPV4_NO_OPTIONS     = 0x4500;          /* version 4, IHL 5: options are not parsed */
+const bit<16> IPV4_NO_OPTIONS_MASK = 0xFF00;         /* (not DSCP and ECN) */
+const bit<48> IPV4_WHOLE_UDP      = 0x000000000011;  /* protocol 17 (UDP), more fragments 0, offset 0: */
+const bit<48> IPV4_WHOLE_UDP_MASK = 0x00003FFF00FF;  /* a whole datagram (not the id, DF or TTL) */
+const bit<32> UDP_DST_PORT_MASK   = 0xFFFF;          /* the destination port, after the source */
 const bit<16> EVENT_UDP_PORT = 50000;    /* UDP destination port that marks an event */
 const bit<16> BATCH_UDP_PORT = 50002;    /* UDP destination port that marks a batch of events */
 const bit<16> HEARTBEAT_UDP_PORT = 50001; /* an operator host's heartbeat: counted per port, dropped */

@@ -155,7 +155,7 @@ control MyEgress(inout headers_t hdr,
                                           + meta.batch.kept * (EVENT_BYTES + WINDOWS_HEADER_BYTES);
                         hdr.batch.count = meta.batch.kept;
                         hdr.batch.flags = FLAG_WINDOWS;
-                        hdr.udp.src_port = BATCH_UDP_PORT;
+                        hdr.udp.ports[31:16] = BATCH_UDP_PORT;
                         hdr.udp.length_ = UDP_HEADER_BYTES + payload;
                         hdr.ipv4.total_len = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;
                         /* Nothing but the headers above leaves: bytes past the

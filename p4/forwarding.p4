@@ -315,7 +315,7 @@ control MyIngress(inout headers_t hdr,
         if (!hdr.event.isValid() && !batched) {
             /* An operator host's heartbeat says it is alive: the controller
              * watches this counter per port (testbed.dataplane.liveness). */
-            if (hdr.udp.isValid() && hdr.udp.dst_port == HEARTBEAT_UDP_PORT) {
+            if (hdr.udp.isValid() && hdr.udp.ports[15:0] == HEARTBEAT_UDP_PORT) {
                 heartbeats.count(standard_metadata.ingress_port);
             } else {
                 non_event.count(0);

@@ -23,30 +23,27 @@ typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<9>  port_t;        /* v1model egress_spec / egress_port */
 
+/* The frame's headers.  A field that the program writes is a field of its
+ * own; the others are joined with their neighbours and the parser selects
+ * on them with masks: bmv2 extracts, copies into every replica and emits a
+ * header field by field, at some hundreds of instructions a field
+ * (docs/p4.md, rule 6).  The bytes are the wire's either way. */
 header ethernet_t {
     mac_addr_t dst_addr;
-    mac_addr_t src_addr;
-    bit<16>    ether_type;
+    bit<64>    src_addr_type;          /* source MAC (48), EtherType (16) */
 }
 
 header ipv4_t {
-    bit<4>      version;
-    bit<4>      ihl;
-    bit<8>      diffserv;
+    bit<16>     version_ihl_diffserv;  /* version (4), IHL (4), DSCP and ECN (8) */
     bit<16>     total_len;
-    bit<16>     identification;
-    bit<3>      flags;
-    bit<13>     frag_offset;
-    bit<8>      ttl;
-    bit<8>      protocol;
+    bit<48>     id_frag_ttl_protocol;  /* identification (16), flags (3), fragment offset (13), TTL (8), protocol (8) */
     bit<16>     hdr_checksum;
     ipv4_addr_t src_addr;
     ipv4_addr_t dst_addr;
 }
 
 header udp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
+    bit<32> ports;                     /* source (16), destination (16) */
     bit<16> length_;
     bit<16> checksum;
 }

@@ -19,27 +19,26 @@ parser MyParser(packet_in packet,
                 inout standard_metadata_t standard_metadata) {
     state start {
         packet.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
+        transition select(hdr.ethernet.src_addr_type) {
+            ETHERTYPE_IPV4 &&& ETHERTYPE_MASK: parse_ipv4;
             default: accept;
         }
     }
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.flags,
-                          hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (IPV4_VERSION, IPV4_IHL_NO_OPTIONS, 0 &&& IPV4_FLAG_MF, 0, IP_PROTO_UDP): parse_udp;
+        transition select(hdr.ipv4.version_ihl_diffserv, hdr.ipv4.id_frag_ttl_protocol) {
+            (IPV4_NO_OPTIONS &&& IPV4_NO_OPTIONS_MASK, IPV4_WHOLE_UDP &&& IPV4_WHOLE_UDP_MASK): parse_udp;
             default: accept;
         }
     }
 
     state parse_udp {
         packet.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) {
-            EVENT_UDP_PORT: parse_event;
+        transition select(hdr.udp.ports) {
+            (bit<32>)EVENT_UDP_PORT &&& UDP_DST_PORT_MASK: parse_event;
 #ifdef BATCHES
-            BATCH_UDP_PORT: parse_batch;
+            (bit<32>)BATCH_UDP_PORT &&& UDP_DST_PORT_MASK: parse_batch;
 #endif
             default: accept;
         }
@@ -98,15 +97,9 @@ control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
         update_checksum(
             hdr.ipv4.isValid(),
-            { hdr.ipv4.version,
-              hdr.ipv4.ihl,
-              hdr.ipv4.diffserv,
+            { hdr.ipv4.version_ihl_diffserv,
               hdr.ipv4.total_len,
-              hdr.ipv4.identification,
-              hdr.ipv4.flags,
-              hdr.ipv4.frag_offset,
-              hdr.ipv4.ttl,
-              hdr.ipv4.protocol,
+              hdr.ipv4.id_frag_ttl_protocol,
               hdr.ipv4.src_addr,
               hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum,

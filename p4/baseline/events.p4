@@ -29,22 +29,22 @@ parser EventParser(packet_in packet, out event_headers_t hdr, inout FLOOR_META m
                    inout standard_metadata_t standard_metadata) {
     state start {
         packet.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
+        transition select(hdr.ethernet.src_addr_type) {
+            ETHERTYPE_IPV4 &&& ETHERTYPE_MASK: parse_ipv4;
             default: accept;
         }
     }
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.protocol) {
-            IP_PROTO_UDP: parse_udp;
+        transition select(hdr.ipv4.id_frag_ttl_protocol) {
+            IPV4_WHOLE_UDP &&& 0xFF: parse_udp;
             default: accept;
         }
     }
     state parse_udp {
         packet.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) {
-            EVENT_UDP_PORT: parse_event;
+        transition select(hdr.udp.ports) {
+            (bit<32>)EVENT_UDP_PORT &&& UDP_DST_PORT_MASK: parse_event;
             default: accept;
         }
     }
