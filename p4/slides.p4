@@ -99,6 +99,27 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
 #define STREAM_NEW (s.initialized == 0)
 #endif
 
+/* An event in no window of either epoch (NO_WINDOW).  Most events lie in
+ * exactly the whole windows that window_spec counts: in no partial one
+ * (offset >= extra), all of them begun, and at least one; the tracker
+ * asks that in one test (NO_PARTIAL_WINDOW) before the three steps that
+ * would each be a test. */
+#ifdef FIXED
+#define NO_WINDOW (verdict.active == 0)
+#else
+#define NO_WINDOW (verdict.active == 0 && verdict.old_active == 0)
+#endif
+#define NO_PARTIAL_WINDOW (s.offset >= s.extra && s.begun_now >= verdict.active && !NO_WINDOW)
+
+/* An event that moves the tracker on (or stays in the newest slide): not
+ * late, at or past the newest slide's start, and, during a transition, not
+ * one of the previous epoch's alone. */
+#ifdef FIXED
+#define IN_ORDER (f.late == 0 && s.x >= s.start)
+#else
+#define IN_ORDER (f.old_only == 0 && f.late == 0 && s.x >= s.start)
+#endif
+
 /* Reads and advances the window state of one stream and fills the
  * verdict: a drop code, or (newest_op, active) for the epoch in force and,
  * during a transition, (old_newest, old_active) for the previous one.  The
@@ -299,27 +320,11 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                     }
                 }
 
-                if (f.old_only == 1) {
-                    /* decided above */
-                } else
 #endif
-                if (f.late == 1) {
-                    /* -- back to the late event's own slide; nothing advances - */
-                    s.slides_back = 0;   /* hdr.scratch is not reset (headers.p4) */
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)   /* LATE_STEPS times */
-                    if (s.slides_back >= s.begun_now) {
-                        verdict.drop_code = DROP_BEFORE_ORIGIN;
-                    } else {
-                        s.begun_now = s.begun_now - s.slides_back;
-                        verdict.window = verdict.window - (bit<64>)s.slides_back;
-                        s.offset = s.x - s.start;
-                    }
-                } else if (s.x < s.start) {
-                    verdict.drop_code = DROP_BEFORE_ORIGIN;
-                } else {
+                /* The common case first, in one test: an event in order, at
+                 * or past the newest slide's start (each `if` is a condition
+                 * bmv2 evaluates per event; docs/p4.md, rule 6). */
+                if (IN_ORDER) {
                     /* -- a new slide (or several, after a gap) has begun ------ */
                     if (s.offset >= s.slide) {
                         if (s.offset - s.slide < s.slide) {
@@ -378,6 +383,27 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                         newest_window.write(idx, verdict.window);
                         begun.write(idx, s.begun_now);
                     }
+#ifndef FIXED
+                } else if (f.old_only == 1) {
+                    /* decided above */
+#endif
+                } else if (f.late == 1) {
+                    /* -- back to the late event's own slide; nothing advances - */
+                    s.slides_back = 0;   /* hdr.scratch is not reset (headers.p4) */
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)   /* LATE_STEPS times */
+                    if (s.slides_back >= s.begun_now) {
+                        verdict.drop_code = DROP_BEFORE_ORIGIN;
+                    } else {
+                        s.begun_now = s.begun_now - s.slides_back;
+                        verdict.window = verdict.window - (bit<64>)s.slides_back;
+                        s.offset = s.x - s.start;
+                    }
+                } else {
+                    /* before the stream's origin (s.x < s.start) */
+                    verdict.drop_code = DROP_BEFORE_ORIGIN;
                 }
 
                 /* -- how many windows of the epoch in force hold the event ---- */
@@ -390,18 +416,16 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                      * already: the tracker reads and moves them in place, so
                      * no copy is made of either.  The count, in place too,
                      * from the whole windows window_spec put there. */
-                    if (s.offset < s.extra) {
-                        verdict.active = verdict.active + 1;
-                    }
-                    if (s.begun_now < verdict.active) {
-                        verdict.active = s.begun_now;
-                    }
-#ifdef FIXED
-                    if (verdict.active == 0) {
-#else
-                    if (verdict.active == 0 && verdict.old_active == 0) {
-#endif
-                        verdict.drop_code = DROP_NO_WINDOW;
+                    if (!NO_PARTIAL_WINDOW) {
+                        if (s.offset < s.extra) {
+                            verdict.active = verdict.active + 1;
+                        }
+                        if (s.begun_now < verdict.active) {
+                            verdict.active = s.begun_now;
+                        }
+                        if (NO_WINDOW) {
+                            verdict.drop_code = DROP_NO_WINDOW;
+                        }
                     }
                 }
             }
