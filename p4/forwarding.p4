@@ -266,6 +266,20 @@ control MyIngress(inout headers_t hdr,
     }                                                                           \
     stream_drops.count(hdr.scratch.drop_slot);
 
+    /* A destination table's miss: no operator for the event.  Outside the
+     * batch build it is counted and dropped where it happens, so an event
+     * sent on takes no further test of its verdict; a batch's pass counts
+     * its events' drops itself, below. */
+#ifdef BATCHES
+#define UNROUTED                                                                \
+    meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+#else
+#define UNROUTED                                                                \
+    meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                               \
+    DROP_COUNT                                                                  \
+    mark_to_drop(standard_metadata);
+#endif
+
 #ifdef FIXED
 #define HANDOVER_OR
 #else
@@ -275,7 +289,7 @@ control MyIngress(inout headers_t hdr,
             meta.verdict.newest_op = 0;                                         \
         }                                                                       \
         if (!handover.apply().hit) {                                            \
-            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
+            UNROUTED                                                            \
         }                                                                       \
     } else
 #endif
@@ -283,11 +297,11 @@ control MyIngress(inout headers_t hdr,
     HANDOVER_OR                                                                 \
     if (meta.verdict.active == 1) {                                             \
         if (!unicast.apply().hit) {                                             \
-            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
+            UNROUTED                                                            \
         }                                                                       \
     } else {                                                                    \
         if (!multicast.apply().hit) {                                           \
-            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;                       \
+            UNROUTED                                                            \
         }                                                                       \
     }
 
@@ -409,11 +423,14 @@ control MyIngress(inout headers_t hdr,
 #endif
                 COUNTS_FOR_COPIES
                 ROUTE_TO_OPERATORS
+            } else {
+                DROP_COUNT
+                mark_to_drop(standard_metadata);
             }
 #endif
 
-            if (meta.verdict.drop_code != DROP_NONE) {
 #ifdef BATCHES
+            if (meta.verdict.drop_code != DROP_NONE) {
                 if (!counted) {
                     if (batched) {
                         FOR_EACH_SLOT(BATCH_UNROUTED)
@@ -421,11 +438,9 @@ control MyIngress(inout headers_t hdr,
                         DROP_COUNT
                     }
                 }
-#else
-                DROP_COUNT
-#endif
                 mark_to_drop(standard_metadata);
             }
+#endif
 #ifdef CEP
             /* Every event goes through the CEP stage, sent on or dropped
              * by the splitter (docs/cep.md, "What the stage sees"). */
@@ -443,5 +458,6 @@ control MyIngress(inout headers_t hdr,
 #undef DROP_COUNT
 #undef OLD_COUNTS_FOR_COPIES
 #undef HANDOVER_OR
+#undef UNROUTED
 
 #endif
