@@ -8,7 +8,8 @@
  * (testbed.semantics.instances).  So it is right for unicast and for each
  * replica of a group alike, and so are the position tables; its action
  * names the copy's instance, which operator_out counts.  A copy for an
- * instance without an entry is dropped.  stream_out / operator_out count the copies that actually leave.
+ * instance without an entry is dropped.  stream_out / operator_out count
+ * the copies that actually leave.
  */
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4

@@ -23,11 +23,12 @@ typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<9>  port_t;        /* v1model egress_spec / egress_port */
 
-/* The frame's headers.  A field that the program writes is a field of its
- * own; the others are joined with their neighbours and the parser selects
- * on them with masks: bmv2 extracts, copies into every replica and emits a
- * header field by field, at some hundreds of instructions a field
- * (docs/p4.md, rule 6).  The bytes are the wire's either way. */
+/* The frame's headers.  A field the program writes is a field of its own
+ * (a slice's write costs more than the field); runs of the others are
+ * joined into one, and the parser selects on them with masks.  bmv2
+ * extracts, copies into every replica and emits a header field by field,
+ * and sums each copy's IPv4 checksum field by field (docs/p4.md, rule 6).
+ * The bytes are the wire's either way. */
 header ethernet_t {
     mac_addr_t dst_addr;
     bit<64>    src_addr_type;          /* source MAC (48), EtherType (16) */
