@@ -30,7 +30,7 @@ class Replica(NamedTuple):
 
 class Address(NamedTuple):
     """egress_rewrite's action data for a copy: where it goes, and the operator
-    instance it is for, which the position tables and operator_out key on."""
+    instance it is for, which operator_out counts and cep_sinks is indexed by."""
     mac: int
     ip: int
     instance: int
