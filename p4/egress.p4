@@ -14,20 +14,16 @@
 #ifndef SPLITTER_EGRESS_P4
 #define SPLITTER_EGRESS_P4
 
-/* One half of a copy's Windows header (copy_windows_t), as one value: the
- * newest window of the event that the copy's operator owns, how many of the
- * event's windows are its own, and the stride between them; the epoch in
- * force (0 in the fixed build, which has only one); and the same for the
- * previous epoch, whose N is its stride. */
-#ifdef FIXED
-#define EPOCH_BITS 16w0
-#else
-#define EPOCH_BITS ((bit<16>)meta.epoch.number)
-#endif
-#define WINDOWS_OF(WINDOW, SPAN, STRIDE) \
-    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)(STRIDE) ++ EPOCH_BITS)
-#define OLD_WINDOWS_OF(WINDOW, SPAN) \
-    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)meta.prev.n_ops ++ 16w0)
+/* The previous epoch's windows of the copy's operator, at old_position in
+ * its operator list (previous_position). */
+#define PREVIOUS_WINDOWS                                                       \
+    COPY_BACK(hdr.scratch.back, meta.verdict.old_newest, hdr.scratch.old_position, meta.prev.n_ops) \
+    if (hdr.scratch.back < meta.copy.old_active) {                             \
+        hdr.windows.previous = OLD_WINDOWS_OF(meta.verdict.old_window - (bit<64>)hdr.scratch.back, \
+                                              meta.copy.old_active - hdr.scratch.back); \
+    } else {                                                                   \
+        hdr.windows.previous = OLD_WINDOWS_OF(0, 0);                           \
+    }
 
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
@@ -40,12 +36,14 @@ control MyEgress(inout headers_t hdr,
 
     /* Destination MAC and IP of the operator instance; the UDP checksum
      * covers the destination IP, so it is switched off (0) rather than left
-     * stale.  The IPv4 checksum is recomputed in MyComputeChecksum. */
+     * stale: here where egress decides, and elsewhere once per event in
+     * ingress (WINDOWS_HEADER_ON).  The IPv4 checksum is recomputed in
+     * MyComputeChecksum. */
     action rewrite_dst(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
-        hdr.udp.checksum = 0;
 #ifdef EGRESS_DECIDES
+        hdr.udp.checksum = 0;
         /* counted later, once the copy is known to leave */
         meta.copy.instance = instance;
 #else
@@ -71,9 +69,17 @@ control MyEgress(inout headers_t hdr,
 
     /* Where the copy's operator stands in the operator set of the epoch
      * that serves the event, and in the previous epoch's list
-     * (testbed.semantics.plan). */
+     * (testbed.semantics.plan).  Where ingress wrote the Windows header of
+     * the newest window's operator (not EGRESS_DECIDES), the action moves
+     * it back to this operator's own windows, in two assignments and no
+     * test. */
     action set_position(bit<32> position) {
+#ifdef EGRESS_DECIDES
         hdr.scratch.position = position;
+#else
+        hdr.scratch.back = BACK_OF(meta.verdict.newest_op, position, meta.win.n_ops);
+        hdr.windows.current = WINDOWS_BACK(hdr.windows.current, hdr.scratch.back);
+#endif
     }
 
     table operator_position {
@@ -107,19 +113,12 @@ control MyEgress(inout headers_t hdr,
     apply {
 #ifdef EGRESS_DECIDES
         bool sent = false;
-#endif
 #ifdef BATCHES
         bool batched = hdr.batch.isValid();
 #else
         bool batched = false;
 #endif
-#ifdef EGRESS_DECIDES
         if (hdr.event.isValid() || batched) {
-#else
-        /* Ingress drops every frame that is not an event (EGRESS_DECIDES,
-         * headers.p4): no test of it per copy. */
-        {
-#endif
             if (egress_rewrite.apply().hit) {
 #ifdef BATCHES
                 /* Each position table is applied here once, for a single
@@ -166,11 +165,9 @@ control MyEgress(inout headers_t hdr,
                 } else
 #endif
                 {
-#ifdef EGRESS_DECIDES
                     stream_out.count(STREAM_KEY);
                     operator_out.count(meta.copy.instance);
                     sent = true;
-#endif
 
                     /* The windows of the event this operator owns: round robin
                      * puts the newest of them (newest_op - position) mod N
@@ -180,12 +177,10 @@ control MyEgress(inout headers_t hdr,
                      * every path: each field bmv2 writes, zero or not,
                      * costs as much as forwarding a byte of payload many
                      * times over (docs/p4.md, "What an event costs").  The
-                     * differential tests compare every byte. */
-#ifdef EGRESS_DECIDES
-                    /* here, before the first test: after the last it would
-                     * be one more table of p4c's (else in ingress) */
+                     * differential tests compare every byte.  Made here,
+                     * before the first test: after the last it would be
+                     * one more table of p4c's (else in ingress). */
                     WINDOWS_HEADER_ON
-#endif
 #ifdef BATCHES
                     if (meta.win.by_key == 1) {
                         /* Split by key: the one copy carries every window of the event. */
@@ -199,11 +194,7 @@ control MyEgress(inout headers_t hdr,
                      * it carries every window of the event.  After it, the
                      * table's hit itself, not a flag: each flag is a field
                      * to reset and two writes per copy. */
-#ifdef FIXED
-                    if (meta.verdict.active == 1) {
-#else
                     if (meta.verdict.active == 1 && meta.copy.old_active == 0) {
-#endif
                         if (meta.win.by_key == 1) {
                             hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
                         } else {
@@ -228,35 +219,53 @@ control MyEgress(inout headers_t hdr,
                     } else {
                         hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
                     }
-#ifndef FIXED
                     if (meta.copy.old_active != 0) {
 #ifdef BATCHES
                         if (old_position_hit) {
 #else
                         if (previous_position.apply().hit) {
 #endif
-                            COPY_BACK(hdr.scratch.back, meta.verdict.old_newest, hdr.scratch.old_position, meta.prev.n_ops)
-                            if (hdr.scratch.back < meta.copy.old_active) {
-                                hdr.windows.previous = OLD_WINDOWS_OF(meta.verdict.old_window - (bit<64>)hdr.scratch.back,
-                                                                      meta.copy.old_active - hdr.scratch.back);
-                            } else {
-                                hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
-                            }
+                            PREVIOUS_WINDOWS
                         } else {
                             hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
                         }
                     }
-#endif
                 }
             }
-#ifndef EGRESS_DECIDES
-            else {
-                mark_to_drop(standard_metadata);
+        }
+        if (!sent) {
+            mark_to_drop(standard_metadata);
+        }
+#else
+        /* Ingress drops every frame that is not an event, and wrote each
+         * copy's Windows header as the newest window's operator gets it
+         * (COPY_WINDOWS, forwarding.p4): the one copy of most events leaves
+         * with it as it is, and no test here asks what the frame is. */
+        if (egress_rewrite.apply().hit) {
+#ifdef FIXED
+            /* A multicast's copy (two or more windows, clamped): its
+             * operator's own windows.  Every operator of a group has a
+             * position in the operator set the group serves
+             * (testbed.semantics.plan). */
+            if (meta.verdict.active != 1) {
+                operator_position.apply();
+            }
+#else
+            if (meta.verdict.active != 1 || meta.copy.old_active != 0) {
+                if (!operator_position.apply().hit) {
+                    /* an operator of the previous epoch's alone */
+                    hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                }
+                if (meta.copy.old_active != 0) {
+                    if (previous_position.apply().hit) {
+                        PREVIOUS_WINDOWS
+                    } else {
+                        hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
+                    }
+                }
             }
 #endif
-        }
-#ifdef EGRESS_DECIDES
-        if (!sent) {
+        } else {
             mark_to_drop(standard_metadata);
         }
 #endif

@@ -65,12 +65,12 @@ control EventStartTracker(in bit<16> idx, in window_params_t win,
                 if (s.begun_now < s.cap) {
                     s.begun_now = s.begun_now + 1;
                 }
-                verdict.window = verdict.window + 1;
+                VERDICT_WINDOW = VERDICT_WINDOW + 1;
                 slide_start.write(idx, s.start);
                 newest_op.write(idx, verdict.newest_op);
                 begun.write(idx, s.begun_now);
                 next_start.write(idx, s.next);
-                newest_window.write(idx, verdict.window);
+                newest_window.write(idx, VERDICT_WINDOW);
             }
             s.active = 0;
             HOLDS(0, s.start)

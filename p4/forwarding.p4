@@ -236,9 +236,24 @@ control MyIngress(inout headers_t hdr,
         meta.verdict.old_active = meta.prev.n_ops;                              \
     }
 #endif
+#ifdef EGRESS_DECIDES
+#define COPY_WINDOWS                                                            \
+    meta.copy.active = meta.verdict.active;
+#define BY_KEY_WINDOWS
+#else
+/* The Windows header of the copy for the newest window's operator, which
+ * the one copy of most events is: a multicast copies it into every
+ * replica, and egress moves it back to each replica's own windows
+ * (set_position, egress.p4).  Split by key, the one copy carries every
+ * window of the event: a stride of 1. */
+#define COPY_WINDOWS                                                            \
+    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, meta.win.n_ops);
+#define BY_KEY_WINDOWS                                                          \
+    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, hdr.windows.current[63:32], 1);
+#endif
 #define COUNTS_FOR_COPIES                                                       \
     /* every copy's Windows header needs the counts unclamped */                \
-    meta.copy.active = meta.verdict.active;                                     \
+    COPY_WINDOWS                                                                \
     /* With N or more windows open every operator is hit once. */               \
     if (meta.verdict.active > meta.win.n_ops) {                                 \
         meta.verdict.active = meta.win.n_ops;                                   \
@@ -252,6 +267,7 @@ control MyIngress(inout headers_t hdr,
         hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,           \
              { CURRENT.group_key }, meta.win.n_ops);                            \
         meta.verdict.active = 1;                                                \
+        BY_KEY_WINDOWS                                                          \
     }
 
     /* The drop counted under the stream's slot for its reason.  The index
@@ -420,6 +436,9 @@ control MyIngress(inout headers_t hdr,
                 stream_in.count(STREAM_KEY);
 #ifndef EGRESS_DECIDES
                 WINDOWS_HEADER_ON
+                /* the UDP checksum, switched off for every copy at once
+                 * (rewrite_dst, egress.p4) */
+                hdr.udp.checksum = 0;
 #endif
                 COUNTS_FOR_COPIES
                 ROUTE_TO_OPERATORS
@@ -454,6 +473,8 @@ control MyIngress(inout headers_t hdr,
 
 #undef CURRENT
 #undef COUNTS_FOR_COPIES
+#undef COPY_WINDOWS
+#undef BY_KEY_WINDOWS
 #undef ROUTE_TO_OPERATORS
 #undef DROP_COUNT
 #undef OLD_COUNTS_FOR_COPIES

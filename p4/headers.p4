@@ -178,6 +178,7 @@ header scratch_t {
     bit<32> position;      /* egress: where that operator stands in the epoch's operator set */
     bit<32> old_position;  /* ... and in the previous epoch's */
     bit<32> back;          /* egress: windows back from the event's newest to this operator's */
+    bit<64> window;        /* the newest window's id, where it is no metadata (VERDICT_WINDOW) */
     bit<32> drop_slot;     /* stream_drops' index: stream * DROP_SLOTS + drop code (rule 5, docs/p4.md) */
     bit<32> slides_back;   /* slides a late event lies behind the newest (STEP_BACK) */
 }
@@ -190,6 +191,37 @@ header copy_windows_t {
     bit<128> current;    /* window, span, stride, epoch */
     bit<128> previous;   /* old_window, old_span, old_stride, reserved */
 }
+
+/* One half of a copy's Windows header (copy_windows_t), as one value: the
+ * newest window of the event that the copy's operator owns, how many of the
+ * event's windows are its own, and the stride between them; the epoch in
+ * force (0 in the fixed build, which has only one); and the same for the
+ * previous epoch, whose N is its stride. */
+#ifdef FIXED
+#define EPOCH_BITS 16w0
+#else
+#define EPOCH_BITS ((bit<16>)meta.epoch.number)
+#endif
+#define WINDOWS_OF(WINDOW, SPAN, STRIDE) \
+    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)(STRIDE) ++ EPOCH_BITS)
+#define OLD_WINDOWS_OF(WINDOW, SPAN) \
+    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)meta.prev.n_ops ++ 16w0)
+
+/* How many windows back from the event's newest the newest of a copy's
+ * operator lies, (NEWEST - POSITION) mod N_OPS for two values below N_OPS,
+ * as one expression: the difference wraps, its top bit set, exactly when
+ * NEWEST < POSITION, and only then is N_OPS added back. */
+#define BACK_OF(NEWEST, POSITION, N_OPS) \
+    (((NEWEST) - (POSITION)) + ((N_OPS) & (32w0 - (((NEWEST) - (POSITION)) >> 31))))
+/* A half of the Windows header moved BACK windows back from the event's
+ * newest: its window and span less BACK, or both 0 when the operator owns
+ * none of the event's windows (BACK >= span, so span - BACK - 1 wraps);
+ * stride and epoch kept.  One expression, for a test costs bmv2 about
+ * what an assignment does (docs/p4.md, rule 6). */
+#define WINDOWS_BACK(HALF, BACK) \
+    (((HALF) - ((bit<64>)(BACK) ++ (bit<32>)(BACK) ++ 32w0)) \
+     & ((((bit<128>)(96w0 - (bit<96>)(32w1 - ((((HALF)[63:32]) - (BACK) - 32w1) >> 31)))) << 32) \
+        | 128w0xFFFFFFFF))
 
 struct headers_t {
     ethernet_t ethernet;
@@ -243,7 +275,9 @@ struct verdict_t {
     bit<32> drop_code;     /* DROP_NONE or why the event reaches no operator */
     bit<32> newest_op;     /* w: operator of the newest window holding the event */
     bit<32> active;        /* c: number of windows holding the event (clamped to N later) */
-    bit<64> window;        /* global id of the newest window holding the event */
+#ifdef EGRESS_DECIDES
+    bit<64> window;        /* global id of the newest window holding the event (VERDICT_WINDOW) */
+#endif
 #ifndef FIXED
     bit<32> old_newest;    /* during a transition: the same for the previous epoch's windows */
     bit<32> old_active;    /*   (0: none of them holds the event) */
@@ -260,12 +294,16 @@ struct epoch_t {
 #endif
 }
 
-/* What every copy needs for its Windows header: the window counts before
- * forwarding clamps them to N (the operator's positions are hdr.scratch's);
- * where egress decides later whether the copy leaves, the copy's instance
- * for its counters. */
+/* What every copy needs for its Windows header where egress writes it
+ * (EGRESS_DECIDES): the window counts before forwarding clamps them to N
+ * (the operator's positions are hdr.scratch's), and the copy's instance
+ * for its counters.  Elsewhere the header itself carries the count of the
+ * epoch in force from ingress (COPY_WINDOWS, forwarding.p4), and only the
+ * previous epoch's stays metadata. */
 struct copy_meta_t {
+#ifdef EGRESS_DECIDES
     bit<32> active;
+#endif
 #ifndef FIXED
     bit<32> old_active;
 #endif
@@ -408,6 +446,21 @@ struct cep_meta_t {
     hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;                         \
     hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;           \
     hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
+
+/* The id of the newest window that holds the event, which the trackers
+ * read from newest_window and move: a replica's egress reads it where
+ * egress writes the Windows header (EGRESS_DECIDES), so it is metadata
+ * there; elsewhere ingress writes it into the header once per event, and
+ * it is a working value of hdr.scratch, which no packet resets or copies
+ * (rule 4, docs/p4.md).  VERDICT_WINDOW names it inside the trackers
+ * (their parameters verdict and s), NEWEST_WINDOW outside. */
+#ifdef EGRESS_DECIDES
+#define VERDICT_WINDOW verdict.window
+#define NEWEST_WINDOW meta.verdict.window
+#else
+#define VERDICT_WINDOW s.window
+#define NEWEST_WINDOW hdr.scratch.window
+#endif
 
 /* The bank that window_spec and operator_count key on: BoundaryCheck's, or
  * in the fixed build a field that is never written, so bank 0 throughout,

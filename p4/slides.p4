@@ -197,7 +197,9 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                 next_start.write(idx, s.next);
                 newest_window.write(idx, 0);
                 /* the newest window, 0 and on operator 0: the verdict's
-                 * fields as bmv2 zeroed them (rule 3, docs/p4.md) */
+                 * operator as bmv2 zeroed it (rule 3, docs/p4.md), and the
+                 * window's id, which need not be metadata (VERDICT_WINDOW) */
+                VERDICT_WINDOW = 0;
                 s.begun_now = 1;
                 s.offset = s.x - s.start;
             } else {
@@ -206,7 +208,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
 #ifndef FIXED
                 begun.read(s.begun_now, idx);
 #endif
-                newest_window.read(verdict.window, idx);
+                newest_window.read(VERDICT_WINDOW, idx);
                 /* the event's offset in the newest slide, here with the
                  * reads: on its own it would be one more table of p4c's per
                  * event.  Wherever start moves, the offset follows. */
@@ -229,7 +231,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                     old_start.write(idx, s.start);
                     old_newest.write(idx, verdict.newest_op);
                     old_begun.write(idx, s.begun_now);
-                    old_window.write(idx, verdict.window);
+                    old_window.write(idx, VERDICT_WINDOW);
                     boundary.write(idx, s.b);
                     transition_end.write(idx, s.b + prev.tail);
                     epoch.write(idx, sel.number);   /* the epoch after the stored one */
@@ -240,8 +242,8 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                     begun.write(idx, 1);
                     next_start.write(idx, s.b + s.slide);
                     /* window ids go on across epochs */
-                    verdict.window = verdict.window + 1;
-                    newest_window.write(idx, verdict.window);
+                    VERDICT_WINDOW = VERDICT_WINDOW + 1;
+                    newest_window.write(idx, VERDICT_WINDOW);
                     s.start = s.b;
                     s.offset = s.x - s.b;
                     verdict.newest_op = 0;
@@ -334,7 +336,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                             s.offset = s.offset - s.slide;
                             s.start = s.start + s.slide;
                             s.next = s.start + s.slide;
-                            verdict.window = verdict.window + 1;
+                            VERDICT_WINDOW = VERDICT_WINDOW + 1;
                             verdict.newest_op = verdict.newest_op + 1;
                             if (verdict.newest_op >= win.n_ops) {
                                 verdict.newest_op = verdict.newest_op - win.n_ops;
@@ -349,7 +351,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                             s.offset = s.rest;
                             s.start = s.x - s.rest;
                             s.next = s.start + s.slide;
-                            verdict.window = verdict.window + s.advanced;
+                            VERDICT_WINDOW = VERDICT_WINDOW + s.advanced;
                             s.n_ops = (bit<64>)win.n_ops;
                             if (s.advanced < s.n_ops) {
                                 s.step = s.advanced;
@@ -380,7 +382,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                         slide_start.write(idx, s.start);
                         next_start.write(idx, s.next);
                         newest_op.write(idx, verdict.newest_op);
-                        newest_window.write(idx, verdict.window);
+                        newest_window.write(idx, VERDICT_WINDOW);
                         begun.write(idx, s.begun_now);
                     }
 #ifndef FIXED
@@ -398,7 +400,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                         verdict.drop_code = DROP_BEFORE_ORIGIN;
                     } else {
                         s.begun_now = s.begun_now - s.slides_back;
-                        verdict.window = verdict.window - (bit<64>)s.slides_back;
+                        VERDICT_WINDOW = VERDICT_WINDOW - (bit<64>)s.slides_back;
                         s.offset = s.x - s.start;
                     }
                 } else {
