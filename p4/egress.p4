@@ -71,14 +71,15 @@ control MyEgress(inout headers_t hdr,
      * that serves the event, and in the previous epoch's list
      * (testbed.semantics.plan).  Where ingress wrote the Windows header of
      * the newest window's operator (not EGRESS_DECIDES), the action moves
-     * it back to this operator's own windows, in two assignments and no
+     * it back to this operator's own windows, in one assignment and no
      * test. */
     action set_position(bit<32> position) {
 #ifdef EGRESS_DECIDES
         hdr.scratch.position = position;
 #else
-        hdr.scratch.back = BACK_OF(meta.verdict.newest_op, position, meta.win.n_ops);
-        hdr.windows.current = WINDOWS_BACK(hdr.windows.current, hdr.scratch.back);
+        /* one assignment: p4c would fold a field set first into it anyway */
+        hdr.windows.current = WINDOWS_BACK(hdr.windows.current,
+                                           BACK_OF(meta.verdict.newest_op, position, meta.win.n_ops));
 #endif
     }
 
@@ -252,8 +253,13 @@ control MyEgress(inout headers_t hdr,
             }
 #else
             if (meta.verdict.active != 1 || meta.copy.old_active != 0) {
-                if (!operator_position.apply().hit) {
-                    /* an operator of the previous epoch's alone */
+                /* An operator of the previous epoch's alone may own none
+                 * of the event's windows in force, or have no position. */
+                if (operator_position.apply().hit) {
+                    if (NOT_OWN_SPAN(hdr.windows.current)) {
+                        hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                    }
+                } else {
                     hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
                 }
                 if (meta.copy.old_active != 0) {

@@ -214,14 +214,13 @@ header copy_windows_t {
 #define BACK_OF(NEWEST, POSITION, N_OPS) \
     (((NEWEST) - (POSITION)) + ((N_OPS) & (32w0 - (((NEWEST) - (POSITION)) >> 31))))
 /* A half of the Windows header moved BACK windows back from the event's
- * newest: its window and span less BACK, or both 0 when the operator owns
- * none of the event's windows (BACK >= span, so span - BACK - 1 wraps);
- * stride and epoch kept.  One expression, for a test costs bmv2 about
- * what an assignment does (docs/p4.md, rule 6). */
+ * newest: window and span less BACK at once, as one product and one
+ * difference, for bmv2 pays for every operator of an expression (GMP
+ * temporaries).  Stride and epoch are kept.  Where the operator owns none
+ * of the event's windows (BACK >= span) the span wraps (NOT_OWN_SPAN). */
 #define WINDOWS_BACK(HALF, BACK) \
-    (((HALF) - ((bit<64>)(BACK) ++ (bit<32>)(BACK) ++ 32w0)) \
-     & ((((bit<128>)(96w0 - (bit<96>)(32w1 - ((((HALF)[63:32]) - (BACK) - 32w1) >> 31)))) << 32) \
-        | 128w0xFFFFFFFF))
+    ((HALF) - (bit<128>)(BACK) * 128w0x10000000100000000)
+#define NOT_OWN_SPAN(HALF) ((HALF)[63:32] - 32w1 >= 32w0x80000000)
 
 struct headers_t {
     ethernet_t ethernet;
