@@ -202,10 +202,14 @@ header copy_windows_t {
 #else
 #define EPOCH_BITS ((bit<16>)meta.epoch.number)
 #endif
+/* Shifts and ors, not concatenation: p4c masks each step of a
+ * concatenation twice, and bmv2 evaluates every mask. */
 #define WINDOWS_OF(WINDOW, SPAN, STRIDE) \
-    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)(STRIDE) ++ EPOCH_BITS)
+    (((bit<128>)(bit<64>)(WINDOW) << 64) | ((bit<128>)(bit<32>)(SPAN) << 32) \
+     | ((bit<128>)(bit<16>)(STRIDE) << 16) | (bit<128>)EPOCH_BITS)
 #define OLD_WINDOWS_OF(WINDOW, SPAN) \
-    ((bit<64>)(WINDOW) ++ (bit<32>)(SPAN) ++ (bit<16>)meta.prev.n_ops ++ 16w0)
+    (((bit<128>)(bit<64>)(WINDOW) << 64) | ((bit<128>)(bit<32>)(SPAN) << 32) \
+     | ((bit<128>)(bit<16>)meta.prev.n_ops << 16))
 
 /* How many windows back from the event's newest the newest of a copy's
  * operator lies, (NEWEST - POSITION) mod N_OPS for two values below N_OPS,
