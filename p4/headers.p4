@@ -219,9 +219,10 @@ header copy_windows_t {
     (((NEWEST) - (POSITION)) + ((N_OPS) & (32w0 - (((NEWEST) - (POSITION)) >> 31))))
 /* A half of the Windows header moved BACK windows back from the event's
  * newest: window and span less BACK at once, as one product and one
- * difference, for bmv2 pays for every operator of an expression (GMP
- * temporaries).  Stride and epoch are kept.  Where the operator owns none
- * of the event's windows (BACK >= span) the span wraps (NOT_OWN_SPAN). */
+ * difference, for bmv2 pays for every operator of an expression
+ * (docs/p4.md, rule 7).  Stride and epoch are kept.  NOT_OWN_SPAN asks of
+ * the result whether the operator owns none of the event's windows: then
+ * BACK >= span, and the span less BACK is 0 or has wrapped. */
 #define WINDOWS_BACK(HALF, BACK) \
     ((HALF) - (bit<128>)(BACK) * 128w0x10000000100000000)
 #define NOT_OWN_SPAN(HALF) ((HALF)[63:32] - 32w1 >= 32w0x80000000)
