@@ -37,7 +37,7 @@ control MyEgress(inout headers_t hdr,
     /* Destination MAC and IP of the operator instance; the UDP checksum
      * covers the destination IP, so it is switched off (0) rather than left
      * stale: here where egress decides, and elsewhere once per event in
-     * ingress (WINDOWS_HEADER_ON).  The IPv4 checksum is recomputed in
+     * ingress, beside WINDOWS_HEADER_ON.  The IPv4 checksum is recomputed in
      * MyComputeChecksum. */
     action rewrite_dst(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance) {
         hdr.ethernet.dst_addr = mac;
