@@ -19,10 +19,12 @@ TEST_WORKERS ?= 2
 # bmv2's instructions per event (make bench, and its test).  python3-six is
 # listed by hand: Debian 12's python3-thrift imports `six` in its protocol
 # module but does not depend on it, so on a minimal root every call to bmv2
-# would fail with "No module named 'six'" (issue 48).
+# would fail with "No module named 'six'" (issue 48).  stress-ng is here, not
+# only under `make stress`, so that the suite's tests of that load run
+# rather than skip.
 DEBS := python3-venv python3-pip mininet openvswitch-switch bridge-utils iproute2 \
         iputils-ping ethtool tcpdump procps psmisc openjdk-17-jre-headless python3-thrift python3-six \
-        tshark valgrind
+        tshark valgrind stress-ng
 
 .PHONY: deps debs venv experiment figures run stop clean test bench soak stress p4 plots distclean toolchain
 
@@ -92,5 +94,4 @@ soak: deps
 # e.g. STRESS_ARGS="--suite-runs 1 --repeat 2 --scenario cbsw1").
 STRESS_ARGS ?=
 stress: deps
-	@scripts/install-debs.sh stress-ng
 	$(TESTBED) stress $(STRESS_ARGS)
