@@ -254,7 +254,10 @@ control MyEgress(inout headers_t hdr,
 #else
             if (meta.verdict.active != 1 || meta.copy.old_active != 0) {
                 /* An operator of the previous epoch's alone may own none
-                 * of the event's windows in force, or have no position. */
+                 * of the event's windows in force, or have no position.
+                 * Two assignments of the zero half, not one test of
+                 * `!hit || NOT_OWN_SPAN`: p4c would keep that hit in
+                 * metadata temporaries, reset on every packet. */
                 if (operator_position.apply().hit) {
                     if (NOT_OWN_SPAN(hdr.windows.current)) {
                         hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
