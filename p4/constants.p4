@@ -99,6 +99,7 @@ const int MULTICAST_TABLE_SIZE = 262144; /* fewer than 3N per operator set (docs
 const int TRANSITION_TABLE_SIZE = 65536; /* per changing stream: N_old * old windows * (new (w, c) pairs + 1) */
 const int EGRESS_TABLE_SIZE    = 65536;  /* one per operator instance */
 const int POSITION_TABLE_SIZE  = 262144; /* operator_position: N per operator set; previous_position: N per changing stream */
+const int BACK_TABLE_SIZE      = 1048576; /* operator_back: N times the most windows of an event, per operator set */
 
 /* ---- drop codes (testbed.dataplane.contract.DROP_CODES) ----------------- */
 const bit<32> DROP_NONE           = 0;

@@ -73,6 +73,7 @@ control MyEgress(inout headers_t hdr,
      * the newest window's operator (not EGRESS_DECIDES), the action moves
      * it back to this operator's own windows, in one assignment and no
      * test. */
+#ifndef FIXED
     action set_position(bit<32> position) {
 #ifdef EGRESS_DECIDES
         hdr.scratch.position = position;
@@ -82,7 +83,37 @@ control MyEgress(inout headers_t hdr,
                                            BACK_OF(meta.verdict.newest_op, position, meta.win.n_ops));
 #endif
     }
+#endif
 
+#ifdef FIXED
+    /* A multicast's copy, addressed and given its own windows by one table:
+     * keyed on the (operator set, newest operator) that chose the group as
+     * well as on the replica, its entry knows how far back the operator's
+     * windows lie, so the action moves the header back by a constant
+     * (back in the window's and the span's place at once, from the control
+     * plane), with no lookup of a position nor arithmetic on it (docs/p4.md,
+     * "An eighth step").  Every operator of a group owns one of the event's
+     * windows in this build, so every replica has an entry. */
+    action rewrite_back(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance, bit<128> windows_back) {
+        hdr.ethernet.dst_addr = mac;
+        hdr.ipv4.dst_addr = ip;
+        stream_out.count(STREAM_KEY);
+        operator_out.count(instance);
+        hdr.windows.current = hdr.windows.current - windows_back;
+    }
+
+    table operator_back {
+        key = {
+            meta.win.opset                : exact @name("opset");
+            meta.verdict.newest_op        : exact @name("newest_op");
+            standard_metadata.egress_port : exact @name("port");
+            standard_metadata.egress_rid  : exact @name("rid");
+        }
+        actions = { rewrite_back; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = BACK_TABLE_SIZE;
+    }
+#else
     table operator_position {
         key = {
             meta.win.opset                : exact @name("opset");
@@ -93,6 +124,7 @@ control MyEgress(inout headers_t hdr,
         const default_action = NoAction();
         size = POSITION_TABLE_SIZE;
     }
+#endif
 
 #ifndef FIXED
     action set_previous_position(bit<32> position) {
@@ -242,16 +274,18 @@ control MyEgress(inout headers_t hdr,
          * copy's Windows header as the newest window's operator gets it
          * (COPY_WINDOWS, forwarding.p4): the one copy of most events leaves
          * with it as it is, and no test here asks what the frame is. */
-        if (egress_rewrite.apply().hit) {
 #ifdef FIXED
-            /* A multicast's copy (two or more windows, clamped): its
-             * operator's own windows.  Every operator of a group has a
-             * position in the operator set the group serves
-             * (testbed.semantics.plan). */
-            if (meta.verdict.active != 1) {
-                operator_position.apply();
+        /* The one copy of an event in one window (clamped), and a
+         * multicast's copy, each addressed by one table. */
+        if (meta.verdict.active == 1) {
+            if (!egress_rewrite.apply().hit) {
+                mark_to_drop(standard_metadata);
             }
+        } else if (!operator_back.apply().hit) {
+            mark_to_drop(standard_metadata);
+        }
 #else
+        if (egress_rewrite.apply().hit) {
             if (meta.verdict.active != 1 || meta.copy.old_active != 0) {
                 /* An operator of the previous epoch's alone may own none
                  * of the event's windows in force, or have no position.
@@ -273,10 +307,10 @@ control MyEgress(inout headers_t hdr,
                     }
                 }
             }
-#endif
         } else {
             mark_to_drop(standard_metadata);
         }
+#endif
 #endif
     }
 }

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Optional, Protocol, Sequence
 from testbed.semantics.cep.automaton import MAX_COMPARISONS
 from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
 from testbed.semantics.cep.rules import MAX_CEP_WINDOWS, MAX_PATTERNS
-from testbed.semantics.limits import DROP_PORT, N_INSTANCES, N_PORTS, N_STREAMS, TABLE_SIZES  # noqa: F401
+from testbed.semantics.limits import DROP_PORT, N_INSTANCES, N_PORTS, N_STREAMS, TABLE_SIZES, WINDOWS_BACK_UNIT  # noqa: F401
 from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
 DROP_SLOTS = 8            # drop counter index = stream * DROP_SLOTS + code
@@ -87,7 +87,7 @@ HEADER_REGISTERS = ("newest_window",)
 #: What ``starts: event`` costs on top of a time stream: the starts of the
 #: older windows that may still hold an event, which the grid computes.
 EVENT_START_REGISTERS = ("start_back1", "start_back2", "start_back3")
-HEADER_TABLES = ("operator_position", "previous_position")
+HEADER_TABLES = ("operator_position", "previous_position", "operator_back")
 
 #: Counter name -> size.
 COUNTERS = {
@@ -195,7 +195,19 @@ SCHEMA: dict[str, TableSpec] = {
                                    {"set_position": ActionSpec((Param("position", "int", 32),))}),
     "previous_position": TableSpec(EGRESS, (STREAM_KEY, EGRESS_PORT_KEY, RID_KEY),
                                    {"set_previous_position": ActionSpec((Param("position", "int", 32),))}),
+    # The build without changes addresses a multicast's copy and moves its
+    # Windows header back in one table, keyed on the (operator set, newest
+    # operator) that chose the group too: each entry knows how far back its
+    # operator's windows lie, as back * WINDOWS_BACK_UNIT.
+    "operator_back": TableSpec(EGRESS, (OPSET_KEY, OP_KEY, EGRESS_PORT_KEY, RID_KEY),
+                               {"rewrite_back": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32),
+                                                            Param("instance", "int", 32),
+                                                            Param("windows_back", "int", 128)))}),
 }
+#: The egress tables only bmv2's build without changes holds, and those it
+#: leaves out besides the transition's (the model holds every table).
+FIXED_ONLY = ("operator_back",)
+NOT_FIXED = ("operator_position",)
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).
 DEFAULT_ACTION = "NoAction"
 
@@ -289,6 +301,9 @@ class SwitchAPI(Protocol):
     def takes_changes(self) -> bool:
         """Whether the data plane changes a stream mid-stream (``Controller.change``):
         bmv2's build for a run without changes has no transition tables."""
+    def held_tables(self) -> list[str]:
+        """The contract's tables this switch's build holds, which the control
+        plane fills (bmv2's builds each lack some: ``FIXED_ONLY``, ``NOT_FIXED``)."""
 
 
 #: The method names of ``SwitchAPI``, in declaration order.

@@ -65,6 +65,8 @@ class Controller:
         self.handles: dict[tuple[str, tuple[int, ...]], int] = {}
         #: stream id -> the configuration in force (or armed), for the next change.
         self.streams: dict[int, Stream] = {}
+        #: The tables the switch's build holds, asked once.
+        self._tables: Optional[frozenset[str]] = None
 
     def install(self, plan: SplitterPlan) -> dict[str, float]:
         """Install groups, then tables, on a switch with empty state.
@@ -76,7 +78,7 @@ class Controller:
         t0 = time.perf_counter()
         self._create_groups(plan.groups)
         t1 = time.perf_counter()
-        entries = plan.entries()
+        entries = self._held(plan.entries())
         self._add_all(entries)
         t2 = time.perf_counter()
         self.streams.update({sid: sp.stream for sid, sp in plan.streams.items()})
@@ -106,6 +108,14 @@ class Controller:
         for group, handles in zip(new, made):
             self.nodes[group.mgid] = [int(h) for h in handles]
         return sum(map(group_calls, new))
+
+    def _held(self, entries: Sequence[TableEntry]) -> list[TableEntry]:
+        """The entries of tables the switch's build holds: a plan fills every
+        build's (operator_back for bmv2's build without changes,
+        operator_position for the others, and the model holds both)."""
+        if self._tables is None:
+            self._tables = frozenset(self.api.held_tables())
+        return [e for e in entries if e.table in self._tables]
 
     #: Entries handed to ``table_add_many`` at once: one request to the embedded switch.
     BATCH = 2048
@@ -163,7 +173,8 @@ class Controller:
         group_ops = self._create_groups(sorted(prepared.groups.values(), key=lambda g: g.mgid))
         # An operator set's entries stay for every stream that names it: add
         # what the new configuration reaches and the switch does not hold yet.
-        missing = [e for e in prepared.entries if (e.table, tuple(int(v) for v in e.match)) not in self.handles]
+        missing = [e for e in self._held(prepared.entries)
+                   if (e.table, tuple(int(v) for v in e.match)) not in self.handles]
         self._add_all(missing)
         armed_at = time.time()      # the write below arms it somewhere in its round trip
         self.api.register_write("armed", sid, 1)
@@ -193,9 +204,9 @@ class Controller:
         """Empty every table and remove the groups ``install`` created, so the
         same switch can take the next plan without a restart.  Nodes go before
         their groups: bmv2 leaves a destroyed group's nodes dangling."""
-        changes = self.api.takes_changes()
+        held = set(self.api.held_tables())
         for table in SCHEMA:
-            if changes or table not in TRANSITION:
+            if table in held:
                 self.api.table_clear(table)
         for mgid, handles in self.nodes.items():
             for handle in handles:

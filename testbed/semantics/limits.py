@@ -25,7 +25,12 @@ N_INSTANCES = 1 << 16
 #: Entries each table holds (``*_TABLE_SIZE`` in p4/constants.p4).
 TABLE_SIZES = {"window_spec": 2 * N_STREAMS, "operator_count": 2 * N_STREAMS, "previous_spec": N_STREAMS,
                "unicast": 1 << 18, "multicast": 1 << 18, "handover": 65536, "egress_rewrite": N_INSTANCES,
-               "operator_position": 1 << 18, "previous_position": 1 << 18}
+               "operator_position": 1 << 18, "previous_position": 1 << 18,
+               "operator_back": 1 << 20}
+#: Back in the window's place (bits 64..127) and the span's (32..63) of a
+#: Windows header half (p4/headers.p4) at once: operator_back's
+#: ``windows_back`` is back times this.
+WINDOWS_BACK_UNIT = (1 << 64) | (1 << 32)
 #: Widths of the action parameters the limits below guard (p4/ingress actions).
 WINDOWS_PER_EVENT_BITS = 32      # set_count_window's full and cap
 GROUP_ID_BITS = 16               # to_group's mgid

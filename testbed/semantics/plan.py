@@ -21,7 +21,7 @@ from typing import Any, Iterable, Optional
 
 from testbed.semantics.addressing import plan_addresses
 from testbed.semantics.instances import instance_counts, placement_order, plan_instances
-from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY
+from testbed.semantics.limits import MAX_GROUPS, TABLE_CAPACITY, WINDOWS_BACK_UNIT
 from testbed.semantics.topology import Stream, Topology, TopologyError, load_topology
 from testbed.semantics.windows import EVENT, late_slides, max_windows, windows_per_position
 
@@ -34,13 +34,14 @@ HANDOVER = "handover"
 EGRESS_REWRITE = "egress_rewrite"
 OPERATOR_POSITION = "operator_position"
 PREVIOUS_POSITION = "previous_position"
+OPERATOR_BACK = "operator_back"
 #: operator_count's action per way of splitting (testbed.semantics.splitting).
 SPLIT_ACTIONS = {"windows": "set_operator_count", "key": "split_by_key"}
 #: Tables whose entries belong to one bank of one stream (their second key is the bank).
 BANKED = (WINDOW_SPEC, OPERATOR_COUNT)
 #: Tables whose entries belong to an operator set (their first key), which
 #: every stream dealt over the same operators shares.
-SHARED = (UNICAST, MULTICAST, OPERATOR_POSITION)
+SHARED = (UNICAST, MULTICAST, OPERATOR_POSITION, OPERATOR_BACK)
 #: Tables that describe one stream's transition: each change replaces their entries.
 TRANSITION = (PREVIOUS_SPEC, PREVIOUS_POSITION, HANDOVER)
 
@@ -126,6 +127,12 @@ def stream_destination_pairs(s: Stream) -> list[tuple[int, int]]:
     n_ops = len(s.operators)
     if s.sends_batches:
         return [(newest, active) for newest in range(n_ops) for active in range(1, n_ops + 1)]
+    return event_destination_pairs(s)
+
+
+def event_destination_pairs(s: Stream) -> list[tuple[int, int]]:
+    """The ``(w, c)`` pairs a frame of one of stream ``s``'s events can reach."""
+    n_ops = len(s.operators)
     if s.window.starts == EVENT:
         # Windows that start at events are not a grid: after a gap fewer of
         # them hold an event, so every count up to ceil(size/slide) ends anywhere.
@@ -144,7 +151,8 @@ def destination_set(operators: list[str], newest: int, active: int) -> list[str]
 class OperatorSet:
     """One list of operators, and the entries that deal windows over it:
     unicast and operator_position per operator, multicast per ``(w, c)``
-    pair some stream over it reaches.  Every stream with the same list, in
+    pair some stream over it reaches, and operator_back per operator that
+    owns a window of such a pair's events.  Every stream with the same list, in
     either bank, shares them (operator_count names the set), so a thousand
     streams over one list cost two entries each; a change that brings a new
     list adds a set and never removes one another stream may use."""
@@ -155,17 +163,24 @@ class OperatorSet:
     entries: list[TableEntry] = field(default_factory=list)
     #: ``(w, c) -> `` its multicast entry.
     multicast: dict[tuple[int, int], TableEntry] = field(default_factory=dict)
+    #: ``(w, back) -> `` the operator_back entry of the operator ``back`` windows behind ``w``.
+    backs: dict[tuple[int, int], TableEntry] = field(default_factory=dict)
     groups: dict[int, MulticastGroup] = field(default_factory=dict)
 
     def all_entries(self) -> list[TableEntry]:
-        return self.entries + list(self.multicast.values())
+        return self.entries + list(self.multicast.values()) + list(self.backs.values())
 
     def entries_for(self, s: Stream) -> list[TableEntry]:
-        """What stream ``s`` reaches of the set: every unicast and position, and its pairs' multicast."""
+        """What stream ``s`` reaches of the set: every unicast and position, its
+        pairs' multicast, and the operator_back entries of its events' pairs."""
         if s.split == "key" and not s.sends_batches:
             return list(self.entries)
         pairs = (self.multicast.get(pair) for pair in stream_destination_pairs(s))
-        return self.entries + [e for e in pairs if e is not None]
+        reached = self.entries + [e for e in pairs if e is not None]
+        if s.split == "key":
+            return reached
+        backs = {(newest, back) for newest, active in event_destination_pairs(s) for back in range(active)}
+        return reached + [self.backs[pair] for pair in sorted(backs)]
 
     def groups_for(self, entries: Iterable[TableEntry]) -> dict[int, MulticastGroup]:
         mgids = {e.params[0] for e in entries if e.action == "to_group"}
@@ -303,6 +318,17 @@ class SplitterPlan:
             # Every event goes to one operator, the key's (unicast by its
             # index), with all of its windows: no groups.
             return opset
+        if s.split != "key":
+            # The copies of an event: each of its windows' operators, so
+            # many back from the newest (operator_back, egress.p4).
+            for newest, active in event_destination_pairs(s):
+                for back in range(active):
+                    if (newest, back) not in opset.backs:
+                        op = s.operators[(newest - back) % len(s.operators)]
+                        inst = self.instances[op]
+                        opset.backs[(newest, back)] = TableEntry(
+                            OPERATOR_BACK, "rewrite_back", (opset.id, newest, *self.egress_key(op)),
+                            (inst.mac, inst.ip, inst.id, back * WINDOWS_BACK_UNIT))
         for newest, active in stream_destination_pairs(s):
             if active < 2 or (newest, active) in opset.multicast:
                 continue

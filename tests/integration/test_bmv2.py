@@ -35,8 +35,10 @@ from testbed import ROOT
 from testbed.dataplane.contract import (
     COUNTERS,
     DROP_CODES,
+    FIXED_ONLY,
     N_INSTANCES,
     N_STREAMS,
+    NOT_FIXED,
     REGISTERS,
     SCHEMA,
     TABLE_SIZES,
@@ -56,7 +58,7 @@ from testbed.dataplane.wire import (
     is_batch_port,
 )
 from testbed.semantics.limits import MAX_BATCH
-from testbed.semantics.plan import SplitterPlan
+from testbed.semantics.plan import TRANSITION, SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, WindowSpec, parse_topology
 from testbed.semantics.windows import MAX_LATE_SLIDES
 from testbed.targets.bmv2 import toolchain
@@ -243,14 +245,22 @@ def assert_same(run: Run, got: dict, want: dict) -> None:
 # ----------------------------------------------------------------------
 # the compiled program
 # ----------------------------------------------------------------------
-@pytest.mark.parametrize("build", ["plain", "batches"])
+@pytest.mark.parametrize("build", ["plain", "batches", "fixed"])
 def test_program_compiles_with_the_pipeline_schema(build, request):
-    """Both builds (p4/splitter.p4 and p4/splitter_batches.p4) serve one control API."""
+    """The builds (p4/splitter.p4, p4/splitter_batches.p4 and
+    p4/splitter_fixed.p4) serve one control API: each of the contract's
+    tables they hold as it says."""
     from testbed.targets.bmv2.program import ProgramInfo, short_name
-    program = request.getfixturevalue("program" if build == "plain" else "batch_program")
+    program = request.getfixturevalue({"plain": "program", "batches": "batch_program",
+                                       "fixed": "fixed_program"}[build])
     info = ProgramInfo.from_file(program)
     config = json.loads(program.read_text())
+    held = {short_name(name) for name in info.tables}
+    lacks = set(TRANSITION) | set(NOT_FIXED) if build == "fixed" else set(FIXED_ONLY)
+    assert held & set(SCHEMA) == set(SCHEMA) - lacks
     for table, spec in SCHEMA.items():
+        if table in lacks:
+            continue
         t = info.table(table)
         assert list(t.key_names) == [k.name for k in spec.keys], table
         assert list(t.key_widths) == [k.width for k in spec.keys], table
@@ -270,7 +280,8 @@ def test_program_compiles_with_the_pipeline_schema(build, request):
         assert info.counter(name).size == size, name
     assert N_INSTANCES == COUNTERS["operator_out"]      # per operator instance, a whole host's id its port
     # The compiled output is reused while it was built from the sources as they are.
-    source = toolchain.PROGRAM if build == "plain" else toolchain.BATCH_PROGRAM
+    source = {"plain": toolchain.PROGRAM, "batches": toolchain.BATCH_PROGRAM,
+              "fixed": toolchain.FIXED_PROGRAM}[build]
     assert toolchain.up_to_date(program=source)
     assert toolchain.compile_program(program=source) == program
     assert config["program"].endswith(source.name)
@@ -606,8 +617,9 @@ def planned_entries(plan: SplitterPlan, table: str) -> list[dict]:
 
 
 @needs_root
-def test_control_plane_state_reads_back_as_planned(switch):
-    _proc, api = switch
+def test_control_plane_state_reads_back_as_planned(either_switch):
+    """Each build's tables hold the plan's entries of them, as the model's do."""
+    _proc, api = either_switch
     topo = topology([
         stream(1, {"kind": "count", "size": 5, "slide": 1}, ["h2", "h3", "h4", "h5", "h6", "h7"]),
         stream(2, {"kind": "count", "size": 7, "slide": 3}, ["h3", "h5"]),
@@ -620,7 +632,9 @@ def test_control_plane_state_reads_back_as_planned(switch):
     ours = Controller(api)
     ours.install(plan)
 
-    for table in SCHEMA:
+    held = api.held_tables()
+    assert "operator_back" in held or "operator_position" in held
+    for table in (t for t in SCHEMA if t in held):
         entries = api.table_entries(table)
         assert entries == model.table_entries(table), table
         assert [{k: v for k, v in e.items() if k != "handle"} for e in entries] == planned_entries(plan, table)

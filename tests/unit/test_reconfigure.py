@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from support import topologies
 from support.changes import HOSTS, next_timestamp, random_change, random_window
-from testbed.dataplane.contract import DROP_CODES, UNKNOWN_STREAM, drop_counter_index
+from testbed.dataplane.contract import DROP_CODES, NOT_FIXED, UNKNOWN_STREAM, drop_counter_index
 from testbed.dataplane.control import ChangeRefused, ChangeTimeout, Controller
 from testbed.dataplane.model import PreviousParams, SplitterPipeline, old_windows_after
 from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows
@@ -184,6 +184,9 @@ class FixedBuild(SplitterPipeline):
 
     def takes_changes(self) -> bool:
         return False
+
+    def held_tables(self) -> list[str]:
+        return [t for t in super().held_tables() if t not in TRANSITION and t not in NOT_FIXED]
 
     def table_clear(self, table: str) -> None:
         assert table not in TRANSITION, f"{table} is not in the build without changes"

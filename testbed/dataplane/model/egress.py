@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from testbed.dataplane.contract import U64
+from testbed.dataplane.contract import U64, WINDOWS_BACK_UNIT
 from testbed.dataplane.model.metadata import CopyMeta
 from testbed.dataplane.wire import WINDOWS_STRUCT, insert_windows_header, readdress
 
@@ -57,14 +57,16 @@ class Egress:
             return v.window, v.active, 1, copy.epoch & 0xFFFF, 0, 0, 0
         window = span = old_window = old_span = 0
         if v.active:
-            if superseded:
-                hit = self._hit("previous_position", (stream, *replica), positions)
+            if positions is None:
+                back = self._back_of_event(replica, copy)
             else:
-                hit = self._hit("operator_position", (copy.opset, *replica), positions)
-            if hit is not None:
-                back = copy_back(v.newest, copy.n_ops, hit[1][0])
-                if back < v.active:
-                    window, span = (v.window - back) & U64, v.active - back
+                if superseded:
+                    hit = self._hit("previous_position", (stream, *replica), positions)
+                else:
+                    hit = self._hit("operator_position", (copy.opset, *replica), positions)
+                back = None if hit is None else copy_back(v.newest, copy.n_ops, hit[1][0])
+            if back is not None and back < v.active:
+                window, span = (v.window - back) & U64, v.active - back
         if v.old_active:
             old_hit = self._hit("previous_position", (stream, *replica), positions)
             if old_hit is not None:
@@ -73,6 +75,21 @@ class Egress:
                     old_window, old_span = (v.old_window - back) & U64, v.old_active - back
         return (window, span, copy.n_ops & 0xFFFF, copy.epoch & 0xFFFF,
                 old_window, old_span, copy.old_n_ops & 0xFFFF)
+
+    def _back_of_event(self, replica: Replica, copy: CopyMeta) -> Optional[int]:
+        """How many windows back from the event's newest ``replica``'s operator's
+        newest lies, for a frame of one event; None where it has no place in
+        the operator set.  The one copy of an event in one window (clamped),
+        outside a transition, is the newest's operator's: 0, with no lookup
+        (egress.p4).  Otherwise the operator_back entry of the (operator set,
+        newest operator) that chose the copy's group says, whichever table
+        the build looks up (operator_position, in the builds without it,
+        gives the same back)."""
+        v = copy.verdict
+        if min(v.active, copy.n_ops) == 1 and not v.old_active:
+            return 0
+        hit = self.tables["operator_back"].get((copy.opset, v.newest, *replica))
+        return None if hit is None else hit[1][3] // WINDOWS_BACK_UNIT
 
     def addressed(self, copies: list[Replica]) -> list[tuple[Replica, Address]]:
         """The copies, as the PRE makes them, that egress_rewrite addresses:

@@ -89,6 +89,10 @@ class ControlState:
     def takes_changes(self) -> bool:
         return True
 
+    def held_tables(self) -> list[str]:
+        """Every table: the model stands for every build of the program."""
+        return list(self.tables)
+
     def table_clear(self, table: str) -> None:
         self._table(table)
         self.tables[table].clear()

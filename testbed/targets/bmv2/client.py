@@ -193,6 +193,10 @@ class Bmv2API:
         has no ``previous_spec`` table, nor any other of a transition."""
         return any(short_name(name) == "previous_spec" for name in self.program.tables)
 
+    def held_tables(self) -> list[str]:
+        """The tables the running build holds: each build lacks some of the contract's."""
+        return [short_name(name) for name in self.program.tables]
+
     def table_clear(self, table: str) -> None:
         t = self.program.table(table)
         self._call(f"table_clear {table}", self.client.bm_mt_clear_entries, CXT_ID, t.name, False)
