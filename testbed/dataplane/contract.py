@@ -23,6 +23,7 @@ from testbed.semantics.cep.automaton import MAX_COMPARISONS
 from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
 from testbed.semantics.cep.rules import MAX_CEP_WINDOWS, MAX_PATTERNS
 from testbed.semantics.limits import DROP_PORT, N_INSTANCES, N_PORTS, N_STREAMS, TABLE_SIZES, WINDOWS_BACK_UNIT  # noqa: F401
+from testbed.semantics.plan import TRANSITION
 from testbed.semantics.windows import BEFORE_ORIGIN, MAX_LATE_SLIDES, NO_WINDOW, TOO_LATE
 
 DROP_SLOTS = 8            # drop counter index = stream * DROP_SLOTS + code
@@ -208,6 +209,18 @@ SCHEMA: dict[str, TableSpec] = {
 #: leaves out besides the transition's (the model holds every table).
 FIXED_ONLY = ("operator_back",)
 NOT_FIXED = ("operator_position",)
+
+
+def build_tables(program: Optional[str]) -> frozenset[str]:
+    """The contract's splitter tables a build holds (the build without
+    changes lacks the transition's, ``TRANSITION``), by its compiled program's
+    name (``run.json``'s ``versions.p4_program``, such as
+    ``splitter_fixed.json``); None for the model, which holds every table."""
+    if program is None:
+        return frozenset(SCHEMA)
+    if program.split(".")[0] == "splitter_fixed":
+        return frozenset(SCHEMA) - set(TRANSITION) - set(NOT_FIXED)
+    return frozenset(SCHEMA) - set(FIXED_ONLY)
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).
 DEFAULT_ACTION = "NoAction"
 

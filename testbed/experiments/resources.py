@@ -208,10 +208,13 @@ def p4ss_growth(topo: Topology, sizes: Iterable[int]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 # live targets
 # ---------------------------------------------------------------------------
-def planned_state(plan: SplitterPlan) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
-    """The plan as a switch reports it back: entries as integers per table, ports per group."""
-    tables: dict[str, set] = {t: set() for t in SCHEMA}
+def planned_state(plan: SplitterPlan, held: Iterable[str]) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
+    """The plan as a switch whose build holds the tables ``held`` reports it
+    back: entries as integers per table, ports per group."""
+    tables: dict[str, set] = {t: set() for t in SCHEMA if t in held}
     for e in plan.entries():
+        if e.table not in tables:
+            continue
         kinds = param_kinds(e.table, e.action)
         tables[e.table].add((tuple(to_int(v) for v in e.match), e.action,
                              tuple(to_int(v, k) for v, k in zip(e.params, kinds))))
@@ -226,9 +229,10 @@ def node_ports(node: Any) -> list[int]:
 
 
 def switch_state(api: Any) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
-    """What the switch holds, read back through the control API."""
+    """What the switch holds, read back through the control API, in each table its build has."""
+    held = set(api.held_tables())
     tables = {t: {(tuple(e["match"]), e["action"], tuple(e["params"])) for e in api.table_entries(t)}
-              for t in SCHEMA}
+              for t in SCHEMA if t in held}
     groups = {int(g): tuple(sorted(p for node in nodes for p in node_ports(node)))
               for g, nodes in api.mc_dump().items()}
     return tables, groups
@@ -236,12 +240,12 @@ def switch_state(api: Any) -> tuple[dict[str, set], dict[int, tuple[int, ...]]]:
 
 def compare(target: str, semantic: str, plan: SplitterPlan, api: Any) -> list[dict[str, Any]]:
     """One row per table and for the groups: the plan's count, the switch's, and whether they hold the same."""
-    want_tables, want_groups = planned_state(plan)
     got_tables, got_groups = switch_state(api)
+    want_tables, want_groups = planned_state(plan, got_tables)
     topo = plan.topology
     point = {"target": target, "semantic": semantic, "N": len(topo.streams[0].operators), "streams": len(topo.streams)}
     rows = [{**point, "what": t, "planned": len(want_tables[t]),
-             "read_back": len(got_tables[t]), "same": want_tables[t] == got_tables[t]} for t in SCHEMA]
+             "read_back": len(got_tables[t]), "same": want_tables[t] == got_tables[t]} for t in got_tables]
     rows.append({**point, "what": "multicast_groups",
                  "planned": len(want_groups), "read_back": len(got_groups), "same": want_groups == got_groups})
     rows.append({**point, "what": "multicast_ports",

@@ -38,6 +38,7 @@ import yaml
 from pydantic import Field, field_validator
 
 from testbed.analysis.plots import plt, save_figure
+from testbed.dataplane.contract import build_tables
 from testbed.emulation.footprint import TAG_ENV
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams
@@ -240,11 +241,13 @@ class ScaleRuns(ExperimentKind):
             "exit": res.returncode, "wall_s": round(time.perf_counter() - t0, 1),
             "spark": bool(spark),
             "peak_memory_mib": round(memory.peak / 2**20), "estimated_memory_mib": round(topo.memory_need() / 2**20),
-            "plan_entries": len(plan.entries()),
             "plan_groups": cost["multicast_groups"], "plan_nodes": cost["multicast_nodes"]}
         if not rundir.is_run():
             return dict(row, check_passes=False, error=" ".join(res.stderr.strip().splitlines()[-1:]))
         run, verdicts = rundir.read_record(), rundir.read_verdicts()
+        # what the plan has for the tables of the build that ran
+        held = build_tables(run.versions.get("p4_program"))
+        row["plan_entries"] = sum(e.table in held for e in plan.entries())
         phases, install = run.phases_s, run.install
         check = testbed("check", str(rundir.root))
         operators = list(dict.fromkeys(op for s in topo.streams for op in s.operators))

@@ -43,6 +43,7 @@ from testbed.dataplane.contract import (
     SCHEMA,
     TABLE_SIZES,
     UNKNOWN_STREAM,
+    build_tables,
     drop_counter_index,
     to_int,
 )
@@ -257,7 +258,7 @@ def test_program_compiles_with_the_pipeline_schema(build, request):
     config = json.loads(program.read_text())
     held = {short_name(name) for name in info.tables}
     lacks = set(TRANSITION) | set(NOT_FIXED) if build == "fixed" else set(FIXED_ONLY)
-    assert held & set(SCHEMA) == set(SCHEMA) - lacks
+    assert held & set(SCHEMA) == set(SCHEMA) - lacks == build_tables(program.name)
     for table, spec in SCHEMA.items():
         if table in lacks:
             continue
@@ -682,8 +683,9 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, either_switch):
             target.mc_mgrp_create(g.mgid)
             for rid, ports in g.nodes:
                 target.mc_node_associate(g.mgid, target.mc_node_create(rid, list(ports)))
+        held = target.held_tables()
         for e in run.plan.entries():
-            if e.table == "egress_rewrite" and e.match[0] == run.plan.ports["h3"]:
+            if e.table not in held or (e.table == "egress_rewrite" and e.match[0] == run.plan.ports["h3"]):
                 continue
             target.table_add(e.table, e.action, [str(v) for v in e.match], [str(v) for v in e.params])
     cap = Capture(rig, [run.plan.ports["h2"], run.plan.ports["h3"]])

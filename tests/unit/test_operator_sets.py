@@ -1,5 +1,6 @@
 """Operator sets (docs/p4.md, "Operator sets"): streams dealt over the same list
-of operators share its unicast, multicast and operator_position entries.
+of operators share its unicast, multicast, operator_position and
+operator_back entries.
 
 What must hold: the plan installs each set once, however many streams name
 it; every stream's copies still go to exactly the operators the oracle gives
@@ -18,7 +19,8 @@ from support import topologies
 from testbed.dataplane.control import Controller
 from testbed.dataplane.model import SplitterPipeline
 from testbed.dataplane.wire import WINDOWS_STRUCT, copy_windows, event_frame
-from testbed.semantics.plan import MULTICAST, OPERATOR_COUNT, OPERATOR_POSITION, UNICAST, SplitterPlan
+from testbed.semantics.limits import WINDOWS_BACK_UNIT
+from testbed.semantics.plan import MULTICAST, OPERATOR_BACK, OPERATOR_COUNT, OPERATOR_POSITION, UNICAST, SplitterPlan
 from testbed.semantics.topology import SPLITTER_IP, WindowSpec, parse_topology
 
 pytestmark = pytest.mark.unit
@@ -72,6 +74,51 @@ def test_a_thousand_streams_over_one_list_cost_two_entries_each_and_one_set():
     assert cost["window_spec"] == cost["operator_count"] == 1000
     assert cost[UNICAST] == cost[OPERATOR_POSITION] == 3
     assert cost[MULTICAST] == len(next(iter(plan.opsets.values())).multicast) <= 3 * 3
+
+
+def test_operator_back_says_where_each_operator_of_a_group_stands():
+    """Per operator set: for every newest operator w, the operators 0 ..
+    min(C, N) - 1 windows back from it, each with the back that its position
+    gives, (w - position) mod N, in the header's place (docs/windows.md)."""
+    plan = SplitterPlan(three_streams())
+    positions = {e.match: e.params[0] for e in by_table(plan.entries())[OPERATOR_POSITION]}
+    egress = {e.match: e.params for e in plan.egress}
+    backs = by_table(plan.entries())[OPERATOR_BACK]
+    for opset in plan.opsets.values():
+        n = len(opset.operators)
+        # sliding 6/2 and time 8/4 over ABC: C = 3 and 2, so 3 back; tumbling 3/3 over two: 1
+        most = 3 if n == 3 else 1
+        mine = [e for e in backs if e.match[0] == opset.id]
+        assert sorted((e.match[1], e.params[3] // WINDOWS_BACK_UNIT) for e in mine) == sorted(
+            (w, back) for w in range(n) for back in range(min(most, n)))
+        for e in mine:
+            _opset, newest, port, rid = e.match
+            back = e.params[3] // WINDOWS_BACK_UNIT
+            assert e.params[3] == back * WINDOWS_BACK_UNIT
+            assert (newest - positions[(opset.id, port, rid)]) % n == back
+            assert e.params[:3] == egress[(port, rid)]    # addressed as egress_rewrite would
+
+
+def test_a_multicast_copy_without_its_operator_back_entry_carries_none_of_its_windows():
+    """The model reads operator_back for a single event's copies: the table
+    decides, not a computation beside it."""
+    switch = Switch(three_streams())
+    for k in range(8):
+        switch.send(1, k)
+    opset = switch.plan.streams[1].opset.id
+    doomed = next(e for e in switch.pipe.table_entries(OPERATOR_BACK)
+                  if e["match"][0] == opset and e["params"][3] == WINDOWS_BACK_UNIT)
+    switch.pipe.table_delete(OPERATOR_BACK, doomed["handle"])
+    newest, port = doomed["match"][1], doomed["match"][2]
+    seq = 8
+    while True:     # the next event whose newest window is that operator's and that lies in two or more
+        frames = switch.pipe.process(frame_of(switch.plan, 1, seq, seq))
+        copies = {p: WINDOWS_STRUCT.unpack_from(f, 14 + 20 + 8 + 32) for p, f in frames}
+        seq += 1
+        if len(copies) >= 2 and switch.pipe.register_read("newest_op", 1) == newest:
+            break
+        assert seq < 100
+    assert copies[port][1] == 0 and all(fields[1] > 0 for p, fields in copies.items() if p != port)
 
 
 def frame_of(plan, sid: int, seq: int, ts: int) -> bytes:
