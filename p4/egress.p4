@@ -54,6 +54,7 @@ control MyEgress(inout headers_t hdr,
 #endif
     }
 
+#ifndef FIXED
     /* Keyed on the two fields themselves, as the position tables are: an
      * instance worked out from them would be a test and a table of p4c's
      * on every copy, and a field to reset and copy (docs/p4.md, rule 6). */
@@ -73,7 +74,6 @@ control MyEgress(inout headers_t hdr,
      * the newest window's operator (not EGRESS_DECIDES), the action moves
      * it back to this operator's own windows, in one assignment and no
      * test. */
-#ifndef FIXED
     action set_position(bit<32> position) {
 #ifdef EGRESS_DECIDES
         hdr.scratch.position = position;
@@ -83,17 +83,29 @@ control MyEgress(inout headers_t hdr,
                                            BACK_OF(meta.verdict.newest_op, position, meta.win.n_ops));
 #endif
     }
-#endif
 
-#ifdef FIXED
-    /* A multicast's copy, addressed and given its own windows by one table:
-     * keyed on the (operator set, newest operator) that chose the group as
-     * well as on the replica, its entry knows how far back the operator's
-     * windows lie, so the action moves the header back by a constant
-     * (back in the window's and the span's place at once, from the control
-     * plane), with no lookup of a position nor arithmetic on it (docs/p4.md,
-     * "An eighth step").  Every operator of a group owns one of the event's
-     * windows in this build, so every replica has an entry. */
+    table operator_position {
+        key = {
+            meta.win.opset                : exact @name("opset");
+            standard_metadata.egress_port : exact @name("port");
+            standard_metadata.egress_rid  : exact @name("rid");
+        }
+        actions = { set_position; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = POSITION_TABLE_SIZE;
+    }
+#else
+    /* Every copy, addressed and given its own windows by one table: keyed
+     * on the (operator set, newest operator) that chose its port or group
+     * as well as on the replica, its entry knows how far back the
+     * operator's windows lie.  The newest window's operator's entry
+     * (back 0) takes rewrite_dst, the header as ingress wrote it; the
+     * others' take rewrite_back, which moves it back by a constant (back
+     * in the window's and the span's place at once, from the control
+     * plane), with no lookup of a position nor arithmetic on it
+     * (docs/p4.md, "An eighth step").  Every operator a copy goes to owns
+     * one of the event's windows in this build, so each has an entry;
+     * split by key, its index is the newest operator, 0 back. */
     action rewrite_back(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance, bit<128> windows_back) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ip;
@@ -109,20 +121,9 @@ control MyEgress(inout headers_t hdr,
             standard_metadata.egress_port : exact @name("port");
             standard_metadata.egress_rid  : exact @name("rid");
         }
-        actions = { rewrite_back; @defaultonly NoAction; }
+        actions = { rewrite_dst; rewrite_back; @defaultonly NoAction; }
         const default_action = NoAction();
         size = BACK_TABLE_SIZE;
-    }
-#else
-    table operator_position {
-        key = {
-            meta.win.opset                : exact @name("opset");
-            standard_metadata.egress_port : exact @name("port");
-            standard_metadata.egress_rid  : exact @name("rid");
-        }
-        actions = { set_position; @defaultonly NoAction; }
-        const default_action = NoAction();
-        size = POSITION_TABLE_SIZE;
     }
 #endif
 
@@ -275,13 +276,7 @@ control MyEgress(inout headers_t hdr,
          * (COPY_WINDOWS, forwarding.p4): the one copy of most events leaves
          * with it as it is, and no test here asks what the frame is. */
 #ifdef FIXED
-        /* The one copy of an event in one window (clamped), and a
-         * multicast's copy, each addressed by one table. */
-        if (meta.verdict.active == 1) {
-            if (!egress_rewrite.apply().hit) {
-                mark_to_drop(standard_metadata);
-            }
-        } else if (!operator_back.apply().hit) {
+        if (!operator_back.apply().hit) {
             mark_to_drop(standard_metadata);
         }
 #else

@@ -146,6 +146,8 @@ EGRESS_PORT_KEY = Key("port", PORT_BITS)
 RID_KEY = Key("rid", 16)
 OPSET_KEY = Key("opset", 32)
 TO_OPERATOR = ActionSpec((Param("port", "int", PORT_BITS),))
+#: A copy's destination, and the operator instance that operator_out counts it for.
+REWRITE_DST = ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32), Param("instance", "int", 32)))
 TO_GROUP = ActionSpec((Param("mgid", "int", 16),))
 
 #: Tables keyed by ``bank`` hold two configurations per stream: the one in
@@ -187,28 +189,26 @@ SCHEMA: dict[str, TableSpec] = {
     # and whole hosts' nodes, the instance's id for an instance on a shared
     # port (testbed.semantics.instances).  The action names the instance,
     # which operator_out counts.
-    "egress_rewrite": TableSpec(EGRESS, (EGRESS_PORT_KEY, RID_KEY),
-                                {"rewrite_dst": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32),
-                                                            Param("instance", "int", 32)))}),
+    "egress_rewrite": TableSpec(EGRESS, (EGRESS_PORT_KEY, RID_KEY), {"rewrite_dst": REWRITE_DST}),
     # Where the copy's operator instance stands in the operator set: which of
     # the event's windows its copy carries (the Windows header).
     "operator_position": TableSpec(EGRESS, (OPSET_KEY, EGRESS_PORT_KEY, RID_KEY),
                                    {"set_position": ActionSpec((Param("position", "int", 32),))}),
     "previous_position": TableSpec(EGRESS, (STREAM_KEY, EGRESS_PORT_KEY, RID_KEY),
                                    {"set_previous_position": ActionSpec((Param("position", "int", 32),))}),
-    # The build without changes addresses a multicast's copy and moves its
-    # Windows header back in one table, keyed on the (operator set, newest
-    # operator) that chose the group too: each entry knows how far back its
-    # operator's windows lie, as back * WINDOWS_BACK_UNIT.
+    # The build without changes addresses every copy and moves its Windows
+    # header back in one table, keyed on the (operator set, newest operator)
+    # that chose its port or group too: each entry knows how far back its
+    # operator's windows lie, 0 (rewrite_dst) or back * WINDOWS_BACK_UNIT.
     "operator_back": TableSpec(EGRESS, (OPSET_KEY, OP_KEY, EGRESS_PORT_KEY, RID_KEY),
-                               {"rewrite_back": ActionSpec((Param("mac", "mac", 48), Param("ip", "ip", 32),
-                                                            Param("instance", "int", 32),
+                               {"rewrite_dst": REWRITE_DST,
+                                "rewrite_back": ActionSpec((*REWRITE_DST.params,
                                                             Param("windows_back", "int", 128)))}),
 }
 #: The egress tables only bmv2's build without changes holds, and those it
 #: leaves out besides the transition's (the model holds every table).
 FIXED_ONLY = ("operator_back",)
-NOT_FIXED = ("operator_position",)
+NOT_FIXED = ("egress_rewrite", "operator_position")
 
 
 def build_tables(program: Optional[str]) -> frozenset[str]:

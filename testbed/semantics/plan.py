@@ -141,6 +141,15 @@ def event_destination_pairs(s: Stream) -> list[tuple[int, int]]:
     return destination_pairs(s.window.size, s.window.slide, n_ops)
 
 
+def event_backs(s: Stream) -> set[tuple[int, int]]:
+    """``(w, back)`` of every copy a frame of one of ``s``'s events makes: its
+    windows' operators stand 0 .. c - 1 back from the newest's.  Split by
+    key, the one copy goes to the key's operator, whose index stands for w."""
+    if s.split == "key":
+        return {(newest, 0) for newest in range(len(s.operators))}
+    return {(newest, back) for newest, active in event_destination_pairs(s) for back in range(active)}
+
+
 def destination_set(operators: list[str], newest: int, active: int) -> list[str]:
     """The ``active`` operators whose windows end at ``operators[newest]``, oldest first."""
     n = len(operators)
@@ -152,7 +161,7 @@ class OperatorSet:
     """One list of operators, and the entries that deal windows over it:
     unicast and operator_position per operator, multicast per ``(w, c)``
     pair some stream over it reaches, and operator_back per operator that
-    owns a window of such a pair's events.  Every stream with the same list, in
+    owns a window of such a pair's events (``event_backs``).  Every stream with the same list, in
     either bank, shares them (operator_count names the set), so a thousand
     streams over one list cost two entries each; a change that brings a new
     list adds a set and never removes one another stream may use."""
@@ -174,13 +183,11 @@ class OperatorSet:
         """What stream ``s`` reaches of the set: every unicast and position, its
         pairs' multicast, and the operator_back entries of its events' pairs."""
         if s.split == "key" and not s.sends_batches:
-            return list(self.entries)
-        pairs = (self.multicast.get(pair) for pair in stream_destination_pairs(s))
-        reached = self.entries + [e for e in pairs if e is not None]
-        if s.split == "key":
-            return reached
-        backs = {(newest, back) for newest, active in event_destination_pairs(s) for back in range(active)}
-        return reached + [self.backs[pair] for pair in sorted(backs)]
+            reached = list(self.entries)
+        else:
+            pairs = (self.multicast.get(pair) for pair in stream_destination_pairs(s))
+            reached = self.entries + [e for e in pairs if e is not None]
+        return reached + [self.backs[pair] for pair in sorted(event_backs(s))]
 
     def groups_for(self, entries: Iterable[TableEntry]) -> dict[int, MulticastGroup]:
         mgids = {e.params[0] for e in entries if e.action == "to_group"}
@@ -314,21 +321,21 @@ class SplitterPlan:
                 opset.entries.append(self._to_one(UNICAST, (opset.id, i), op, opset.groups))
                 opset.entries.append(TableEntry(OPERATOR_POSITION, "set_position",
                                                 (opset.id, *self.egress_key(op)), (i,)))
+        # The copies of an event: each of its windows' operators, so many
+        # back from the newest (operator_back, egress.p4).
+        for newest, back in event_backs(s):
+            if (newest, back) not in opset.backs:
+                op = s.operators[(newest - back) % len(s.operators)]
+                inst = self.instances[op]
+                match = (opset.id, newest, *self.egress_key(op))
+                opset.backs[(newest, back)] = (
+                    TableEntry(OPERATOR_BACK, "rewrite_back", match,
+                               (inst.mac, inst.ip, inst.id, back * WINDOWS_BACK_UNIT)) if back else
+                    TableEntry(OPERATOR_BACK, "rewrite_dst", match, (inst.mac, inst.ip, inst.id)))
         if s.split == "key" and not s.sends_batches:
             # Every event goes to one operator, the key's (unicast by its
             # index), with all of its windows: no groups.
             return opset
-        if s.split != "key":
-            # The copies of an event: each of its windows' operators, so
-            # many back from the newest (operator_back, egress.p4).
-            for newest, active in event_destination_pairs(s):
-                for back in range(active):
-                    if (newest, back) not in opset.backs:
-                        op = s.operators[(newest - back) % len(s.operators)]
-                        inst = self.instances[op]
-                        opset.backs[(newest, back)] = TableEntry(
-                            OPERATOR_BACK, "rewrite_back", (opset.id, newest, *self.egress_key(op)),
-                            (inst.mac, inst.ip, inst.id, back * WINDOWS_BACK_UNIT))
         for newest, active in stream_destination_pairs(s):
             if active < 2 or (newest, active) in opset.multicast:
                 continue

@@ -676,7 +676,9 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, either_switch):
     _proc, api = either_switch
     topo = topology([stream(1, {"kind": "count", "size": 1, "slide": 1}, ["h2", "h3"])])
     run = Run(topo, [(1, s, s) for s in range(4)] + [(9, 0, 0), (9, 1, 1)])
-    # Install everything but h3's rewrite, on both targets.
+    # Install everything but h3's rewrite, on both targets: its egress_rewrite
+    # entry, and in the build without changes its operator_back entries
+    # (keyed on the port second to last, as egress_rewrite's is).
     run.model = SplitterPipeline()
     for target in (run.model, api):
         for g in run.plan.groups:
@@ -685,7 +687,8 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, either_switch):
                 target.mc_node_associate(g.mgid, target.mc_node_create(rid, list(ports)))
         held = target.held_tables()
         for e in run.plan.entries():
-            if e.table not in held or (e.table == "egress_rewrite" and e.match[0] == run.plan.ports["h3"]):
+            rewrite = e.table in ("egress_rewrite", "operator_back")
+            if e.table not in held or (rewrite and e.match[-2] == run.plan.ports["h3"]):
                 continue
             target.table_add(e.table, e.action, [str(v) for v in e.match], [str(v) for v in e.params])
     cap = Capture(rig, [run.plan.ports["h2"], run.plan.ports["h3"]])

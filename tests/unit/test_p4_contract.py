@@ -106,8 +106,8 @@ def test_the_compiled_program_agrees_where_p4c_exists(build):
     """The plain build holds the splitter's tables and registers and nothing
     else, but the build without changes' own egress table; the CEP build
     holds the CEP stage's as well; the build without changes mid-stream
-    lacks the transition's tables and operator_position, whose work its
-    operator_back does."""
+    lacks the transition's tables, egress_rewrite and operator_position,
+    whose work its operator_back does."""
     from testbed.targets.bmv2 import toolchain
 
     reason = toolchain.compiler_missing()

@@ -89,7 +89,10 @@ class Egress:
         if min(v.active, copy.n_ops) == 1 and not v.old_active:
             return 0
         hit = self.tables["operator_back"].get((copy.opset, v.newest, *replica))
-        return None if hit is None else hit[1][3] // WINDOWS_BACK_UNIT
+        if hit is None:
+            return None
+        action, params = hit
+        return params[3] // WINDOWS_BACK_UNIT if action == "rewrite_back" else 0
 
     def addressed(self, copies: list[Replica]) -> list[tuple[Replica, Address]]:
         """The copies, as the PRE makes them, that egress_rewrite addresses:
