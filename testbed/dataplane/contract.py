@@ -221,6 +221,8 @@ def build_tables(program: Optional[str]) -> frozenset[str]:
     if program.split(".")[0] == "splitter_fixed":
         return frozenset(SCHEMA) - set(TRANSITION) - set(NOT_FIXED)
     return frozenset(SCHEMA) - set(FIXED_ONLY)
+
+
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).
 DEFAULT_ACTION = "NoAction"
 

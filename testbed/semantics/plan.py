@@ -161,10 +161,11 @@ class OperatorSet:
     """One list of operators, and the entries that deal windows over it:
     unicast and operator_position per operator, multicast per ``(w, c)``
     pair some stream over it reaches, and operator_back per operator that
-    owns a window of such a pair's events (``event_backs``).  Every stream with the same list, in
-    either bank, shares them (operator_count names the set), so a thousand
-    streams over one list cost two entries each; a change that brings a new
-    list adds a set and never removes one another stream may use."""
+    owns a window of such a pair's events (``event_backs``).  Every stream
+    with the same list, in either bank, shares them (operator_count names
+    the set), so a thousand streams over one list cost two entries each; a
+    change that brings a new list adds a set and never removes one another
+    stream may use."""
 
     id: int
     operators: tuple[str, ...]

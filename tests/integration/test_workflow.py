@@ -179,8 +179,8 @@ def test_switch_cli_reads_what_plan_and_accounting_predict(tmp_path, target):
     ports = sorted(plan.ports[h] for h in topo.operator_hosts())
     out = tmp_path / "run"
     # Nothing in the topology changes a stream, so bmv2 runs its build without
-    # changes, which has no transition tables nor operator_position (the
-    # model has every table).
+    # changes, which has no transition tables, egress_rewrite nor
+    # operator_position (the model has every table).
     assert not topo.changes_streams()
     tables = [t for t in SCHEMA if target == "model" or t not in TRANSITION + NOT_FIXED]
     script = "".join(f"table_dump {t}\n" for t in tables) + "mc_dump\n"
