@@ -109,13 +109,18 @@ class Controller:
             self.nodes[group.mgid] = [int(h) for h in handles]
         return sum(map(group_calls, new))
 
-    def _held(self, entries: Sequence[TableEntry]) -> list[TableEntry]:
-        """The entries of tables the switch's build holds: a plan fills every
+    def held_tables(self) -> frozenset[str]:
+        """The tables the switch's build holds, asked once: a plan fills every
         build's (operator_back for bmv2's build without changes,
         operator_position for the others, and the model holds both)."""
         if self._tables is None:
             self._tables = frozenset(self.api.held_tables())
-        return [e for e in entries if e.table in self._tables]
+        return self._tables
+
+    def _held(self, entries: Sequence[TableEntry]) -> list[TableEntry]:
+        """The entries of tables the switch's build holds."""
+        held = self.held_tables()
+        return [e for e in entries if e.table in held]
 
     #: Entries handed to ``table_add_many`` at once: one request to the embedded switch.
     BATCH = 2048
@@ -204,7 +209,7 @@ class Controller:
         """Empty every table and remove the groups ``install`` created, so the
         same switch can take the next plan without a restart.  Nodes go before
         their groups: bmv2 leaves a destroyed group's nodes dangling."""
-        held = set(self.api.held_tables())
+        held = self.held_tables()
         for table in SCHEMA:
             if table in held:
                 self.api.table_clear(table)
