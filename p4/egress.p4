@@ -7,8 +7,10 @@
  * hosts, the instance's id for an instance on a shared port
  * (testbed.semantics.instances).  So it is right for unicast and for each
  * replica of a group alike, and so are the position tables; its action
- * names the copy's instance, which operator_out counts.  A copy for an
- * instance without an entry is dropped.  stream_out / operator_out count
+ * names the copy's instance, which operator_out counts.  The build
+ * without changes does all of that in operator_back, keyed on the
+ * (operator set, newest operator) too.  A copy for an instance without an
+ * entry is dropped.  stream_out / operator_out count
  * the copies that actually leave.
  */
 #ifndef SPLITTER_EGRESS_P4
@@ -71,7 +73,7 @@ control MyEgress(inout headers_t hdr,
     /* Where the copy's operator stands in the operator set of the epoch
      * that serves the event, and in the previous epoch's list
      * (testbed.semantics.plan).  Where ingress wrote the Windows header of
-     * the newest window's operator (not EGRESS_DECIDES), the action moves
+     * the newest window's operator (the plain build), the action moves
      * it back to this operator's own windows, in one assignment and no
      * test. */
     action set_position(bit<32> position) {

@@ -244,7 +244,8 @@ control MyIngress(inout headers_t hdr,
 /* The Windows header of the copy for the newest window's operator, which
  * the one copy of most events is: a multicast copies it into every
  * replica, and egress moves it back to each replica's own windows
- * (set_position, egress.p4).  Split by key, the one copy carries every
+ * (rewrite_back in the build without changes, set_position in the plain
+ * build; egress.p4).  Split by key, the one copy carries every
  * window of the event: a stride of 1. */
 #define COPY_WINDOWS                                                            \
     hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, meta.win.n_ops);

@@ -255,7 +255,7 @@ struct headers_t {
 struct window_params_t {
     bit<32> n_ops;         /* N, the number of operators of the stream */
     bit<1>  by_key;        /* 1: split by key (split_by_key), 0: by windows */
-    bit<32> opset;         /* the operator set: unicast, multicast and operator_position key on it */
+    bit<32> opset;         /* the operator set: unicast, multicast, operator_position and operator_back key on it */
 }
 
 /* N of the epoch before the one in force (previous_spec's action data; the
