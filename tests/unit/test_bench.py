@@ -229,6 +229,34 @@ def test_a_callgrind_dump_gives_its_instruction_total_less_header_vector_allocat
         dumped_instructions("version: 1\nevents: Ir\n")
 
 
+def test_a_dump_of_each_thread_is_told_by_the_bmv2_function_the_thread_runs():
+    """callgrind writes one file per thread (``callgrind.out.N-TT``): each is
+    named by the step of bmv2 it runs, the egress threads in the order bmv2
+    made them, whatever order the files are listed in; threads that run no
+    step are summed as one, and each total is less its header vectors'
+    allocations."""
+    from testbed.experiments.bench.instructions import OTHER_THREADS, by_thread, thread_of
+
+    def dump(total, *functions):
+        lines = ["version: 1", "events: Ir", f"summary: {total}"]
+        for ident, function in enumerate(functions, 1):
+            lines += [f"fn=({ident}) {function}", "1 5"]
+        return "\n".join(lines + [""])
+
+    receive = dump(900, "bm::PHV::reset_metadata()", "SimpleSwitch::receive_(unsigned int, char const*, int)")
+    ingress = dump(5000, "SimpleSwitch::ingress_thread()", "bm::Parser::parse(bm::Packet*) const")
+    egress = dump(700, "SimpleSwitch::egress_thread(unsigned long)")
+    assert thread_of(receive) == "receive" and thread_of(ingress) == "ingress" and thread_of(egress) == "egress"
+    assert thread_of(dump(3, "std::thread::_State_impl::_M_run()")) == OTHER_THREADS
+    # a function only called from a thread names it too (cfn=)
+    assert thread_of("fn=(1) main\ncfn=(2) SimpleSwitch::transmit_thread()\ncalls=1 0\n1 9\n") == "transmit"
+    allocating = receive.replace("1 5\n", "1 5\ncfn=(9) bm::PHVFactory::create() const\ncalls=1 0\n2 400\n", 1)
+    files = [("callgrind.out.2-11", dump(0, "SimpleSwitch::egress_thread(unsigned long)")),
+             ("callgrind.out.2-06", allocating), ("callgrind.out.2-10", egress), ("callgrind.out.2-07", ingress),
+             ("callgrind.out.2-01", dump(30, "main")), ("callgrind.out.2-02", dump(12, "bm::PortMonitor"))]
+    assert by_thread(files) == {OTHER_THREADS: 42, "receive": 500, "ingress": 5000, "egress 1": 700, "egress 2": 0}
+
+
 def test_the_batches_builds_workloads_send_batches_and_lone_events_as_a_source_does():
     """``make bench`` counts the batches build on frames of 8 events, count
     and time, and on frames of one, which go plain (docs/wire.md, "Batches");
@@ -419,6 +447,51 @@ def test_the_breakdown_reads_calls_and_their_cost_by_caller_from_a_callgrind_dum
     assert parts["expressions"] == (3.0, 90.0) and parts["parser"] == (0.0, 0.0)
 
 
+def test_the_breakdown_reads_a_dump_of_every_thread_and_the_last_attempt_at_each_count(tmp_path, capsys):
+    """A dump counted thread by thread is its files read as one, each naming
+    its functions afresh: the ingress thread's parser and the egress
+    thread's pipeline both count.  Of a count's attempts, the last one's
+    dump is the row's; a bench before threads were counted apart (one file
+    per dump) reads as before; and the row's threads are printed too."""
+    import json
+
+    from testbed.experiments.bench.breakdown import bench_dumps, main, per_event
+
+    def thread(packets, function, callee, cost):
+        return "\n".join(["version: 1", "events: Ir", f"summary: {cost * packets}", f"fn=(1) {function}", "1 1",
+                          f"cfn=(2) {callee}", f"calls={packets} 0", f"2 {cost * packets}", ""])
+
+    def threads(packets):
+        return {"07": thread(packets, "SimpleSwitch::ingress_thread()", "bm::Parser::parse(bm::Packet*) const", 300),
+                "10": thread(packets, "SimpleSwitch::egress_thread(unsigned long)",
+                             "bm::Pipeline::apply(bm::Packet*)", 50)}
+
+    bench = tmp_path / "bench"
+    rows = [{"program": "forward", "workload": "any", "threads_per_event": {"ingress": 300, "egress 1": 50}},
+            {"program": "splitter", "workload": "w"}]
+    bench.mkdir()
+    (bench / "experiment.json").write_text(json.dumps({"ours": {"instructions": rows}}))
+    for folder, packets in (("forward-0-100-0", 100), ("forward-0-400-0", 1), ("forward-0-400-1", 400)):
+        (bench / "callgrind" / folder).mkdir(parents=True)
+        for suffix, text in threads(packets).items():
+            (bench / "callgrind" / folder / f"callgrind.out.1-{suffix}").write_text(text)
+            (bench / "callgrind" / folder / f"callgrind.out-{suffix}").write_text(threads(10_000)[suffix])
+    for folder, packets in (("splitter-1-100-0", 100), ("splitter-1-400-0", 400)):
+        (bench / "callgrind" / folder).mkdir(parents=True)
+        (bench / "callgrind" / folder / "callgrind.out.1").write_text(threads(7)["07"])  # dumped, then superseded
+        (bench / "callgrind" / folder / "callgrind.out.2").write_text(threads(packets)["07"])
+    dumps = bench_dumps(bench)
+    few, many, events = dumps["forward", "any"]
+    assert events == 300
+    parts = per_event(few, many, events)
+    assert parts["parser"] == (1.0, 300.0) and parts["egress control"] == (1.0, 50.0)
+    few, many, events = dumps["splitter", "w"]
+    assert per_event(few, many, events)["parser"] == (1.0, 300.0)
+    assert main([str(bench)]) == 0
+    out = capsys.readouterr().out
+    assert "| ingress | 300 |" in out and "| egress 1 | 50 |" in out and out.count("bmv2's thread") == 1
+
+
 def test_the_breakdown_leaves_out_header_vectors_allocated_for_copies():
     """A copy made by replication goes through the packet constructor as a
     received frame does; the allocations the pool's state put under the
@@ -457,3 +530,32 @@ def test_the_probe_counts_every_action_and_files_it_under_the_source_most_of_it_
     assert [action_home(a) for a in program["actions"]] == ["slides.p4", "constants.p4", "-"]
     assert by_source(program, {0: 20, 1: 10, 2: 10}, 10) == {"-": (1.0, 0.0), "constants.p4": (1.0, 1.0),
                                                             "slides.p4": (2.0, 8.0)}
+
+
+def test_the_instructions_figure_cuts_each_bar_by_thread_and_outlines_the_busiest(tmp_path, monkeypatch):
+    """Read back from the part's parquet table, as ``testbed plot`` reads it:
+    a row counted thread by thread is one segment per thread, summing to its
+    instructions per event, with its busiest thread outlined; a row of an
+    older bench, or of a thread missing from a row, is drawn whole."""
+    import matplotlib.colors as mcolors
+    import pandas as pd
+
+    from testbed.experiments.bench import figures
+
+    rows = [{"program": "splitter_fixed", "workload": "w", "instructions_per_event": 121_000,
+             "threads_per_event": {"receive": 26_000, "ingress": 70_000, "egress 1": 0, "egress 3": 17_000,
+                                   "transmit": 7_000, "other": 1_000}},
+            {"program": "forward", "workload": "any", "instructions_per_event": 46_000,
+             "threads_per_event": {"receive": 20_000, "ingress": 13_000, "egress 1": 10_000, "transmit": 3_000}},
+            {"program": "splitter", "workload": "w", "instructions_per_event": 140_000, "threads_per_event": None}]
+    pd.DataFrame(rows).to_parquet(tmp_path / "instructions.parquet", index=False)
+    drawn = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, out: drawn.setdefault("fig", fig) and out)
+    figures.FIGURES["instructions"](pd.read_parquet(tmp_path / "instructions.parquet"), tmp_path / "out.png")
+    bars = [patch for patch in drawn["fig"].axes[0].patches if patch.get_width() > 0]
+    per_row = {y: [bar for bar in bars if abs(bar.get_y() + bar.get_height() / 2 - y) < 0.01] for y in range(3)}
+    assert [round(sum(bar.get_width() for bar in per_row[y])) for y in range(3)] == [121_000, 46_000, 140_000]
+    outlined = [(y, bar.get_width()) for y, row in per_row.items() for bar in row
+                if mcolors.to_rgba(bar.get_edgecolor()) == mcolors.to_rgba("black")]
+    assert outlined == [(0, 70_000), (1, 20_000)]
+    assert len(per_row[2]) == 1 and [len(per_row[0]), len(per_row[1])] == [5, 4]

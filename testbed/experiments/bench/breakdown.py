@@ -142,24 +142,33 @@ def per_event(few: str, many: str, events: int) -> dict[str, tuple[float, float]
     return out
 
 
-def bench_dumps(bench: Path) -> dict[tuple[str, str], tuple[Path, Path, int]]:
+def bench_dumps(bench: Path) -> dict[tuple[str, str], tuple[str, str, int]]:
     """``(program, workload) -> (dump of few events, dump of many, many - few)``
     of a bench's instructions part: the last attempt at each count, which is
-    the one its row was made from."""
+    the one its row was made from.  A dump is the text of its files, one per
+    thread (``callgrind.out.N-TT``) or, in benches before callgrind counted
+    threads apart, one (``callgrind.out.N``): each file names its functions
+    afresh, so their texts read as one."""
     record = json.loads((bench / "experiment.json").read_text())
     rows = record["ours"]["instructions"]
     found = {}
     for index, row in enumerate(rows):
-        runs: dict[int, Path] = {}
+        runs: dict[int, list[Path]] = {}
         for folder in sorted((bench / "callgrind").glob(f"{row['program']}-{index}-*")):
             count = int(folder.name.rsplit("-", 2)[1])
-            dumps = sorted(folder.glob("callgrind.out.*"), key=lambda path: int(path.suffix[1:]))
-            if dumps:                           # a later attempt's folder sorts after an earlier one's
-                runs[count] = dumps[-1]
+            files: dict[int, list[Path]] = defaultdict(list)
+            for path in folder.glob("callgrind.out.*"):
+                files[int(path.name.split(".")[-1].split("-")[0])].append(path)
+            if files:                           # a later attempt's folder sorts after an earlier one's
+                runs[count] = sorted(files[max(files)])
         if len(runs) == 2:
             few, many = sorted(runs)
-            found[row["program"], row["workload"]] = (runs[few], runs[many], many - few)
+            found[row["program"], row["workload"]] = (dump_text(runs[few]), dump_text(runs[many]), many - few)
     return found
+
+
+def dump_text(paths: list[Path]) -> str:
+    return "\n".join(path.read_text() for path in paths)
 
 
 #: How many of the actions that run the most primitives per event ``--actions`` lists.
@@ -257,10 +266,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not dumps:
         print(f"{args.bench}: no callgrind dumps of the instructions part", file=sys.stderr)
         return 1
+    rows = {(row["program"], row["workload"]): row
+            for row in json.loads((args.bench / "experiment.json").read_text())["ours"]["instructions"]}
     for (program, workload), (few, many, events) in dumps.items():
         print(f"\n{program}, {workload}\n| part | calls per event | instructions per event |\n|---|---|---|")
-        for role, (calls, cost) in per_event(few.read_text(), many.read_text(), events).items():
+        for role, (calls, cost) in per_event(few, many, events).items():
             print(f"| {role} | {calls:,.1f} | {cost:,.0f} |")
+        threads = rows[program, workload].get("threads_per_event")
+        if threads:
+            print("\n| bmv2's thread | instructions per event |\n|---|---|")
+            for thread, cost in threads.items():
+                print(f"| {thread} | {cost:,} |")
     if args.actions:
         from testbed.experiments.bench.instructions import WORKLOADS
         from testbed.targets.bmv2 import toolchain

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from testbed.analysis.plots import plt, save_figure
@@ -95,9 +96,48 @@ def draw_scale(rows: pd.DataFrame, out: Path) -> Path:
     return save_figure(fig, out)
 
 
+#: bmv2's threads in the order a frame passes them (bench.instructions.THREAD_FUNCTIONS).
+THREAD_ORDER = ("receive", "ingress", "egress", "transmit")
+
+
+def draw_instructions(rows: pd.DataFrame, out: Path) -> Path:
+    """Each program and workload's instructions per event as a bar, cut into
+    what each of bmv2's threads spent (its egress threads together) where the
+    bench counted them apart; the busiest single thread, which bounds a
+    blast's rate, is outlined."""
+    labels = [f"{program}, {workload}" for program, workload in zip(rows["program"], rows["workload"])]
+    fig, ax = plt.subplots(figsize=(10, 0.4 * len(rows) + 1.5))
+    threads = rows["threads_per_event"] if "threads_per_event" in rows else pd.Series([None] * len(rows))
+    split = False
+    for y, (total, counted) in enumerate(zip(rows["instructions_per_event"], threads)):
+        counted = {name: cost for name, cost in (counted or {}).items() if cost is not None and pd.notna(cost)}
+        if not counted:
+            ax.barh(y, total, color="0.6")
+            continue
+        busiest = max((name for name in counted if name != "other"), key=lambda name: counted[name])
+        left = 0.0
+        for i, step in enumerate(THREAD_ORDER):
+            for name in sorted(name for name in counted if name == step or name.startswith(f"{step} ")):
+                ax.barh(y, counted[name], left=left, color=f"C{i}", edgecolor="black" if name == busiest else "none",
+                        linewidth=1.5)
+                left += counted[name]
+        ax.barh(y, sum(cost for name, cost in counted.items() if name.split()[0] not in THREAD_ORDER), left=left,
+                color="0.8")
+        split = True
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel="instructions per event (the busiest thread outlined)",
+           title="bmv2: instructions per event, by the thread that spent them")
+    if split:
+        ax.legend(handles=[Patch(color=f"C{i}", label=step) for i, step in enumerate(THREAD_ORDER)]
+                  + [Patch(color="0.8", label="other threads"), Patch(color="0.6", label="not counted apart")],
+                  fontsize=8, loc="lower right")
+    return save_figure(fig, out)
+
+
 #: part -> how its figure is drawn; the oracle's one number needs none.
 FIGURES: dict[str, Callable[[pd.DataFrame, Path], Path]] = {
     "pipeline": draw_pipeline, "lateness": draw_lateness, "plan": draw_plan,
     "late_in_switch": draw_late_in_switch, "reconfiguration": draw_reconfiguration,
-    "emulation": draw_emulation, "scale": draw_scale,
+    "emulation": draw_emulation, "scale": draw_scale, "instructions": draw_instructions,
 }

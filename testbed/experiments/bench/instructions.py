@@ -36,6 +36,15 @@ remains repeats to about 0.1 %.
 The counts are user-space instructions only: the kernel's work for a frame
 (the veth, the sockets, waking bmv2's threads) is the same for every
 program and is not here.
+
+callgrind counts each of the switch's threads apart, and each row also
+says what each thread spent per event (``threads_per_event``).
+``simple_switch`` hands a frame from thread to thread: one receives it
+and resets its metadata, one parses it and runs the ingress, one of four
+(by egress port) runs the egress and the deparser, one sends it.  They
+work at once on different frames, so a blast's rate is bounded by the
+busiest of them, not by the sum (docs/p4.md, "Which thread bounds a
+blast").
 """
 from __future__ import annotations
 
@@ -144,6 +153,17 @@ START_TIMEOUT_S = 180.0
 SLOWER, RETRIES = 2, 2
 #: What bmv2 calls to make a packet's header vector when its pool has none free.
 PHV_ALLOCATION = "PHVFactory::create"
+#: Each of ``simple_switch``'s threads that handle frames, by the function it
+#: runs; a dump of a thread that runs none of them is ``OTHER_THREADS``'.
+#: There are several egress threads, each serving the ports that hash to
+#: it: each is named apart (``egress 1`` ...), in the order bmv2 made them.
+THREAD_FUNCTIONS = {
+    "receive": "SimpleSwitch::receive_",
+    "ingress": "SimpleSwitch::ingress_thread",
+    "egress": "SimpleSwitch::egress_thread",
+    "transmit": "SimpleSwitch::transmit_thread",
+}
+OTHER_THREADS = "other"
 
 
 class InstructionParams(StrictModel):
@@ -182,7 +202,7 @@ class CountedBmv2(Bmv2Process):
         self.dumps = dumps
 
     def command(self) -> list[str]:
-        return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={self.dumps}",
+        return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={self.dumps}", "--separate-threads=yes",
                 "--dump-instr=no", "--collect-jumps=no"] + super().command()
 
     def _control(self, flag: str) -> None:
@@ -191,14 +211,39 @@ class CountedBmv2(Bmv2Process):
     def zero(self) -> None:
         self._control("-z")
 
-    def dump(self) -> int:
-        """Instructions since the last ``zero``."""
+    def dump(self) -> dict[str, int]:
+        """Instructions since the last ``zero``, per thread (``by_thread``):
+        callgrind writes one file per thread for each dump."""
         before = set(self.dumps.parent.glob(f"{self.dumps.name}.*"))
         self._control("-d")
         new = sorted(set(self.dumps.parent.glob(f"{self.dumps.name}.*")) - before)
         if not new:
             raise RuntimeError(f"callgrind wrote no dump next to {self.dumps}")
-        return dumped_instructions(new[-1].read_text())
+        return by_thread([(path.name, path.read_text()) for path in new])
+
+
+def thread_of(dump: str) -> str:
+    """Which of ``THREAD_FUNCTIONS`` a thread's dump is of, or ``OTHER_THREADS``."""
+    for thread, function in THREAD_FUNCTIONS.items():
+        if re.search(rf"^c?fn=\(\d+\) [^\n]*{re.escape(function)}", dump, re.M):
+            return thread
+    return OTHER_THREADS
+
+
+def by_thread(dumps: list[tuple[str, str]]) -> dict[str, int]:
+    """Instructions per thread (``dumped_instructions``) of one dump's files,
+    ``(name, text)``, each thread's ``callgrind.out.N-TT``: the egress
+    threads named by their order of ``TT``, the threads that handle no frame
+    summed as ``OTHER_THREADS``."""
+    out: dict[str, int] = {}
+    egress = 0
+    for name, text in sorted(dumps, key=lambda dump: int(dump[0].rsplit("-", 1)[-1])):
+        thread = thread_of(text)
+        if thread == "egress":
+            egress += 1
+            thread = f"egress {egress}"
+        out[thread] = out.get(thread, 0) + dumped_instructions(text)
+    return out
 
 
 def dumped_instructions(dump: str) -> int:
@@ -270,9 +315,9 @@ class Workload(NamedTuple):
 
 
 def counted(expdir: ExperimentDir, rig: VethRig, name: str, program: str, install: Optional[Installer],
-            frames: list[bytes], rate: float, copies_expected: int) -> tuple[int, list[tuple[int, bytes]]]:
-    """Instructions the switch spent on ``frames`` and the copies that came out
-    (port, frame).  ``program``: a build of the splitter (``CEP``,
+            frames: list[bytes], rate: float, copies_expected: int) -> tuple[dict[str, int], list[tuple[int, bytes]]]:
+    """Instructions the switch spent on ``frames``, per thread (``by_thread``),
+    and the copies that came out (port, frame).  ``program``: a build of the splitter (``CEP``,
     ``BATCHES``, ``FIXED``, else the plain one), configured by ``install``; or one of
     ``BASELINES``, forwarding from the source's port to port 2 (all but
     ``SPLITTER_FLOOR``) and configured further by ``install`` if given."""
@@ -450,7 +495,7 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
                 rate = params.rate * len(frames) / count      # the same events per second in any frames
                 for attempt in range(RETRIES + 1):
                     name = f"{program}-{len(rows)}-{count}-{attempt}"
-                    instructions, copies = counted(expdir, rig, name, program, install, frames, rate, want)
+                    threads, copies = counted(expdir, rig, name, program, install, frames, rate, want)
                     if len(copies) == want or attempt == RETRIES:
                         break
                     rate /= SLOWER       # frames were lost on the way in: the switch fell behind
@@ -459,12 +504,15 @@ def instructions_per_event(expdir: ExperimentDir, params: InstructionParams) -> 
                                        f"{rate:g}/s, expected {want}: the count would not be of the same work")
                 if deliveries_for is not None:
                     refuse_wrong_copies(program, label, delivered(copies), deliveries_for(count))
-                totals[count] = (instructions, len(copies))
-            per_event = (totals[many][0] - totals[few][0]) / (many - few)
+                totals[count] = (threads, len(copies))
+            (few_threads, _), (many_threads, many_copies) = totals[few], totals[many]
+            per_thread = {thread: (many_threads.get(thread, 0) - few_threads.get(thread, 0)) / (many - few)
+                          for thread in sorted(set(few_threads) | set(many_threads))}
             rows.append({"target": "bmv2", "program": program, "p4_revision": revision,
                          "workload": "any" if install is None else label,
-                         "events": many, "copies": totals[many][1], "instructions": totals[many][0],
-                         "instructions_per_event": round(per_event)})
+                         "events": many, "copies": many_copies, "instructions": sum(many_threads.values()),
+                         "instructions_per_event": round(sum(per_thread.values())),
+                         "threads_per_event": {thread: round(cost) for thread, cost in per_thread.items()}})
     return rows
 
 
