@@ -334,8 +334,9 @@ def threads_section(results: Path, figures: Optional[dict[Path, bytes]] = None,
                     docs: Optional[Path] = None) -> str:
     """What each of bmv2's threads spent per event, from the newest bench
     that counted them apart: its figure (copied under ``docs/figures/``
-    into ``figures``), a table of the busiest thread per program and
-    workload, and the blast's share between busiest threads."""
+    into ``figures``) and a table of the threads per program and workload.
+    The blast's share between the busiest threads is the instruction
+    table's last line (``blast_share``)."""
     benches = [(expdir, record, rows) for expdir, record, rows in benches_with("instructions", results)
                if any(busiest_thread(row) for row in rows)]
     if not benches:
@@ -364,8 +365,6 @@ def threads_section(results: Path, figures: Optional[dict[Path, bytes]] = None,
         share = f"{busiest[0]}, {busiest[1] / total:.0%}" if total else busiest[0]
         out.append(f"| {row.get('program')} | {row.get('workload')} | {total:,} | {threads.get('receive', 0):,} | "
                    f"{threads.get('ingress', 0):,} | {egress:,} | {threads.get('transmit', 0):,} | {share} |")
-    if blast_share(rows):
-        out += ["", blast_share(rows)[0].upper() + blast_share(rows)[1:]]
     return "\n".join(out) + "\n"
 
 

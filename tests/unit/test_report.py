@@ -395,8 +395,8 @@ def test_the_stalled_input_table_comes_from_the_newest_bench_that_measured_it(tm
 def test_the_threads_section_shows_the_newest_bench_that_counted_threads_apart(tmp_path):
     """Its figure goes under docs/figures, made small; one row per program
     and workload with the threads of each step, the busiest egress thread
-    of the four and the busiest thread's share of the sum; the blast's
-    share last.  Benches that counted no threads apart are passed over."""
+    of the four and the busiest thread's share of the sum.  Benches that
+    counted no threads apart are passed over."""
     from PIL import Image
 
     from testbed.experiments.bench.instructions import BLAST_WORKLOAD
@@ -425,8 +425,7 @@ def test_the_threads_section_shows_the_newest_bench_that_counted_threads_apart(t
     assert lines[6:8] == [
         "| forward | any | 46,000 | 20,000 | 13,000 | 10,000 | 3,000 | receive, 43% |",
         f"| splitter_fixed | {BLAST_WORKLOAD} | 120,000 | 26,000 | 70,000 | 17,000 | 7,000 | ingress, 58% |"]
-    assert lines[-1].startswith("Plain forwarding's instructions per event are 38.3% of the splitter's") \
-        and "is 28.6% of the splitter's ingress thread" in lines[-1]
+    assert len(lines) == 8
 
 
 @pytest.mark.parametrize("cbsw1_out, verdict", [(50_000.0, "holds"), (30_000.0, "differs")])

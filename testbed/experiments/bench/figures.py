@@ -108,11 +108,12 @@ def draw_instructions(rows: pd.DataFrame, out: Path) -> Path:
     labels = [f"{program}, {workload}" for program, workload in zip(rows["program"], rows["workload"])]
     fig, ax = plt.subplots(figsize=(10, 0.4 * len(rows) + 1.5))
     threads = rows["threads_per_event"] if "threads_per_event" in rows else pd.Series([None] * len(rows))
-    split = False
+    split = whole = False
     for y, (total, counted) in enumerate(zip(rows["instructions_per_event"], threads)):
         counted = {name: cost for name, cost in (counted or {}).items() if cost is not None and pd.notna(cost)}
         if not counted:
             ax.barh(y, total, color="0.6")
+            whole = True
             continue
         busiest = max((name for name in counted if name != "other"), key=lambda name: counted[name])
         left = 0.0
@@ -130,7 +131,8 @@ def draw_instructions(rows: pd.DataFrame, out: Path) -> Path:
            title="bmv2: instructions per event, by the thread that spent them")
     if split:
         ax.legend(handles=[Patch(color=f"C{i}", label=step) for i, step in enumerate(THREAD_ORDER)]
-                  + [Patch(color="0.8", label="other threads"), Patch(color="0.6", label="not counted apart")],
+                  + [Patch(color="0.8", label="other threads")]
+                  + ([Patch(color="0.6", label="not counted apart")] if whole else []),
                   fontsize=8, loc="lower right")
     return save_figure(fig, out)
 
