@@ -6,6 +6,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from testbed.dataplane.contract import build_tables
 from testbed.semantics.plan import SplitterPlan, stream_plan_json
 from testbed.semantics.topology import Topology
 from testbed.semantics.workload import stream_events
@@ -26,12 +27,34 @@ def first_verdicts(topo: Topology, stream_id: int, k: int) -> list[dict[str, Any
     return out
 
 
+def bmv2_build(topo: Topology) -> str:
+    """The splitter build bmv2 runs the topology on (``toolchain.splitter_program``),
+    by its program's name: what the topology uses decides it."""
+    from testbed.targets.bmv2 import toolchain
+
+    return toolchain.splitter_program(topo.sends_batches(), topo.cep is not None, topo.changes_streams()).stem
+
+
+def build_cost(plan: SplitterPlan, build: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The plan's cost (``SplitterPlan.cost``) split in two: what ``build`` holds
+    (its tables, and the multicast groups every build has), and the entries
+    of tables it does not hold.  The plan fills every build's tables, and
+    the embedded target holds them all; bmv2 is given only its build's."""
+    held = build_tables(build)
+    cost = plan.cost()
+    other = {table: n for table, n in cost.items() if table not in held and not table.startswith("multicast_")}
+    return {table: n for table, n in cost.items() if table not in other}, other
+
+
 def plan_json(topo: Topology, k: int) -> dict[str, Any]:
     plan = SplitterPlan(topo)
     streams = {str(s.id): stream_plan_json(plan, s.id, first_verdicts(topo, s.id, k))
                for s in topo.streams}
+    build = bmv2_build(topo)
+    held, other = build_cost(plan, build)
     return {"topology": topo.name, "streams": streams,
-            "egress": [e.as_json() for e in plan.egress], "cost": plan.cost()}
+            "egress": [e.as_json() for e in plan.egress], "cost": plan.cost(),
+            "bmv2": {"build": build, "cost": held, "not_held": other}}
 
 
 def print_plan(topo: Topology, k: int) -> None:
@@ -80,5 +103,9 @@ def print_plan(topo: Topology, k: int) -> None:
         mac, ip, instance = e.params
         egress.add_row(str(e.match[0]), str(e.match[1]), str(instance), operators[instance], str(mac), str(ip))
     console.print(egress)
-    cost = plan.cost()
-    console.print("cost: " + ", ".join(f"{k}={v}" for k, v in cost.items()))
+    build = bmv2_build(topo)
+    held, other = build_cost(plan, build)
+    console.print(f"cost on bmv2 (build {build}): " + ", ".join(f"{k}={v}" for k, v in held.items()))
+    if other:
+        console.print(f"the embedded target also holds (no table of {build}): "
+                      + ", ".join(f"{k}={v}" for k, v in other.items()))

@@ -123,6 +123,25 @@ def test_cli_plan_json_for_every_scenario(name):
         assert bool(st["multicast_groups"]) == sliding
 
 
+@pytest.mark.parametrize("name, build", [("cbsw1", "splitter_fixed"), ("s4adapt", "splitter"),
+                                         ("batched", "splitter_batches")])
+def test_cli_plan_says_which_entries_bmv2s_build_takes(name, build):
+    """The plan fills every build's tables, and no build holds them all: the
+    cost is given for the build the topology runs on, and the rest named apart."""
+    from testbed.dataplane.contract import build_tables
+
+    doc = json.loads(run_cli("plan", name, "--json", "--events", "1").stdout)
+    bmv2 = doc["bmv2"]
+    assert bmv2["build"] == build
+    assert {**bmv2["cost"], **bmv2["not_held"]} == doc["cost"] and not set(bmv2["cost"]) & set(bmv2["not_held"])
+    assert set(bmv2["not_held"]) == set(doc["cost"]) - build_tables(build) - {
+        "multicast_groups", "multicast_ports", "multicast_nodes"}
+    assert ("operator_back" in bmv2["cost"]) == (build == "splitter_fixed") != ("operator_position" in bmv2["cost"])
+    text = run_cli("plan", name, "-k", "1").stdout
+    assert f"cost on bmv2 (build {build}): window_spec=" in text
+    assert (f"no table of {build}" in text) == bool(bmv2["not_held"])
+
+
 def test_cli_plan_table_output_cbsw1():
     res = run_cli("plan", "cbsw1", "-k", "6")
     assert res.returncode == 0
