@@ -9,12 +9,13 @@
 
 ``make test`` runs the suite on two pytest-xdist workers, scheduled by
 ``pytest_xdist_make_scheduler`` below: every integration test is in one
-scope, so they run one at a time on one worker, as they always did (they
-share the root's network namespaces, bmv2's ports and ``build/``), while the
+scope, so they run one at a time on one worker, as they always did (Mininet
+runs share the root's network namespace, its names and ports), while the
 unit tests take the other.  An integration module that shares none of that
-(no root, no namespace, no fixed port, nothing under ``build/``) says so with
+(no Mininet, no fixed port in the root namespace, no name another process
+may take, nothing under ``build/`` written but under its lock) says so with
 a line ``BESIDE_THE_OTHERS = True`` and runs beside the others, like a unit
-test.
+test: ``test_spark.py`` and ``test_bmv2.py`` do.
 """
 from __future__ import annotations
 

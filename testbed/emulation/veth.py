@@ -62,8 +62,11 @@ class VethRig:
     def __init__(self, k: int, prefix: Optional[str] = None, mtu: Optional[int] = None):
         self.mtu = mtu
         prefix = prefix or os.environ.get(PREFIX_VAR) or DEFAULT_PREFIX
-        # pid and a per-process counter: two rigs of one process never share names
-        tag = f"{prefix}{os.getpid() % 1000}{next(_rigs) % 10}"
+        # The whole pid (pid_max is 32768 here, 4194304 at most: "tbv" and the
+        # ends' suffixes stay within IFNAMSIZ) and a per-process counter: rigs of
+        # two processes at once, such as two test workers, never share names,
+        # and a rig deletes an interface of its own name as one a crash left.
+        tag = f"{prefix}{os.getpid()}{next(_rigs) % 10}"
         self.switch_ends = {i: f"{tag}s{i}" for i in range(1, k + 1)}
         self.host_ends = {i: f"{tag}h{i}" for i in range(1, k + 1)}
         self.namespace = netns.NamedNamespace(tag)

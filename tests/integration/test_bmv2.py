@@ -71,6 +71,12 @@ pytestmark = [pytest.mark.bmv2, pytest.mark.skipif(MISSING is not None, reason=f
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="veth pairs need root")
 
 VETH_PORTS = 8              # h1 sends; h2..h8 are operator hosts on ports 2..8
+#: No Mininet, and nothing another test uses: each worker's rig is veth pairs named by its pid, the switch
+#: in a network namespace of the rig's own (its Thrift port inside it), the model in process, and a build
+#: of p4/ compiled under a lock and put in place whole (toolchain.compile_program).  So ``make test`` runs
+#: these beside the other integration tests (tests/conftest.py), on the unit tests' worker: eight minutes
+#: that the integration tests' worker would otherwise spend after the others.
+BESIDE_THE_OTHERS = True
 STALL_BURST = 1000          # frames sent to a stopped switch: below the ~1,300 its ring holds
 
 
