@@ -115,7 +115,8 @@ def draw_instructions(rows: pd.DataFrame, out: Path) -> Path:
             ax.barh(y, total, color="0.6")
             whole = True
             continue
-        busiest = max((name for name in counted if name != "other"), key=lambda name: counted[name])
+        busiest = max((name for name in counted if name.split()[0] in THREAD_ORDER), key=lambda name: counted[name],
+                      default=None)
         left = 0.0
         for i, step in enumerate(THREAD_ORDER):
             for name in sorted(name for name in counted if name == step or name.startswith(f"{step} ")):

@@ -154,7 +154,7 @@ SLOWER, RETRIES = 2, 2
 #: What bmv2 calls to make a packet's header vector when its pool has none free.
 PHV_ALLOCATION = "PHVFactory::create"
 #: Each of ``simple_switch``'s threads that handle frames, by the function it
-#: runs; a dump of a thread that runs none of them is ``OTHER_THREADS``'.
+#: runs; a thread that runs none of them is one of ``OTHER_THREADS``.
 #: There are several egress threads, each serving the ports that hash to
 #: it: each is named apart (``egress 1`` ...), in the order bmv2 made them.
 THREAD_FUNCTIONS = {
