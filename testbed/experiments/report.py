@@ -459,8 +459,10 @@ def blast_share(rows: list[dict[str, Any]]) -> Optional[str]:
         out += (f". bmv2 works on several frames at once, one thread per step, so a blast's rate is bounded by "
                 f"its busiest thread: forwarding's {forward_thread[0]} thread, at {forward_thread[1]:,} "
                 f"instructions per event, is {share:.1%} of the splitter's {splitter_thread[0]} thread, at "
-                f"{splitter_thread[1]:,}: the most the blast's rate can be of forwarding's, if both run as fast "
-                f"as their busiest thread allows")
+                f"{splitter_thread[1]:,}: the blast's share of forwarding's rate if each ran as fast as its "
+                f"busiest thread's instructions allow. The kernel's work to receive a frame, which callgrind does "
+                f"not count, falls on forwarding's busiest thread and not on the splitter's, so a blast measures "
+                f"somewhat more")
     else:
         out += ": the most the blast's rate can be of forwarding's, if it follows instructions"
     where = "within" if share >= BLAST_TARGET_SHARE else "beyond"
