@@ -156,7 +156,11 @@ PHV_ALLOCATION = "PHVFactory::create"
 #: Each of ``simple_switch``'s threads that handle frames, by the function it
 #: runs; a thread that runs none of them is one of ``OTHER_THREADS``.
 #: There are several egress threads, each serving the ports that hash to
-#: it: each is named apart (``egress 1`` ...), in the order bmv2 made them.
+#: it: each is named apart (``egress 1`` ...), busiest first.  Valgrind
+#: numbers threads as it reuses their slots, so two switch starts need not
+#: number the same egress thread alike; by rank, the two counts of a row
+#: pair the thread with most copies in each, and their difference is still
+#: the row's egress work, however it is dealt out.
 THREAD_FUNCTIONS = {
     "receive": "SimpleSwitch::receive_",
     "ingress": "SimpleSwitch::ingress_thread",
@@ -233,16 +237,18 @@ def thread_of(dump: str) -> str:
 def by_thread(dumps: list[tuple[str, str]]) -> dict[str, int]:
     """Instructions per thread (``dumped_instructions``) of one dump's files,
     ``(name, text)``, each thread's ``callgrind.out.N-TT``: the egress
-    threads named by their order of ``TT``, the threads that handle no frame
-    summed as ``OTHER_THREADS``."""
+    threads named by rank (``THREAD_FUNCTIONS``), the threads that handle no
+    frame summed as ``OTHER_THREADS``."""
     out: dict[str, int] = {}
-    egress = 0
-    for name, text in sorted(dumps, key=lambda dump: int(dump[0].rsplit("-", 1)[-1])):
+    egress: list[int] = []
+    for _name, text in dumps:
         thread = thread_of(text)
         if thread == "egress":
-            egress += 1
-            thread = f"egress {egress}"
-        out[thread] = out.get(thread, 0) + dumped_instructions(text)
+            egress.append(dumped_instructions(text))
+        else:
+            out[thread] = out.get(thread, 0) + dumped_instructions(text)
+    for rank, cost in enumerate(sorted(egress, reverse=True), 1):
+        out[f"egress {rank}"] = cost
     return out
 
 
