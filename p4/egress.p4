@@ -276,10 +276,27 @@ control MyEgress(inout headers_t hdr,
         /* Ingress drops every frame that is not an event, and wrote each
          * copy's Windows header as the newest window's operator gets it
          * (COPY_WINDOWS, forwarding.p4): the one copy of most events leaves
-         * with it as it is, and no test here asks what the frame is. */
+         * with it as it is, and no test here asks what the frame is.  In
+         * the build without changes, the one copy that unicast sent to its
+         * port comes without it (ONE_COPY_OR_MANY, forwarding.p4), the
+         * packet ingress had, its hdr.scratch and verdict with it: it is
+         * made here, where a blast's copies do not queue behind the next
+         * events' ingress. */
 #ifdef FIXED
-        if (!operator_back.apply().hit) {
-            mark_to_drop(standard_metadata);
+        switch (operator_back.apply().action_run) {
+            rewrite_dst: {
+                if (!hdr.windows.isValid()) {
+                    WINDOWS_HEADER_ON
+                    hdr.udp.checksum = 0;
+                    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active,
+                                                     (meta.win.by_key == 1 ? 32w1 : meta.win.n_ops));
+                }
+            }
+            rewrite_back: {
+            }
+            default: {
+                mark_to_drop(standard_metadata);
+            }
         }
 #else
         if (egress_rewrite.apply().hit) {

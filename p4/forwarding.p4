@@ -18,6 +18,9 @@
  *                      thousand streams cost two entries each, not 3N.
  *      handover        (stream, old w, old c, w, c) -> port or group, when
  *                      the event lies in windows of the previous epoch too
+ * The build without changes (FIXED) looks up operator_count first, and
+ * tracks a count stream in window_spec's action (counts.p4): only time
+ * windows take step 3 there.
  * A batch takes steps 0-3 once per event, one ingress pass each
  * (batches.p4); its last pass takes step 4 once, for the windows of all
  * its events.
@@ -50,6 +53,10 @@ control MyIngress(inout headers_t hdr,
      * the verdict's count, where the tracker adds the partial one: set
      * here, that costs no table of p4c's between the tracker's tests
      * (docs/p4.md, rule 6).  A verdict that drops keeps it unread. */
+#ifdef FIXED
+    /* the build without changes: the count stream's whole tracker (counts.p4) */
+    COUNT_WINDOW_STEP
+#else
     action set_count_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap) {
         hdr.scratch.kind = WINDOW_COUNT;
         hdr.scratch.slide = slide;
@@ -57,6 +64,8 @@ control MyIngress(inout headers_t hdr,
         hdr.scratch.extra = extra;
         hdr.scratch.cap = cap;
     }
+
+#endif
 
     action set_time_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap,
                            bit<8> fixed_origin, bit<64> origin, bit<64> lateness) {
@@ -310,6 +319,47 @@ control MyIngress(inout headers_t hdr,
         }                                                                       \
     } else
 #endif
+#ifdef FIXED
+/* The build without changes routes without COUNTS_FOR_COPIES.  The one copy
+ * that unicast sends to a port reaches egress as the packet itself, with
+ * hdr.scratch and the verdict as they are here, so egress makes its Windows
+ * header (egress.p4), off this thread, which bounds a blast (docs/p4.md,
+ * "The one copy's Windows header, made in egress").  A group's copies are
+ * new packets that carry valid headers and metadata only, so the header is
+ * made here for them, once.  An event takes unicast when it lies in one
+ * window, when its stream has one operator (its windows all go there), or
+ * when it is split by key: the count, unclamped, is what the header needs,
+ * and is clamped to N only for multicast. */
+#define WINDOWS_FOR_COPIES(STRIDE)                                              \
+    WINDOWS_HEADER_ON                                                           \
+    hdr.udp.checksum = 0;                                                       \
+    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, STRIDE);
+#define ONE_COPY_OR_MANY                                                        \
+    if (meta.win.by_key == 1) {                                                 \
+        hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,           \
+             { CURRENT.group_key }, meta.win.n_ops);                            \
+    }                                                                           \
+    if (meta.verdict.active == 1 || meta.win.n_ops == 1 || meta.win.by_key == 1) { \
+        switch (unicast.apply().action_run) {                                   \
+            to_operator: {                                                      \
+            }                                                                   \
+            to_group: {                                                         \
+                WINDOWS_FOR_COPIES((meta.win.by_key == 1 ? 32w1 : meta.win.n_ops)) \
+            }                                                                   \
+            default: {                                                          \
+                UNROUTED                                                        \
+            }                                                                   \
+        }                                                                       \
+    } else {                                                                    \
+        WINDOWS_FOR_COPIES(meta.win.n_ops)                                      \
+        if (meta.verdict.active > meta.win.n_ops) {                             \
+            meta.verdict.active = meta.win.n_ops;                               \
+        }                                                                       \
+        if (!multicast.apply().hit) {                                           \
+            UNROUTED                                                            \
+        }                                                                       \
+    }
+#endif
 #define ROUTE_TO_OPERATORS                                                      \
     HANDOVER_OR                                                                 \
     if (meta.verdict.active == 1) {                                             \
@@ -382,6 +432,29 @@ control MyIngress(inout headers_t hdr,
             }
             if (meta.verdict.drop_code == DROP_NONE) {
 #endif
+#ifdef FIXED
+                if (operator_count.apply().hit) {
+                    switch (window_spec.apply().action_run) {
+                        set_count_window: {
+                            /* tracked in the action (counts.p4): a count
+                             * of 0 is a gap between windows */
+                            if (meta.verdict.active == 0) {
+                                meta.verdict.drop_code = DROP_NO_WINDOW;
+                            }
+                        }
+                        set_time_window:
+                        set_event_time_window: {
+                            slides.apply(CURRENT, STREAM_KEY, meta.win, PREVIOUS_EPOCH meta.verdict,
+                                         meta.flags, hdr.scratch);
+                        }
+                        default: {
+                            meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                        }
+                    }
+                } else {
+                    meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
+                }
+#else
                 if (window_spec.apply().hit) {
                     if (operator_count.apply().hit) {
                         slides.apply(CURRENT, STREAM_KEY, meta.win, PREVIOUS_EPOCH meta.verdict,
@@ -392,6 +465,7 @@ control MyIngress(inout headers_t hdr,
                 } else {
                     meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
                 }
+#endif
             }
 #ifdef BATCHES
             if (meta.verdict.drop_code == DROP_NONE) {
@@ -435,6 +509,9 @@ control MyIngress(inout headers_t hdr,
              * build's passes need the tests apart (above). */
             if (meta.verdict.drop_code == DROP_NONE) {
                 stream_in.count(STREAM_KEY);
+#ifdef FIXED
+                ONE_COPY_OR_MANY
+#else
 #ifndef EGRESS_DECIDES
                 WINDOWS_HEADER_ON
                 /* the UDP checksum, switched off for every copy at once
@@ -443,6 +520,7 @@ control MyIngress(inout headers_t hdr,
 #endif
                 COUNTS_FOR_COPIES
                 ROUTE_TO_OPERATORS
+#endif
             } else {
                 DROP_COUNT
                 mark_to_drop(standard_metadata);

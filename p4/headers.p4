@@ -181,6 +181,9 @@ header scratch_t {
     bit<64> window;        /* the newest window's id, where it is no metadata (VERDICT_WINDOW) */
     bit<32> drop_slot;     /* stream_drops' index: stream * DROP_SLOTS + drop code (rule 5, docs/p4.md) */
     bit<32> slides_back;   /* slides a late event lies behind the newest (STEP_BACK) */
+#ifdef FIXED
+    bit<64> cell;          /* a count stream's count_state cell (counts.p4) */
+#endif
 }
 
 /* The Windows header of a single event's copy: windows_t's 32 bytes in two

@@ -30,6 +30,9 @@
  * and goes to the windows of that slide.  In-order events never take that
  * path, so their cost is unchanged.
  *
+ * In the build without changes only time windows come here: a count
+ * stream is tracked in window_spec's action (counts.p4).
+ *
  * testbed/dataplane/model.py (SplitterPipeline.ingress) is the same algorithm in
  * Python; the two must agree on every register write and every decision.
  */
@@ -145,15 +148,15 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
          * set a drop code. */
 
         /* -- the coordinate; time windows also check the order ---------- */
-        if (s.kind == WINDOW_COUNT) {
 #ifdef FIXED
+        /* count windows are tracked in window_spec's action (counts.p4) */
+        {
             begun.read(s.begun_now, idx);   /* STREAM_NEW, below */
-#endif
+#else
+        if (s.kind == WINDOW_COUNT) {
             event_count.read(s.x, idx);
             event_count.write(idx, s.x + 1);
         } else {
-#ifdef FIXED
-            begun.read(s.begun_now, idx);
 #endif
             last_ts.read(s.previous_ts, idx);
             s.x = event.ts;

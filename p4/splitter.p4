@@ -34,6 +34,7 @@
 #include "epochs.p4"
 #include "eventstarts.p4"
 #include "slides.p4"
+#include "counts.p4"
 #include "batches.p4"
 #include "cep.p4"
 #include "forwarding.p4"

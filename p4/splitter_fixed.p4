@@ -9,7 +9,10 @@
  * table and the egress's previous position, and the metadata all of that
  * keeps.  bmv2 resets every metadata field of every frame, so each of them
  * is paid on every event of a run that never changes (docs/p4.md, "A build
- * without changes").
+ * without changes").  Without changes, a count stream needs less state
+ * than the tracker keeps: it is tracked in window_spec's action, on two
+ * registers (counts.p4).  And the one copy of an event sent by unicast
+ * gets its Windows header in egress (forwarding.p4, ONE_COPY_OR_MANY).
  * Every decision it makes is the plain build's on the same events.
  */
 #define FIXED

@@ -19,6 +19,13 @@ register<bit<32>, bit<16>>(N_STREAMS) newest_op;    /* operator of the newest wi
 register<bit<32>, bit<16>>(N_STREAMS) begun;        /* windows begun in the epoch, saturating at cap */
 register<bit<64>, bit<16>>(N_STREAMS) newest_window;/* global id of the newest window (at slide_start) */
 
+#ifdef FIXED
+/* ---- count windows in the build without changes (counts.p4): the events
+ * of the newest slide so far [39:0] and the newest window's operator
+ * [63:40]; newest_window above holds the newest window's id ----------- */
+register<bit<64>, bit<16>>(N_STREAMS) count_state;
+#endif
+
 /* ---- windows that start at events (eventstarts.p4) --------------------- */
 register<bit<64>, bit<16>>(N_STREAMS) start_back1;  /* start of the window before the newest */
 register<bit<64>, bit<16>>(N_STREAMS) start_back2;  /* ... and of the one before that */

@@ -68,6 +68,15 @@ REGISTERS = {
     "start_back3": 64,
 }
 
+#: The build without changes (p4/splitter_fixed.p4) keeps a count stream's
+#: window state in a cell of this register and in newest_window, and writes
+#: no other register for it (p4/counts.p4): the events of its newest slide
+#: so far and the newest window's operator, packed as
+#: ``testbed.dataplane.model.counts.CountCell``.  The model keeps it beside
+#: the plain build's registers.
+COUNT_STATE = "count_state"
+FIXED_REGISTERS = {COUNT_STATE: 64}
+
 #: The registers a stream of each window kind reads and writes: one cell of
 #: each, at the stream's id.  The program declares all of them for every
 #: stream id, so one compiled program serves both kinds (S4 compiles one
@@ -223,6 +232,17 @@ def build_tables(program: Optional[str]) -> frozenset[str]:
     return frozenset(SCHEMA) - set(FIXED_ONLY)
 
 
+def build_registers(program: Optional[str], kind: str) -> tuple[str, ...]:
+    """The splitter registers a build writes for a stream of window kind
+    ``kind`` (``"count"`` or ``"time"``), by its compiled program's name as
+    ``build_tables`` takes it; None for the model, which writes all of them."""
+    if program is None:
+        return (*REGISTERS, *FIXED_REGISTERS)
+    if program.split(".")[0] == "splitter_fixed":
+        return (COUNT_STATE, "newest_window") if kind == "count" else tuple(REGISTERS)
+    return tuple(REGISTERS)
+
+
 #: The action a table runs on a miss (``const default_action`` in ``p4/``).
 DEFAULT_ACTION = "NoAction"
 
@@ -269,7 +289,7 @@ CEP_SIGN = 1 << 63
 #: Every table, register (name -> bit width) and counter (name -> cells) a target may hold:
 #: the splitter's, and the CEP stage's in a CEP build.
 ALL_TABLES = SCHEMA | CEP_SCHEMA
-ALL_REGISTER_WIDTHS = REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()}
+ALL_REGISTER_WIDTHS = REGISTERS | FIXED_REGISTERS | {name: bits for name, (bits, _cells) in CEP_REGISTERS.items()}
 ALL_COUNTERS = COUNTERS | CEP_COUNTERS
 
 

@@ -8,6 +8,7 @@ It implements the contract of ``testbed.dataplane.contract`` and mirrors
 - ``metadata``: what the stages hand each other (p4/headers.p4's metadata);
 - ``division``: the shift-and-subtract steps p4/slides.p4 unrolls;
 - ``slides``: the slide tracker (p4/slides.p4);
+- ``counts``: the build without changes' cell for a count stream (p4/counts.p4);
 - ``epochs``: changes taking effect at a window boundary (p4/epochs.p4);
 - ``forwarding``: ingress, the destination tables and replication (p4/forwarding.p4);
 - ``egress``: each copy's Windows header and addresses (p4/egress.p4);

@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from testbed.dataplane.contract import COUNT_STATE
+from testbed.dataplane.model.counts import CountCell
 from testbed.dataplane.model.egress import Address, Replica
 from testbed.dataplane.model.metadata import CopyMeta, Decision, WindowParams
 from testbed.dataplane.wire import (
@@ -204,6 +206,7 @@ class Batches:
             return False
         if spec.is_count:
             regs["event_count"][stream] = last + 1
+            regs[COUNT_STATE][stream] = CountCell(last + 1 - slide_start, regs["newest_op"][stream]).pack()
         else:
             regs["last_ts"][stream] = last
         self._count("stream_in", stream, nbytes, count - 1)

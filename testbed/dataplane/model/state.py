@@ -16,6 +16,7 @@ from testbed.dataplane.contract import (
     ALL_REGISTER_WIDTHS,
     ALL_TABLES,
     CEP_REGISTERS,
+    FIXED_REGISTERS,
     N_STREAMS,
     REGISTERS,
     TableSpec,
@@ -46,7 +47,7 @@ class ControlState:
         #: Whether any CEP window or pattern slot is in use: the stage does
         #: nothing otherwise, and the model then skips it (it costs Python time).
         self.cep_on = False
-        for name in REGISTERS:
+        for name in (*REGISTERS, *FIXED_REGISTERS):
             self.registers[name] = [0] * N_STREAMS
         for name, (_bits, cells) in CEP_REGISTERS.items():
             self.registers[name] = [0] * cells

@@ -1,0 +1,53 @@
+/*
+ * Count windows in the build without changes (splitter_fixed.p4): the
+ * slide tracker of a count stream as window_spec's action.
+ *
+ * A count stream that never changes needs less state than slides.p4 keeps:
+ * how many events its newest slide has had, that slide's operator, and
+ * the newest window's id, which is also the number of windows begun less
+ * one (every slide begins one).  The first two share one register cell
+ * (count_state, state.p4), the id keeps newest_window.  All three are 0
+ * before the first event, and that is the state the first event needs:
+ * slide 0, on operator 0, not yet full.  So the action has no first-event
+ * case, nor any `if` that is a condition of bmv2's: p4c turns each `if`
+ * of an action into a choice inside one expression, and each condition
+ * or statement between two is a node bmv2 walks per event (docs/p4.md,
+ * "Count windows in one action").
+ *
+ * testbed/dataplane/model/counts.py is the same step in Python.
+ */
+#ifndef SPLITTER_COUNTS_P4
+#define SPLITTER_COUNTS_P4
+
+/* The cell: [39:0] events of the newest slide so far (a stream has at
+ * most 2^32), [63:40] the newest window's operator (below N_INSTANCES). */
+#define COUNT_FILL     (hdr.scratch.cell & 64w0xffffffffff)
+#define COUNT_NEWEST   hdr.scratch.cell[63:40]
+#define COUNT_ONE_OP   64w0x10000000000
+#define COUNT_OP_ONLY  64w0xffffff0000000000
+
+/* The whole windows window_spec's entry counts, and the partial one if
+ * the event lies in it; after the fill has counted the event, hence <=. */
+#define COUNT_HELD(FULL, EXTRA) ((FULL) + (COUNT_FILL <= (EXTRA) ? 32w1 : 32w0))
+
+#define COUNT_WINDOW_STEP                                                       \
+    action set_count_window(bit<64> slide, bit<32> full, bit<64> extra, bit<32> cap) { \
+        count_state.read(hdr.scratch.cell, STREAM_KEY);                         \
+        newest_window.read(hdr.scratch.window, STREAM_KEY);                     \
+        /* a full newest slide: the event begins the next, on the next      \
+         * operator round robin */                                          \
+        hdr.scratch.window = COUNT_FILL == slide ? hdr.scratch.window + 1 : hdr.scratch.window; \
+        hdr.scratch.cell = (COUNT_FILL == slide                                 \
+            ? (COUNT_NEWEST + 1 == (bit<24>)meta.win.n_ops                      \
+                ? 64w0 : (hdr.scratch.cell & COUNT_OP_ONLY) + COUNT_ONE_OP)      \
+            : hdr.scratch.cell) + 1;                                            \
+        meta.verdict.newest_op = (bit<32>)COUNT_NEWEST;                         \
+        /* no more windows than have begun: the newest's id + 1 (cap, the   \
+         * most an event lies in, only bounds the held count) */            \
+        meta.verdict.active = hdr.scratch.window + 1 < (bit<64>)COUNT_HELD(full, extra) \
+            ? (bit<32>)hdr.scratch.window + 1 : COUNT_HELD(full, extra);        \
+        count_state.write(STREAM_KEY, hdr.scratch.cell);                        \
+        newest_window.write(STREAM_KEY, hdr.scratch.window);                    \
+    }
+
+#endif
