@@ -323,7 +323,7 @@ control MyIngress(inout headers_t hdr,
 /* The build without changes routes without COUNTS_FOR_COPIES.  The one copy
  * that unicast sends to a port reaches egress as the packet itself, with
  * hdr.scratch and the verdict as they are here, so egress makes its Windows
- * header (egress.p4), off this thread, which bounds a blast (docs/p4.md,
+ * header (egress.p4), off this thread, the busiest (docs/p4.md,
  * "The one copy's Windows header, made in egress").  A group's copies are
  * new packets that carry valid headers and metadata only, so the header is
  * made here for them, once.  An event takes unicast when it lies in one

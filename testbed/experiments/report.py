@@ -439,9 +439,11 @@ def blast_share(rows: list[dict[str, Any]]) -> Optional[str]:
     it, as a sentence; None when the bench did not count both.  The splitter
     is the build the blast runs on, without changes (its topology changes no
     stream), where the bench counted it; else the plain build.  Where the
-    bench counted bmv2's threads apart, the share is also taken between the
-    two programs' busiest threads (``busiest_thread``), which bound a
-    blast's rate, and the target is held to that one."""
+    bench counted bmv2's threads apart, the share between the two programs'
+    busiest threads (``busiest_thread``) too, with the target held to each:
+    the sum bounds a blast whose threads share the cores, the busiest thread
+    one whose threads each have a core (docs/p4.md, "Which thread bounds a
+    blast")."""
     per_event = per_event_of(rows)
     forward = per_event.get(FORWARDING["plain forwarding"])
     counted = counted_builds(per_event, BLAST_WORKLOAD, (FIXED_SPLITTER, SPLITTER))
@@ -454,20 +456,21 @@ def blast_share(rows: list[dict[str, Any]]) -> Optional[str]:
     threads = {(row.get("program"), row.get("workload")): busiest_thread(row) for row in rows}
     forward_thread = threads.get(FORWARDING["plain forwarding"])
     splitter_thread = threads.get((build, BLAST_WORKLOAD))
-    if forward_thread and splitter_thread:
-        share = forward_thread[1] / splitter_thread[1]
-        out += (f". bmv2 works on several frames at once, one thread per step, so a blast's rate is bounded by "
-                f"its busiest thread: forwarding's {forward_thread[0]} thread, at {forward_thread[1]:,} "
-                f"instructions per event, is {share:.1%} of the splitter's {splitter_thread[0]} thread, at "
-                f"{splitter_thread[1]:,}: the blast's share of forwarding's rate if each ran as fast as its "
-                f"busiest thread's instructions allow. The kernel's work to receive a frame, which callgrind does "
-                f"not count, falls on forwarding's busiest thread and not on the splitter's, so a blast measures "
-                f"somewhat more")
-    else:
-        out += ": the most the blast's rate can be of forwarding's, if it follows instructions"
-    where = "within" if share >= BLAST_TARGET_SHARE else "beyond"
-    return (f"{out}. Issue 45's target for that blast, {BLAST_TARGET_SHARE:.0%} of plain forwarding, "
-            f"is {where} it.")
+    target = f"Issue 45's target for that blast, {BLAST_TARGET_SHARE:.0%} of plain forwarding,"
+    if not (forward_thread and splitter_thread):
+        return (f"{out}: the most the blast's rate can be of forwarding's, if it follows instructions. "
+                f"{target} is {within(share)} it.")
+    thread_share = forward_thread[1] / splitter_thread[1]
+    return (f"{out}, and forwarding's busiest thread ({forward_thread[0]}, {forward_thread[1]:,}) is "
+            f"{thread_share:.1%} of the splitter's ({splitter_thread[0]}, {splitter_thread[1]:,}). The first "
+            f"bounds a blast whose threads share the cores, the second one whose threads each have a core; "
+            f"neither counts the kernel's work to pass a frame between threads. {target} is {within(share)} "
+            f"the first and {within(thread_share)} the second.")
+
+
+def within(share: float) -> str:
+    """Whether issue 45's blast target lies within a share of forwarding."""
+    return "within" if share >= BLAST_TARGET_SHARE else "beyond"
 
 
 def busiest_thread(row: dict[str, Any]) -> Optional[tuple[str, int]]:
