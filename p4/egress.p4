@@ -280,8 +280,8 @@ control MyEgress(inout headers_t hdr,
          * the build without changes, the one copy that unicast sent to its
          * port comes without it (ONE_COPY_OR_MANY, forwarding.p4), the
          * packet ingress had, its hdr.scratch and verdict with it: it is
-         * made here, where a blast's copies do not queue behind the next
-         * events' ingress. */
+         * made here, off the ingress thread, the splitter's busiest
+         * (docs/p4.md, "The one copy's Windows header, made in egress"). */
 #ifdef FIXED
         switch (operator_back.apply().action_run) {
             rewrite_dst: {
