@@ -182,10 +182,14 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                  * (headers.p4).  So in the new-slide step. */
                 s.start = s.x;
                 initialized.write(idx, 1);
+#ifdef FIXED
+                {   /* time windows only (counts.p4) */
+#else
                 if (s.kind == WINDOW_COUNT) {
                     time_axis.write(idx, 0);
                     s.next = s.x + s.slide;
                 } else {
+#endif
                     time_axis.write(idx, 1);
                     if (s.fixed_origin != 0) {
                         s.start = s.origin;
