@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from testbed.dataplane.contract import COUNT_STATE
-from testbed.dataplane.model.counts import CountCell
+from testbed.dataplane.model.counts import pack
 from testbed.dataplane.model.egress import Address, Replica
 from testbed.dataplane.model.metadata import CopyMeta, Decision, WindowParams
 from testbed.dataplane.wire import (
@@ -206,7 +206,7 @@ class Batches:
             return False
         if spec.is_count:
             regs["event_count"][stream] = last + 1
-            regs[COUNT_STATE][stream] = CountCell(last + 1 - slide_start, regs["newest_op"][stream]).pack()
+            regs[COUNT_STATE][stream] = pack(last + 1 - slide_start, regs["newest_op"][stream])
         else:
             regs["last_ts"][stream] = last
         self._count("stream_in", stream, nbytes, count - 1)

@@ -21,6 +21,11 @@ NEWEST_BITS = 24
 FILL_MASK = (1 << FILL_BITS) - 1
 
 
+def pack(fill: int, newest: int) -> int:
+    """A cell of ``count_state`` (``CountCell.pack`` without the tuple, for the per-event path)."""
+    return fill | newest << FILL_BITS
+
+
 class CountCell(NamedTuple):
     """A cell of ``count_state``."""
 
@@ -28,7 +33,7 @@ class CountCell(NamedTuple):
     newest: int     # the newest window's operator
 
     def pack(self) -> int:
-        return self.fill | self.newest << FILL_BITS
+        return pack(self.fill, self.newest)
 
     @classmethod
     def unpack(cls, cell: int) -> "CountCell":

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from testbed.dataplane.contract import COUNT_STATE, U64
-from testbed.dataplane.model.counts import CountCell
+from testbed.dataplane.model.counts import pack
 from testbed.dataplane.model.division import shift_subtract_divmod, step_back
 from testbed.dataplane.model.epochs import old_windows_after
 from testbed.dataplane.model.metadata import PreviousParams, SlideOutcome, WindowParams
@@ -78,7 +78,7 @@ class SlideTracker:
             start, newest, begun, window = self._advance(stream, x, start, newest, begun, window, win, n_ops)
         if win.is_count:
             # the same state as the build without changes lays it out (counts.p4)
-            regs[COUNT_STATE][stream] = CountCell(x + 1 - start, newest).pack()
+            regs[COUNT_STATE][stream] = pack(x + 1 - start, newest)
         active = win.full + (1 if x - start < win.extra else 0)
         if begun < active:
             active = begun
