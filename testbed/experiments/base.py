@@ -336,15 +336,17 @@ def _run_kind(cls: type[ExperimentKind], spec: ExperimentFile, params: KindParam
 @contextmanager
 def live_switch(target: str, expdir: ExperimentDir, name: str, rig: VethRig,
                 forward: Optional[dict[int, int]] = None, cep: bool = False,
-                process_class: Optional[type] = None, changes: bool = True) -> Iterator[tuple[Any, Any]]:
+                process_class: Optional[type] = None, changes: bool = True,
+                cpus: Optional[frozenset[int]] = None) -> Iterator[tuple[Any, Any]]:
     """A switch process of ``target`` on the rig's switch ends (none for a rig
     of 0 pairs: the control API is all some experiments need), inside the
     rig's namespace, with a connected control client; both end on exit.
     ``cep``: the build with the CEP stage; ``changes=False``: the build
     without changes mid-stream.  ``process_class`` replaces the
-    target's own ``SwitchProcess`` class (a variant of it)."""
+    target's own ``SwitchProcess`` class (a variant of it); ``cpus``, the
+    CPUs it runs on (testbed.emulation.placement)."""
     with (process_class or switch_process(target))(rig.switch_ends, expdir.root, name=name, namespace=rig.namespace,
-                                forward=forward, cep=cep, changes=changes) as proc:
+                                forward=forward, cep=cep, changes=changes, cpus=cpus) as proc:
         api = proc.api()
         try:
             yield proc, api

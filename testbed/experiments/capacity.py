@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import pandas as pd
 from pydantic import Field
@@ -161,31 +161,53 @@ class RatePoints:
     def capacity(self, target: str, c: "Calibration") -> float:
         """The highest input rate (achieved, events/s) at which runs of the
         calibration scenario held (``held``): double, then bisect."""
-        sustained: Optional[dict[str, Any]] = None
-        failed: Optional[float] = None
-        rate = c.start
-        while rate <= c.max_rate:
-            row = self.held(target, c.scenario, rate, c.repeats)
-            if row is None:
-                failed = rate
-                break
-            sustained = row
+        def source_bound(row: dict[str, Any], rate: float) -> bool:
             if row["input_rate"] < SOURCE_LIMIT * rate:
                 self.kind.log(f"{target}: the source reaches only {row['input_rate']:.0f} of {rate:.0f} events/s")
-                break
-            rate *= 2
-        low = sustained["offered"] if sustained else 0.0
-        for _ in range(c.refine if failed else 0):
-            mid = (low + failed) / 2
-            row = self.held(target, c.scenario, mid, c.repeats)
-            if row is None:
-                failed = mid
-            else:
-                sustained, low = row, mid
+                return True
+            return False
+
+        sustained, _failed = highest_held(lambda rate: self.held(target, c.scenario, rate, c.repeats),
+                                          c.start, c.max_rate, c.refine, source_bound)
         if sustained is None:
             raise RuntimeError(f"{target}: {c.scenario} was not sustained even at {c.start:.0f} events/s; "
                                f"lower calibration.start")
         return float(sustained["input_rate"])
+
+
+Held = TypeVar("Held")
+
+
+def highest_held(held: Callable[[float], Optional[Held]], start: float, max_rate: float, refine: int,
+                 source_bound: Callable[[Held, float], bool] = lambda _row, _rate: False
+                 ) -> tuple[Optional[Held], Optional[float]]:
+    """The search for a capacity: offer ``start``, doubling while ``held``
+    returns what held (not None) and up to ``max_rate``, then ``refine``
+    bisection steps between the highest rate held and the lowest not.
+    ``source_bound`` ends the doubling when the sender, not the switch,
+    fell short.  Returns what the highest rate held gave (None when even
+    ``start`` did not hold), and the lowest rate that did not (None when
+    none failed)."""
+    sustained: Optional[Held] = None
+    low, failed = 0.0, None
+    rate = start
+    while rate <= max_rate:
+        row = held(rate)
+        if row is None:
+            failed = rate
+            break
+        sustained, low = row, rate
+        if source_bound(row, rate):
+            break
+        rate *= 2
+    for _ in range(refine if failed else 0):
+        mid = (low + failed) / 2
+        row = held(mid)
+        if row is None:
+            failed = mid
+        else:
+            sustained, low = row, mid
+    return sustained, failed
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:

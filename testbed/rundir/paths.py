@@ -390,6 +390,7 @@ class ExperimentDir:
     rate_points = At("raw", "rates.parquet")                  # rates: one row per run
     cep_latency = At("raw", "cep_latency.parquet")            # cep: one row per complex event or copy out
     cep_rates = At("raw", "cep_rates.parquet")                # cep: one row per blast
+    cep_capacity = At("raw", "cep_capacity.parquet")          # cep: one row per capacity trial
     cep_changes = At("raw", "cep_changes.parquet")            # cepadapt: one row per change applied
     cep_changes_events = At("raw", "cep_complex_events.parquet")  # cepadapt: switch's and oracle's complex events
     start_windows = At("raw", "start_windows.parquet")        # startrule: one row per window, per stream and rule

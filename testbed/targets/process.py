@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from testbed.emulation import netns
+from testbed.emulation.placement import on_cpus
 from testbed.emulation.ports import free_loopback_port, port_listening
 from testbed.emulation.procs import spawn, stop_group, wait_ready
 from testbed.rundir import RunDir
@@ -47,8 +48,12 @@ class SwitchProcess:
 
     def __init__(self, ports: dict[int, str], run_dir: Path, name: str = "switch",
                  control_port: Optional[int] = None, namespace: Optional[netns.NamedNamespace] = None,
-                 forward: Optional[dict[int, int]] = None, cep: bool = False, changes: bool = True):
+                 forward: Optional[dict[int, int]] = None, cep: bool = False, changes: bool = True,
+                 cpus: Optional[frozenset[int]] = None):
         self.ports = dict(ports)
+        #: The CPUs every thread of the process runs on (all, when None):
+        #: a timed switch kept off its sender's (testbed.emulation.placement).
+        self.cpus = cpus
         #: Run the build with the CEP stage (bmv2; the model always has it).
         self.cep = cep
         #: False: no stream changes mid-stream, and bmv2 runs its build
@@ -91,8 +96,8 @@ class SwitchProcess:
         self.rundir.logs.mkdir(parents=True, exist_ok=True)
         inside = self.namespace.prefix() if self.namespace is not None else []
         run_port_setup(inside, self.port_setup(), f"{self.target} {self.name}")
-        cmd = inside + self.command()
-        self.proc = spawn(cmd, self.console_log, f"{self.target} {self.name}", start_new_session=True)
+        self.proc = spawn(self.launch_command(), self.console_log, f"{self.target} {self.name}",
+                          start_new_session=True)
         try:
             wait_ready(self.proc, self._listening, f"{self.target} switch {self.name} "
                        f"(control port {self.control_port})", timeout, self.console_log, SwitchNotReady)
@@ -101,6 +106,11 @@ class SwitchProcess:
             self.stop()
             raise
         return self
+
+    def launch_command(self) -> list[str]:
+        """``command()`` as started: inside the namespace, on the process's CPUs."""
+        inside = self.namespace.prefix() if self.namespace is not None else []
+        return inside + (on_cpus(self.cpus) if self.cpus else []) + self.command()
 
     def _listening(self) -> bool:
         if self.namespace is not None:

@@ -115,6 +115,14 @@ def test_p4cep_complex_events_follow_the_oracle_at_both_rates(tmp_path, target):
     summary = {r["n"]: r for r in record["ours"]["summary"]}
     assert set(summary) == {-2, -1, *sizes} and all("relative_throughput" in summary[n] for n in [-2, *sizes])
     assert all("of_splitter_alone" in summary[n] for n in sizes)
+    # Both baselines' capacity searches found a rate kept up with, every frame copied
+    # there; every trial that lost a frame counts as not kept up with.
+    trials = pd.read_parquet(expdir.cep_capacity)
+    assert set(trials["n"]) == {-2, -1} and trials.groupby("n")["kept_up"].any().all()
+    assert (trials.loc[trials["kept_up"], "copied"] == trials.loc[trials["kept_up"], "sent"]).all()
+    assert not trials.loc[trials["copied"] < trials["sent"], "kept_up"].any()
+    assert summary[-1]["capacity_per_s"] > 0 and summary[-2]["capacity_of_forward"] > 0
+    assert "splitter_alone_at_least_half" in record["ours"]["targets"][target]
     assert_record_and_redraw(expdir, record)
 
 

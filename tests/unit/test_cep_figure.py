@@ -4,7 +4,17 @@ import pandas as pd
 import pytest
 
 from testbed.experiments import paper
-from testbed.experiments.cep import FORWARD_N, SPLITTER_N, CepWindowCost, draw_fig4, fig4_table, summarize
+from testbed.experiments.cep import (
+    FORWARD_N,
+    SPLITTER_N,
+    CepWindowCost,
+    capacities,
+    capacity_trial,
+    draw_fig4,
+    fig4_table,
+    summarize,
+    targets_met,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -71,5 +81,67 @@ def test_the_figure_draws_from_one_round_or_several(tmp_path, rounds):
                      latency("bmv2", 0, [300.0]), latency("bmv2", 8, [310.0])])
     rates = pd.DataFrame([rate("bmv2", n, r, 1000.0 * (7 + n + r) / 3, r == 0)
                           for n in (FORWARD_N, SPLITTER_N, 0, 8) for r in range(rounds)])
-    out = draw_fig4(lat, rates, paper.P4CEP_FIG_4, tmp_path / "fig4.png")
+    out = draw_fig4(lat, rates, None, paper.P4CEP_FIG_4, tmp_path / "fig4.png")
     assert out.stat().st_size > 10_000
+
+
+def stamps(ins: list[int], outs: list[tuple[int, int]]) -> pd.DataFrame:
+    """Taps' rows: frames in (seq = index) at ``ins`` ns, copies out as (seq, ns)."""
+    rows = [("in", 1, 7, seq, ns) for seq, ns in enumerate(ins)]
+    rows += [("out", 2, 7, seq, ns) for seq, ns in outs]
+    return pd.DataFrame(rows, columns=["direction", "port", "stream", "seq", "ns"])
+
+
+def even(count: int, per_s: float, lag_ns: int = 0) -> list[int]:
+    return [lag_ns + round(i * 1e9 / per_s) for i in range(count)]
+
+
+def test_a_capacity_trial_is_kept_up_with_only_if_every_frame_left_as_fast_as_it_came():
+    count = 1000
+    ins = even(count, 10_000)
+    # every copy, 40 µs behind its frame: kept up with
+    trial = capacity_trial(stamps(ins, list(enumerate(even(count, 10_000, 40_000)))), count, 10_000, 0)
+    assert trial["kept_up"] and trial["copied"] == count
+    assert trial["left_per_s"] == pytest.approx(10_000, rel=1e-3)
+    # one frame without its copy
+    assert not capacity_trial(stamps(ins, list(enumerate(even(count, 10_000))))[:-1], count, 10_000, 0)["kept_up"]
+    # every copy, but let out at 80 % of the frames' rate: the queue grew, so the switch was slower
+    slow = capacity_trial(stamps(ins, list(enumerate(even(count, 8_000)))), count, 10_000, 0)
+    assert not slow["kept_up"] and slow["left_per_s"] == pytest.approx(8_000, rel=1e-3)
+    # a copy twice is not two frames copied
+    twice = list(enumerate(even(count, 10_000)))
+    twice[-1] = (0, twice[-1][1])
+    assert capacity_trial(stamps(ins, twice), count, 10_000, 0)["copied"] == count - 1
+    # what the taps lost voids the trial
+    assert not capacity_trial(stamps(ins, list(enumerate(even(count, 10_000)))), count, 10_000, 3)["kept_up"]
+
+
+def searched(target: str, n: int, r: int, kept: dict[float, bool], arrived: float = 0.99) -> list[dict]:
+    return [{"target": target, "n": n, "round": r, "trial": i, "asked": a, "arrived_per_s": arrived * a,
+             "kept_up": k} for i, (a, k) in enumerate(kept.items())]
+
+
+def test_the_splitter_alones_capacity_is_read_against_forwardings_and_held_to_issue_45():
+    lat = pd.concat([latency("bmv2", FORWARD_N, [100.0]), latency("bmv2", SPLITTER_N, [200.0])])
+    rates = pd.DataFrame([rate("bmv2", FORWARD_N, 0, 40_000.0), rate("bmv2", SPLITTER_N, 0, 20_000.0)])
+    trials = pd.DataFrame(
+        searched("bmv2", FORWARD_N, 0, {40_000: True, 80_000: False, 60_000: True, 70_000: False})
+        + searched("bmv2", SPLITTER_N, 0, {20_000: True, 40_000: False, 30_000: True, 35_000: False}))
+    rows = {r["n"]: r for r in summarize(lat, rates, trials)}
+    assert rows[FORWARD_N]["capacity_per_s"] == pytest.approx(59_400)         # arrived, at the highest kept up
+    assert rows[SPLITTER_N]["capacity_of_forward"] == pytest.approx(0.5)
+    assert rows[SPLITTER_N]["forward_at_ceiling"] is False
+    met = targets_met(list(rows.values()))["bmv2"]
+    assert met["splitter_alone_at_least_half"] and met["splitter_alone_capacity_of_forward"] == pytest.approx(0.5)
+    lines = fig4_table(list(rows.values()), paper.P4CEP_FIG_4)
+    assert "| 29,700, 50.0 % of forwarding |" in next(x for x in lines if x.startswith("| bmv2 | the splitter"))
+    assert capacities(trials)["per_s"].tolist() == pytest.approx([29_700, 59_400])     # n = -2, then -1
+    # forwarding kept up with the sender's every rate: every share of it is an upper bound
+    ceiling = pd.DataFrame(
+        searched("bmv2", FORWARD_N, 0, {40_000: True, 80_000: True})
+        + searched("bmv2", SPLITTER_N, 0, {20_000: True, 40_000: False, 30_000: False}))
+    rows = {r["n"]: r for r in summarize(lat, rates, ceiling)}
+    assert rows[FORWARD_N]["capacity_at_ceiling"] and rows[SPLITTER_N]["forward_at_ceiling"]
+    assert not targets_met(list(rows.values()))["bmv2"]["splitter_alone_at_least_half"]   # 19,800 of 79,200
+    table = "\n".join(fig4_table(list(rows.values()), paper.P4CEP_FIG_4))
+    assert "≥ 79,200 |" in table and "19,800, ≤ 25.0 % of forwarding" in table

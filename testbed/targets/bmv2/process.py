@@ -95,8 +95,8 @@ class Bmv2Process(SwitchProcess):
                  log_level: str = DEFAULT_LOG_LEVEL, json_path: Optional[Path] = None,
                  namespace: Optional[netns.NamedNamespace] = None,
                  forward: Optional[dict[int, int]] = None, batches: bool = False, cep: bool = False,
-                 changes: bool = True):
-        super().__init__(ports, run_dir, name, thrift_port, namespace, forward, cep, changes)
+                 changes: bool = True, cpus: Optional[frozenset[int]] = None):
+        super().__init__(ports, run_dir, name, thrift_port, namespace, forward, cep, changes, cpus)
         self.device_id = device_id
         self.batches = batches
         self.log_level = log_level
