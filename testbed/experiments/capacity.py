@@ -182,7 +182,7 @@ def highest_held(held: Callable[[float], Optional[Held]], start: float, max_rate
                  source_bound: Callable[[Held, float], bool] = lambda _row, _rate: False
                  ) -> tuple[Optional[Held], Optional[float]]:
     """The search for a capacity: offer ``start``, doubling while ``held``
-    returns what held (not None) and up to ``max_rate``, then ``refine``
+    returns what held (not None) and up to ``max_rate`` itself, then ``refine``
     bisection steps between the highest rate held and the lowest not.
     ``source_bound`` ends the doubling when the sender, not the switch,
     fell short.  Returns what the highest rate held gave (None when even
@@ -197,9 +197,9 @@ def highest_held(held: Callable[[float], Optional[Held]], start: float, max_rate
             failed = rate
             break
         sustained, low = row, rate
-        if source_bound(row, rate):
+        if source_bound(row, rate) or rate >= max_rate:
             break
-        rate *= 2
+        rate = min(rate * 2, max_rate)
     for _ in range(refine if failed else 0):
         mid = (low + failed) / 2
         row = held(mid)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 
 from testbed import ROOT
 from testbed.experiments import claims
+from testbed.experiments.cep import SPLITTER_ALONE_TARGET
 from testbed.experiments.claims import Comparison
 from testbed.rundir import ExperimentDir, RunDirError
 from testbed.rundir.schema import markdown as record_schema
@@ -427,8 +428,8 @@ def splitter_multiples(rows: list[dict[str, Any]]) -> Optional[str]:
 
 #: The splitter on p4cep's blast stream (bench.instructions.BLAST_WORKLOAD),
 #: and issue 45's target for that blast: the splitter alone at half of plain
-#: forwarding's events per second.
-BLAST_WORKLOAD, BLAST_TARGET_SHARE = "count tumbling 1/1, one operator", 0.5
+#: forwarding's events per second (cep.SPLITTER_ALONE_TARGET).
+BLAST_WORKLOAD, BLAST_TARGET_SHARE = "count tumbling 1/1, one operator", SPLITTER_ALONE_TARGET
 #: bench.instructions.OTHER_THREADS: the switch's threads that handle no frame.
 OTHER_THREADS = "other"
 

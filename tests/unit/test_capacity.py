@@ -74,3 +74,27 @@ def test_ratios_against_unbatched_and_against_k1():
     got = ratios({"bmv2": {"cbtw1": {"0": 20000.0, "1": 19000.0, "8": 100000.0}, "cbsw1": {"0": 1.0}}})
     assert got["bmv2"]["cbtw1"] == {"k8_over_unbatched": 5.0, "k1_over_unbatched": 0.95, "k8_over_k1": 5.26}
     assert got["bmv2"]["cbsw1"] == {"k8_over_unbatched": None, "k1_over_unbatched": None, "k8_over_k1": None}
+
+
+@pytest.mark.parametrize("capacity, start, max_rate, offered, found", [
+    # doubling overshoots the ceiling: the ceiling itself is offered, and held
+    (1e9, 30_000, 100_000, [30_000, 60_000, 100_000], 100_000),
+    # the ceiling fails: bisection between the last held and it
+    (70_000, 30_000, 100_000, [30_000, 60_000, 100_000, 80_000, 70_000], 70_000),
+    # the start fails: bisection between nothing and it
+    (10_000, 30_000, 100_000, [30_000, 15_000, 7_500], 7_500),
+    # nothing holds at all
+    (0, 30_000, 100_000, [30_000, 15_000, 7_500], None),
+])
+def test_the_search_doubles_up_to_the_ceiling_itself_then_bisects(capacity, start, max_rate, offered, found):
+    from testbed.experiments.capacity import highest_held
+    asked = []
+
+    def held(rate):
+        asked.append(rate)
+        return {"rate": rate} if rate <= capacity else None
+
+    best, failed = highest_held(held, start, max_rate, refine=2)
+    assert asked == offered
+    assert (best or {}).get("rate") == found
+    assert failed == (None if capacity >= max_rate else min(r for r in asked if r > capacity))

@@ -9,6 +9,7 @@ from testbed.experiments.cep import (
     SPLITTER_N,
     CepWindowCost,
     capacities,
+    capacity_sentence,
     capacity_trial,
     draw_fig4,
     fig4_table,
@@ -136,6 +137,10 @@ def test_the_splitter_alones_capacity_is_read_against_forwardings_and_held_to_is
     lines = fig4_table(list(rows.values()), paper.P4CEP_FIG_4)
     assert "| 29,700, 50.0 % of forwarding |" in next(x for x in lines if x.startswith("| bmv2 | the splitter"))
     assert capacities(trials)["per_s"].tolist() == pytest.approx([29_700, 59_400])     # n = -2, then -1
+    said = capacity_sentence(list(rows.values()), {"switch_cpus": "0", "sender_cpus": "1"})
+    assert said.startswith("The switch ran on CPU 0 and the sender on CPU 1.")
+    assert "kept up with 29,700 events/s and plain forwarding with 59,400: 50.0% (in a blast, 20,000 against " \
+           "40,000: 50.0%), so the target is met." in said
     # forwarding kept up with the sender's every rate: every share of it is an upper bound
     ceiling = pd.DataFrame(
         searched("bmv2", FORWARD_N, 0, {40_000: True, 80_000: True})
@@ -145,3 +150,6 @@ def test_the_splitter_alones_capacity_is_read_against_forwardings_and_held_to_is
     assert not targets_met(list(rows.values()))["bmv2"]["splitter_alone_at_least_half"]   # 19,800 of 79,200
     table = "\n".join(fig4_table(list(rows.values()), paper.P4CEP_FIG_4))
     assert "≥ 79,200 |" in table and "19,800, ≤ 25.0 % of forwarding" in table
+    said = capacity_sentence(list(rows.values()), None)
+    assert said.startswith("The switch and the sender shared") and "at most 25.0%" in said and "not shown" in said
+    assert capacity_sentence(three_rounds(forward_bound=False), None) is None

@@ -291,7 +291,7 @@ def test_a_kind_with_its_own_table_gets_it_after_the_verdict(tmp_path):
     record = json.loads((folder / "experiment.json").read_text())
     (folder / "experiment.json").write_text(json.dumps({**record, "kind": "cep"}))
     text = section("p4cep", newest_result("p4cep", results), tmp_path)
-    assert "| bmv2 | 0 | 217 | 454 | 10,007 | ≤ 10.3 % |  | 512 µs |" in text
+    assert "| bmv2 | 0 | 217 | 454 | 10,007 | ≤ 10.3 % |  |  | 512 µs |" in text
     assert text.index("**Verdict") < text.index("Fig. 4, ours beside")
     # a kind without its own table, or a record whose kind is unknown, has none
     for kind in ("resources", "no-such-kind"):
