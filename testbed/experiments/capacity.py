@@ -4,11 +4,12 @@ Every point is an ordinary run of a shipped scenario at one offered rate,
 with one row of what it achieved (``point_row``): input and output rates,
 losses before and after the switch, and whether it was *sustained* (nothing
 lost and the output kept up).  ``RatePoints.capacity`` doubles the rate until
-a point is not sustained, then bisects; with ``repeats`` it runs each rate
-that many times and goes by the majority.  The rate sweep (S4 Fig. 8), the
-CPU-policy comparison and calibrated scenario sets all measure through it,
-so a slower machine runs an experiment at a rate it carries instead of
-failing its check.
+a point is not sustained, then bisects (``highest_held``); with ``repeats``
+it runs each rate that many times and goes by the majority.  The rate sweep
+(S4 Fig. 8), the CPU-policy comparison and calibrated scenario sets all
+measure through it, so a slower machine runs an experiment at a rate it
+carries instead of failing its check.  p4cep's capacity trials, of a switch
+alone on veth pairs, search the same way (``cep.capacity_search``).
 """
 from __future__ import annotations
 

@@ -24,9 +24,9 @@ interfaces (``stamps``):
   to line rate, so the two are set side by side, not compared.
 - **Capacity**: for plain forwarding and the splitter alone, the highest
   rate the switch keeps up with, every frame copied and the copies leaving
-  as fast as the frames came (``testbed.experiments.capacity``): a blast
-  times the switch less the frames it read only to drop them, which costs
-  a slower program more.  Issue 45's target, the splitter alone at half of
+  as fast as the frames came (``testbed.experiments.capacity``), as S4
+  measured its switch: a blast times the switch less the frames it read
+  only to drop them.  Issue 45's target, the splitter alone at half of
   forwarding or more, is read from it (``targets``).
 - **Placement**: where the machine has two CPUs or more, the sender has
   one of its own and the switch the others (``testbed.emulation.placement``),
@@ -85,6 +85,8 @@ class CepParams(KindParams):
     blast_events: EventCount = Field(default=30000, description="events per throughput point")
     blast_rate: Rate = Field(default=100000, description="the blast's send rate: above what the switch takes")
     capacity_events: EventCount = Field(default=40000, description="frames per capacity trial")
+    capacity_ceiling: Rate = Field(default=400000, description="the highest rate a capacity trial offers: "
+                                   "below what one sending thread reaches")
     capacity_refine: int = Field(default=4, ge=0, le=10,
                                  description="bisection steps of a capacity search after its first failed trial")
     placement: bool = Field(default=True, description="the sender on a CPU of its own, the switch on the others")
@@ -303,7 +305,8 @@ class CepWindowCost(ExperimentKind):
                         # From the blast's rate, which an overrun switch stays below.
                         start = rate_of[mode] if np.isfinite(rate_of[mode]) else MIN_BLAST_COPIES
                         trials = capacity_search(target, self.expdir, rig, f"{target}-{mode}-capacity-{r}",
-                                                 trial_frames, topo, min(start, p.blast_rate), p.blast_rate,
+                                                 trial_frames, topo, min(start, p.capacity_ceiling),
+                                                 p.capacity_ceiling,
                                                  p.capacity_refine, placement)
                         capacity += [{"target": target, "n": n_code, "mode": mode, "round": r, "trial": i, **t}
                                      for i, t in enumerate(trials)]
