@@ -50,13 +50,13 @@ from testbed.analysis.plots import plt, save_figure
 from testbed.dataplane.cep import CepControl
 from testbed.dataplane.control import Controller
 from testbed.dataplane.wire import FrameTemplate
-from testbed.emulation.placement import CpuPlacement, sending_on
+from testbed.emulation.placement import CpuPlacement
 from testbed.emulation.source import SPLITTER_MAC
-from testbed.emulation.veth import StampedTaps, VethRig, send_frames
+from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
 from testbed.experiments.capacity import KEEP_UP, highest_held
-from testbed.experiments.stamps import QUIET_S, STAMP_COLUMNS
+from testbed.experiments.stamps import SOURCE_PORT, STAMP_COLUMNS, stamped_send
 from testbed.rundir import ExperimentDir
 from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
 from testbed.semantics.cep.oracle import BasicEvent, CepOracle
@@ -66,7 +66,7 @@ from testbed.semantics.strict import EventCount, Rate, Repeats
 from testbed.semantics.topology import SPLITTER_IP, Topology, parse_topology
 
 FIG_4 = "p4cep_fig4"
-STREAM, SOURCE, COPIES, SINK = 7, 1, 2, 3
+STREAM, SOURCE, COPIES, SINK = 7, SOURCE_PORT, 2, 3
 FORWARD, SPLITTER = "forward", "splitter"
 #: ``n`` of the two baselines in the raw tables: plain forwarding, and the splitter alone (no CEP).
 FORWARD_N, SPLITTER_N = -1, -2
@@ -182,18 +182,10 @@ def through_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, 
 def sent_through(rig: VethRig, frames: list[bytes], rate: float, placement: Optional[CpuPlacement],
                  sink: bool = False) -> tuple[pd.DataFrame, int]:
     """``frames`` sent at ``rate`` into the switch running on ``rig``, from the
-    sender's CPUs: the taps' rows (``stamps.STAMP_COLUMNS``) and the frames
-    their sockets dropped."""
-    out = {COPIES: rig.switch_ends[COPIES]}
-    if sink:
-        out[SINK] = rig.switch_ends[SINK]
-    taps = StampedTaps({SOURCE: rig.switch_ends[SOURCE]}, out, rig.namespace.path)
-    try:
-        with sending_on(placement):
-            send_frames(rig.host_ends[SOURCE], frames, rate)
-        return pd.DataFrame(taps.drain(QUIET_S), columns=STAMP_COLUMNS), taps.kernel_drops
-    finally:
-        taps.close()
+    sender's CPUs: the taps' rows (``stamps.STAMP_COLUMNS``) on the copies'
+    port (and the sink's) and the frames their sockets dropped."""
+    rows, drops = stamped_send(rig, frames, rate, {COPIES, SINK} if sink else {COPIES}, placement)
+    return pd.DataFrame(rows, columns=STAMP_COLUMNS), drops
 
 
 def capacity_trial(rows: pd.DataFrame, sent: int, asked: float, tap_drops: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Optional
 import pandas as pd
 
 from testbed.dataplane.control import Controller
+from testbed.emulation.placement import CpuPlacement, sending_on
 from testbed.emulation.veth import StampedTaps, VethRig, send_frames
 from testbed.experiments.base import live_switch
 from testbed.rundir import ExperimentDir
@@ -40,13 +41,24 @@ def time_in_switch(target: str, expdir: ExperimentDir, rig: VethRig, name: str, 
     with live_switch(target, expdir, name, rig, forward=forward, changes=changes) as (_proc, api):
         if plan is not None:
             Controller(api).install(plan)
-        taps = StampedTaps({SOURCE_PORT: rig.switch_ends[SOURCE_PORT]},
-                           {port: rig.switch_ends[port] for port in out_ports}, rig.namespace.path)
-        try:
+        rows, _drops = stamped_send(rig, frames, rate, out_ports)
+        return rows
+
+
+def stamped_send(rig: VethRig, frames: list[bytes], rate: float, out_ports: set[int],
+                 placement: Optional[CpuPlacement] = None) -> tuple[list[tuple], int]:
+    """``frames`` sent at ``rate`` into port 1 of the switch already running
+    on ``rig`` (from the sender's CPUs of ``placement``, when given): the
+    taps' rows for every frame in and every copy out on ``out_ports``, and
+    the frames the taps' sockets dropped."""
+    taps = StampedTaps({SOURCE_PORT: rig.switch_ends[SOURCE_PORT]},
+                       {port: rig.switch_ends[port] for port in out_ports}, rig.namespace.path)
+    try:
+        with sending_on(placement):
             send_frames(rig.host_ends[SOURCE_PORT], frames, rate)
-            return taps.drain(QUIET_S)
-        finally:
-            taps.close()
+        return taps.drain(QUIET_S), taps.kernel_drops
+    finally:
+        taps.close()
 
 
 def copy_times(rows: list[tuple]) -> pd.DataFrame:
