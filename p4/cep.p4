@@ -303,10 +303,10 @@ register<bit<8>, bit<32>>(N_PORTS)               cep_sinks;            /* per po
         CEP_OUT(0) CEP_OUT(1) CEP_OUT(2) CEP_OUT(3)                            \
         hdr.event.setInvalid();                                                \
         bit<16> payload = CEP_HEADER_BYTES + hdr.cep.count * COMPLEX_EVENT_BYTES; \
-        hdr.udp.ports = CEP_UDP_PORT ++ CEP_UDP_PORT;                          \
-        hdr.udp.length_ = UDP_HEADER_BYTES + payload;                          \
-        hdr.ipv4.total_len = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;   \
-        truncate((bit<32>)(ETHERNET_HEADER_BYTES + hdr.ipv4.total_len));       \
+        /* the UDP checksum, 0 since rewrite_dst */                            \
+        hdr.net.udp = CEP_UDP_PORT ++ CEP_UDP_PORT ++ (UDP_HEADER_BYTES + payload) ++ 16w0; \
+        IP_TOTAL_LEN(hdr.net) = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;  \
+        truncate((bit<32>)(ETHERNET_HEADER_BYTES + IP_TOTAL_LEN(hdr.net)));      \
         sent = true;                                                           \
     }
 

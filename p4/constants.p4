@@ -115,8 +115,13 @@ const bit<32> DROP_UNKNOWN_STREAM = 4;  /* no window_spec/operator_count/unicast
 #define LATE_STEPS 4
 
 /* ---- window kinds (set by the window_spec actions) ---------------------- */
-const bit<2> WINDOW_COUNT = 0;
-const bit<2> WINDOW_TIME  = 1;
-const bit<2> WINDOW_TIME_EVENT_STARTS = 2;   /* time windows that start at events (eventstarts.p4) */
+const bit<8> WINDOW_COUNT = 0;
+const bit<8> WINDOW_TIME  = 1;
+const bit<8> WINDOW_TIME_EVENT_STARTS = 2;   /* time windows that start at events (eventstarts.p4) */
+/* Or'd into the kind by the slide tracker: a time event behind the newest
+ * timestamp, within the lateness.  Only a time stream with lateness has it,
+ * so the tests of the kind against WINDOW_COUNT and
+ * WINDOW_TIME_EVENT_STARTS need not mask it. */
+const bit<8> KIND_LATE = 4;
 
 #endif

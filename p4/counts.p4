@@ -38,7 +38,7 @@
          * operator round robin */                                          \
         hdr.scratch.window = COUNT_FILL == slide ? hdr.scratch.window + 1 : hdr.scratch.window; \
         hdr.scratch.cell = (COUNT_FILL == slide                                 \
-            ? (COUNT_NEWEST + 1 == (bit<24>)meta.win.n_ops                      \
+            ? (COUNT_NEWEST + 1 == (bit<24>)hdr.scratch.n_operators                      \
                 ? 64w0 : (hdr.scratch.cell & COUNT_OP_ONLY) + COUNT_ONE_OP)      \
             : hdr.scratch.cell) + 1;                                            \
         meta.verdict.newest_op = (bit<32>)COUNT_NEWEST;                         \

@@ -42,10 +42,10 @@ control MyEgress(inout headers_t hdr,
      * ingress, beside WINDOWS_HEADER_ON.  The IPv4 checksum is recomputed in
      * MyComputeChecksum. */
     action rewrite_dst(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance) {
-        hdr.ethernet.dst_addr = mac;
-        hdr.ipv4.dst_addr = ip;
+        hdr.net.eth_dst = mac;
+        hdr.net.ip_dst = ip;
 #ifdef EGRESS_DECIDES
-        hdr.udp.checksum = 0;
+        hdr.net.udp = hdr.net.udp & UDP_NO_CHECKSUM;
         /* counted later, once the copy is known to leave */
         meta.copy.instance = instance;
 #else
@@ -82,7 +82,7 @@ control MyEgress(inout headers_t hdr,
 #else
         /* one assignment: p4c would fold a field set first into it anyway */
         hdr.windows.current = WINDOWS_BACK(hdr.windows.current,
-                                           BACK_OF(meta.verdict.newest_op, position, meta.win.n_ops));
+                                           BACK_OF(meta.verdict.newest_op, position, N_OPS));
 #endif
     }
 
@@ -109,8 +109,8 @@ control MyEgress(inout headers_t hdr,
      * one of the event's windows in this build, so each has an entry;
      * split by key, its index is the newest operator, 0 back. */
     action rewrite_back(mac_addr_t mac, ipv4_addr_t ip, bit<32> instance, bit<128> windows_back) {
-        hdr.ethernet.dst_addr = mac;
-        hdr.ipv4.dst_addr = ip;
+        hdr.net.eth_dst = mac;
+        hdr.net.ip_dst = ip;
         stream_out.count(STREAM_KEY);
         operator_out.count(instance);
         hdr.windows.current = hdr.windows.current - windows_back;
@@ -161,7 +161,7 @@ control MyEgress(inout headers_t hdr,
                  * event and a batch alike. */
                 bool position_hit = false;
                 bool old_position_hit = false;
-                if (batched || (meta.win.by_key == 0 && meta.copy.active != 0)) {
+                if (batched || (!SPLIT_BY_KEY && meta.copy.active != 0)) {
                     position_hit = operator_position.apply().hit;
                 }
                 if (batched || meta.copy.old_active != 0) {
@@ -191,12 +191,13 @@ control MyEgress(inout headers_t hdr,
                                           + meta.batch.kept * (EVENT_BYTES + WINDOWS_HEADER_BYTES);
                         hdr.batch.count = meta.batch.kept;
                         hdr.batch.flags = FLAG_WINDOWS;
-                        hdr.udp.ports[31:16] = BATCH_UDP_PORT;
-                        hdr.udp.length_ = UDP_HEADER_BYTES + payload;
-                        hdr.ipv4.total_len = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;
+                        /* the UDP checksum, 0 since rewrite_dst */
+                        hdr.net.udp = BATCH_UDP_PORT ++ UDP_DST_PORT(hdr.net)
+                                      ++ (UDP_HEADER_BYTES + payload) ++ 16w0;
+                        IP_TOTAL_LEN(hdr.net) = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + payload;
                         /* Nothing but the headers above leaves: bytes past the
                          * batch's UDP length are not carried on. */
-                        truncate((bit<32>)(ETHERNET_HEADER_BYTES + hdr.ipv4.total_len));
+                        truncate((bit<32>)(ETHERNET_HEADER_BYTES + IP_TOTAL_LEN(hdr.net)));
                     }
                 } else
 #endif
@@ -218,7 +219,7 @@ control MyEgress(inout headers_t hdr,
                      * one more table of p4c's (else in ingress). */
                     WINDOWS_HEADER_ON
 #ifdef BATCHES
-                    if (meta.win.by_key == 1) {
+                    if (SPLIT_BY_KEY) {
                         /* Split by key: the one copy carries every window of the event. */
                         hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
                     } else if (meta.copy.active == 0) {
@@ -231,29 +232,29 @@ control MyEgress(inout headers_t hdr,
                      * table's hit itself, not a flag: each flag is a field
                      * to reset and two writes per copy. */
                     if (meta.verdict.active == 1 && meta.copy.old_active == 0) {
-                        if (meta.win.by_key == 1) {
+                        if (SPLIT_BY_KEY) {
                             hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
                         } else {
-                            hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, meta.win.n_ops);
+                            hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, N_OPS);
                         }
                     } else if (meta.copy.active == 0) {
 #endif
                         /* only windows of the previous epoch hold the event */
-                        hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                        hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
 #ifdef BATCHES
                     } else if (position_hit) {
 #else
                     } else if (operator_position.apply().hit) {
 #endif
-                        COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, meta.win.n_ops)
+                        COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, N_OPS)
                         if (hdr.scratch.back < meta.copy.active) {
                             hdr.windows.current = WINDOWS_OF(meta.verdict.window - (bit<64>)hdr.scratch.back,
-                                                             meta.copy.active - hdr.scratch.back, meta.win.n_ops);
+                                                             meta.copy.active - hdr.scratch.back, N_OPS);
                         } else {
-                            hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                            hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
                         }
                     } else {
-                        hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                        hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
                     }
                     if (meta.copy.old_active != 0) {
 #ifdef BATCHES
@@ -287,9 +288,8 @@ control MyEgress(inout headers_t hdr,
             rewrite_dst: {
                 if (!hdr.windows.isValid()) {
                     WINDOWS_HEADER_ON
-                    hdr.udp.checksum = 0;
                     hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active,
-                                                     (meta.win.by_key == 1 ? 32w1 : meta.win.n_ops));
+                                                     (SPLIT_BY_KEY ? 32w1 : N_OPS));
                 }
             }
             rewrite_back: {
@@ -308,10 +308,10 @@ control MyEgress(inout headers_t hdr,
                  * metadata temporaries, reset on every packet. */
                 if (operator_position.apply().hit) {
                     if (NOT_OWN_SPAN(hdr.windows.current)) {
-                        hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                        hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
                     }
                 } else {
-                    hdr.windows.current = WINDOWS_OF(0, 0, meta.win.n_ops);
+                    hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
                 }
                 if (meta.copy.old_active != 0) {
                     if (previous_position.apply().hit) {

@@ -55,7 +55,7 @@ control EventStartTracker(in bit<16> idx, in window_params_t win,
                 /* the next start in each branch, not in the write: an
                  * expression there is a temporary of p4c's, in metadata
                  * that every packet pays to reset (docs/p4.md, rule 5) */
-                if (verdict.newest_op + 1 >= win.n_ops) {
+                if (verdict.newest_op + 1 >= N_OPS_OF(win, s)) {
                     verdict.newest_op = 0;
                     s.next = s.x + s.slide;
                 } else {

@@ -105,15 +105,25 @@ control MyIngress(inout headers_t hdr,
     /* Round robin over windows: window j to the operator at j mod N.
      * by_key stays at the 0 bmv2 gives all metadata (rule 3, docs/p4.md). */
     action set_operator_count(bit<32> n, bit<32> opset) {
+#ifdef FIXED
+        hdr.scratch.n_operators = n;
+        hdr.scratch.by_key = 0;   /* hdr.scratch is not reset (headers.p4) */
+#else
         meta.win.n_ops = n;
+#endif
         meta.win.opset = opset;
     }
 
     /* One operator per key: crc32(group_key) mod N takes the event with all
      * of its windows (testbed.semantics.splitting). */
     action split_by_key(bit<32> n, bit<32> opset) {
+#ifdef FIXED
+        hdr.scratch.n_operators = n;
+        hdr.scratch.by_key = 1;
+#else
         meta.win.n_ops = n;
         meta.win.by_key = 1;
+#endif
         meta.win.opset = opset;
     }
 
@@ -257,7 +267,7 @@ control MyIngress(inout headers_t hdr,
  * build; egress.p4).  Split by key, the one copy carries every
  * window of the event: a stride of 1. */
 #define COPY_WINDOWS                                                            \
-    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, meta.win.n_ops);
+    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, N_OPS);
 #define BY_KEY_WINDOWS                                                          \
     hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, hdr.windows.current[63:32], 1);
 #endif
@@ -265,17 +275,17 @@ control MyIngress(inout headers_t hdr,
     /* every copy's Windows header needs the counts unclamped */                \
     COPY_WINDOWS                                                                \
     /* With N or more windows open every operator is hit once. */               \
-    if (meta.verdict.active > meta.win.n_ops) {                                 \
-        meta.verdict.active = meta.win.n_ops;                                   \
+    if (meta.verdict.active > N_OPS) {                                 \
+        meta.verdict.active = N_OPS;                                   \
     }                                                                           \
     OLD_COUNTS_FOR_COPIES                                                       \
-    if (meta.win.by_key == 1) {                                                 \
+    if (SPLIT_BY_KEY) {                                                 \
         /* One copy, to the key's operator by its index in the                  \
          * unicast table (bmv2 applies each table at one place                  \
          * only, so the key takes the one-window path); a stream                \
          * split by key never changes, so no handover. */                       \
         hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,           \
-             { CURRENT.group_key }, meta.win.n_ops);                            \
+             { CURRENT.group_key }, N_OPS);                            \
         meta.verdict.active = 1;                                                \
         BY_KEY_WINDOWS                                                          \
     }
@@ -332,28 +342,27 @@ control MyIngress(inout headers_t hdr,
  * and is clamped to N only for multicast. */
 #define WINDOWS_FOR_COPIES(STRIDE)                                              \
     WINDOWS_HEADER_ON                                                           \
-    hdr.udp.checksum = 0;                                                       \
     hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, STRIDE);
 #define ONE_COPY_OR_MANY                                                        \
-    if (meta.win.by_key == 1) {                                                 \
+    if (SPLIT_BY_KEY) {                                                 \
         hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,           \
-             { CURRENT.group_key }, meta.win.n_ops);                            \
+             { CURRENT.group_key }, N_OPS);                            \
     }                                                                           \
-    if (meta.verdict.active == 1 || meta.win.n_ops == 1 || meta.win.by_key == 1) { \
+    if (meta.verdict.active == 1 || N_OPS == 1 || SPLIT_BY_KEY) { \
         switch (unicast.apply().action_run) {                                   \
             to_operator: {                                                      \
             }                                                                   \
             to_group: {                                                         \
-                WINDOWS_FOR_COPIES((meta.win.by_key == 1 ? 32w1 : meta.win.n_ops)) \
+                WINDOWS_FOR_COPIES((SPLIT_BY_KEY ? 32w1 : N_OPS)) \
             }                                                                   \
             default: {                                                          \
                 UNROUTED                                                        \
             }                                                                   \
         }                                                                       \
     } else {                                                                    \
-        WINDOWS_FOR_COPIES(meta.win.n_ops)                                      \
-        if (meta.verdict.active > meta.win.n_ops) {                             \
-            meta.verdict.active = meta.win.n_ops;                               \
+        WINDOWS_FOR_COPIES(N_OPS)                                      \
+        if (meta.verdict.active > N_OPS) {                             \
+            meta.verdict.active = N_OPS;                               \
         }                                                                       \
         if (!multicast.apply().hit) {                                           \
             UNROUTED                                                            \
@@ -380,7 +389,7 @@ control MyIngress(inout headers_t hdr,
         meta.batch.count = 0;
         if (hdr.batch.isValid() && standard_metadata.parser_error == error.NoError
                 && hdr.batch.count >= 1 && hdr.batch.count <= MAX_BATCH
-                && hdr.udp.length_ == UDP_HEADER_BYTES + BATCH_HEADER_BYTES
+                && UDP_LENGTH(hdr.net) == UDP_HEADER_BYTES + BATCH_HEADER_BYTES
                                       + hdr.batch.count * EVENT_BYTES) {
             bool well_formed = true;
             FOR_EACH_SLOT(BATCH_SAME_STREAM)
@@ -396,7 +405,7 @@ control MyIngress(inout headers_t hdr,
         if (!hdr.event.isValid() && !batched) {
             /* An operator host's heartbeat says it is alive: the controller
              * watches this counter per port (testbed.dataplane.liveness). */
-            if (hdr.udp.isValid() && hdr.udp.ports[15:0] == HEARTBEAT_UDP_PORT) {
+            if (IS_UDP(hdr.net) && UDP_DST_PORT(hdr.net) == HEARTBEAT_UDP_PORT) {
                 heartbeats.count(standard_metadata.ingress_port);
             } else {
                 non_event.count(0);
@@ -514,9 +523,6 @@ control MyIngress(inout headers_t hdr,
 #else
 #ifndef EGRESS_DECIDES
                 WINDOWS_HEADER_ON
-                /* the UDP checksum, switched off for every copy at once
-                 * (rewrite_dst, egress.p4) */
-                hdr.udp.checksum = 0;
 #endif
                 COUNTS_FOR_COPIES
                 ROUTE_TO_OPERATORS

@@ -23,31 +23,52 @@ typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<9>  port_t;        /* v1model egress_spec / egress_port */
 
-/* The frame's headers.  A field the program writes is a field of its own
- * (a slice's write costs more than the field); runs of the others are
- * joined into one, and the parser selects on them with masks.  bmv2
+/* The frame's headers up to UDP, as one header: bmv2 pays for each header
+ * on every frame, whether it is valid or not (marking it valid when it is
+ * extracted, invalid when the frame's header vector is reused, and each
+ * emit), some 800 instructions a header (docs/p4.md, rule 8).  The parser
+ * extracts it whole and selects on its fields with masks, so a frame that
+ * is not IPv4, has options or is not UDP still has it valid, with bytes
+ * that mean something else: only hdr.event (or hdr.batch) says that the
+ * frame is one of ours, and a heartbeat is asked of the fields (IS_UDP).
+ * A field the program writes is a field of its own (a slice's write costs
+ * more than the field); runs of the others are joined into one.  bmv2
  * extracts, copies into every replica and emits a header field by field,
  * and sums each copy's IPv4 checksum field by field (docs/p4.md, rule 6).
  * The bytes are the wire's either way. */
-header ethernet_t {
-    mac_addr_t dst_addr;
-    bit<64>    src_addr_type;          /* source MAC (48), EtherType (16) */
+header net_t {
+    mac_addr_t  eth_dst;
+    bit<64>     eth_src_type;          /* source MAC (48), EtherType (16) */
+    bit<80>     ip_head;               /* version (4), IHL (4), DSCP and ECN (8), total length (16),
+                                          identification (16), flags (3), fragment offset (13), TTL (8), protocol (8) */
+    bit<16>     ip_checksum;
+    ipv4_addr_t ip_src;
+    ipv4_addr_t ip_dst;
+    bit<64>     udp;                   /* source port (16), destination port (16), length (16), checksum (16) */
 }
 
-header ipv4_t {
-    bit<16>     version_ihl_diffserv;  /* version (4), IHL (4), DSCP and ECN (8) */
-    bit<16>     total_len;
-    bit<48>     id_frag_ttl_protocol;  /* identification (16), flags (3), fragment offset (13), TTL (8), protocol (8) */
-    bit<16>     hdr_checksum;
-    ipv4_addr_t src_addr;
-    ipv4_addr_t dst_addr;
-}
+/* The parts of net_t's joined fields.  A total length or a UDP length grows
+ * by an addition to the whole field (it cannot carry: a frame is far below
+ * 64 KiB), and the UDP length and checksum change in one write. */
+#define IP_TOTAL_LEN(NET) NET.ip_head[63:48]
+#define IP_TOTAL_LEN_UNIT 80w0x1000000000000
+#define UDP_DST_PORT(NET) NET.udp[47:32]
+#define UDP_LENGTH(NET) NET.udp[31:16]
+#define UDP_LENGTH_UNIT 64w0x10000
+#define UDP_NO_CHECKSUM 64w0xFFFFFFFFFFFF0000
+/* The parser's masks of them: IPv4 without options, a whole UDP datagram,
+ * and a destination port (constants.p4). */
+#define IP_HEAD_UDP ((((bit<80>)IPV4_NO_OPTIONS) << 64) | (bit<80>)IPV4_WHOLE_UDP)
+#define IP_HEAD_UDP_MASK ((((bit<80>)IPV4_NO_OPTIONS_MASK) << 64) | (bit<80>)IPV4_WHOLE_UDP_MASK)
+#define UDP_TO(PORT) (((bit<64>)(PORT)) << 32)
+#define UDP_TO_MASK (((bit<64>)UDP_DST_PORT_MASK) << 32)
 
-header udp_t {
-    bit<32> ports;                     /* source (16), destination (16) */
-    bit<16> length_;
-    bit<16> checksum;
-}
+/* A whole IPv4 datagram without options, UDP: the parser's test, and the
+ * heartbeat's in ingress. */
+#define IS_UDP(NET)                                                             \
+    ((NET).isValid()                                                            \
+     && ((NET).eth_src_type & ETHERTYPE_MASK) == ETHERTYPE_IPV4                 \
+     && ((NET).ip_head & IP_HEAD_UDP_MASK) == IP_HEAD_UDP)
 
 /* One stream event (P4SS Listing 1, widened to 64-bit timestamps/values). */
 header event_t {
@@ -134,8 +155,11 @@ header prev_spec_t {
 header scratch_t {
     /* The window spec: window_spec's action data (forwarding.p4).  Every
      * action writes every field its kind of window reads. */
-    bit<2>  kind;          /* WINDOW_COUNT, WINDOW_TIME or WINDOW_TIME_EVENT_STARTS */
-    bit<6>  unused;
+    /* WINDOW_COUNT, WINDOW_TIME or WINDOW_TIME_EVENT_STARTS, and KIND_LATE
+     * once the tracker finds the event late: the action's write of the
+     * kind clears it, so it starts at 0 without being a metadata field
+     * that every frame pays to reset (rule 4). */
+    bit<8>  kind;
     bit<64> slide;         /* delta (events) or tau (time units) */
     bit<64> extra;         /* size mod slide */
     bit<32> cap;           /* ceil(size / slide), plus the late slides: where begun saturates */
@@ -183,6 +207,9 @@ header scratch_t {
     bit<32> slides_back;   /* slides a late event lies behind the newest (STEP_BACK) */
 #ifdef FIXED
     bit<64> cell;          /* a count stream's count_state cell (counts.p4) */
+    bit<32> n_operators;   /* N (N_OPS, below) */
+    bit<1>  by_key;        /* split by key (SPLIT_BY_KEY) */
+    bit<7>  by_key_spare;
 #endif
 }
 
@@ -231,9 +258,7 @@ header copy_windows_t {
 #define NOT_OWN_SPAN(HALF) ((HALF)[63:32] - 32w1 >= 32w0x80000000)
 
 struct headers_t {
-    ethernet_t ethernet;
-    ipv4_t     ipv4;
-    udp_t      udp;
+    net_t      net;
     event_t    event;
     copy_windows_t windows;
     /* never valid (above) */
@@ -256,10 +281,29 @@ struct headers_t {
  * (Whether its windows start at events is hdr.spec.kind: a field of its
  * own here would be reset on every frame.) */
 struct window_params_t {
+#ifndef FIXED
     bit<32> n_ops;         /* N, the number of operators of the stream */
     bit<1>  by_key;        /* 1: split by key (split_by_key), 0: by windows */
+#endif
     bit<32> opset;         /* the operator set: unicast, multicast, operator_position and operator_back key on it */
 }
+
+/* N, and whether the stream is split by key.  The build without changes
+ * keeps them in hdr.scratch: operator_count's actions write both on every
+ * event, and only the copy that unicast sends reads them in egress (its
+ * own packet, with its hdr.scratch), so neither needs to be metadata,
+ * which every frame pays to reset (rule 4).  Elsewhere a replica's egress
+ * reads N, and they stay in meta.win.  Inside the tracker (slides.p4) the
+ * two are its parameters win and s. */
+#ifdef FIXED
+#define N_OPS_OF(WIN, S) (S).n_operators
+#define SPLIT_BY_KEY_OF(WIN, S) ((S).by_key == 1)
+#else
+#define N_OPS_OF(WIN, S) (WIN).n_ops
+#define SPLIT_BY_KEY_OF(WIN, S) ((WIN).by_key == 1)
+#endif
+#define N_OPS N_OPS_OF(meta.win, hdr.scratch)
+#define SPLIT_BY_KEY SPLIT_BY_KEY_OF(meta.win, hdr.scratch)
 
 /* N of the epoch before the one in force (previous_spec's action data; the
  * rest of it is prev_spec_t): the egress needs it. */
@@ -320,9 +364,9 @@ struct copy_meta_t {
 }
 
 /* The slide tracker's values that start at 0 (slides.p4), as bmv2 gives
- * every metadata field: so they cost no write unless they change. */
+ * every metadata field: so they cost no write unless they change.  Whether
+ * the event is late is a bit of hdr.scratch.kind (KIND_LATE) instead. */
 struct tracker_flags_t {
-    bit<1>  late;          /* behind the newest timestamp, within the lateness */
 #ifndef FIXED
     bit<1>  old_only;      /* only the previous epoch's windows hold the event */
 #endif
@@ -445,14 +489,17 @@ struct cep_meta_t {
 
 /* What every copy of a single event has in common: its Windows header
  * (zeroed by setValid, its halves written per copy in egress.p4), the flag
- * that says it follows, and the lengths grown by it.  Made in ingress, a
+ * that says it follows, the lengths grown by it, and the UDP checksum
+ * switched off (0): it covers the destination IP, which egress rewrites
+ * (rewrite_dst), and is not recomputed.  The IPv4 checksum is, in
+ * MyComputeChecksum.  Made in ingress, a
  * multicast copies it into every replica for less than writing it there
  * again (EGRESS_DECIDES above). */
 #define WINDOWS_HEADER_ON                                                      \
     hdr.windows.setValid();                                                   \
     hdr.event.flags = hdr.event.flags | FLAG_WINDOWS;                         \
-    hdr.ipv4.total_len = hdr.ipv4.total_len + WINDOWS_HEADER_BYTES;           \
-    hdr.udp.length_ = hdr.udp.length_ + WINDOWS_HEADER_BYTES;
+    hdr.net.ip_head = hdr.net.ip_head + IP_TOTAL_LEN_UNIT * (bit<80>)WINDOWS_HEADER_BYTES; \
+    hdr.net.udp = (hdr.net.udp & UDP_NO_CHECKSUM) + UDP_LENGTH_UNIT * (bit<64>)WINDOWS_HEADER_BYTES;
 
 /* The id of the newest window that holds the event, which the trackers
  * read from newest_window and move: a replica's egress reads it where

@@ -6,9 +6,11 @@
  * that may look like one), UDP, and sent to EVENT_UDP_PORT, with the whole
  * 32-byte event header present; anything
  * else leaves hdr.event invalid and ingress counts and drops it
- * (non_event).  A frame too short for a header it selects stops the parser
- * with error.PacketTooShort, which v1model passes on to ingress with the
- * headers extracted so far: again no valid event.
+ * (non_event).  A frame too short for a header it extracts stops the
+ * parser with error.PacketTooShort, which v1model passes on to ingress with
+ * the headers extracted so far: again no valid event.  Any frame shorter
+ * than Ethernet, IPv4 and UDP together is one of them, whatever it carries,
+ * as they are one header here (net_t, headers.p4).
  */
 #ifndef SPLITTER_PARSER_P4
 #define SPLITTER_PARSER_P4
@@ -17,28 +19,15 @@ parser MyParser(packet_in packet,
                 out headers_t hdr,
                 inout metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
+    /* One extract up to UDP, and one select on its fields (headers.p4, net_t). */
     state start {
-        packet.extract(hdr.ethernet);
-        transition select(hdr.ethernet.src_addr_type) {
-            ETHERTYPE_IPV4 &&& ETHERTYPE_MASK: parse_ipv4;
-            default: accept;
-        }
-    }
-
-    state parse_ipv4 {
-        packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.version_ihl_diffserv, hdr.ipv4.id_frag_ttl_protocol) {
-            (IPV4_NO_OPTIONS &&& IPV4_NO_OPTIONS_MASK, IPV4_WHOLE_UDP &&& IPV4_WHOLE_UDP_MASK): parse_udp;
-            default: accept;
-        }
-    }
-
-    state parse_udp {
-        packet.extract(hdr.udp);
-        transition select(hdr.udp.ports) {
-            (bit<32>)EVENT_UDP_PORT &&& UDP_DST_PORT_MASK: parse_event;
+        packet.extract(hdr.net);
+        transition select(hdr.net.eth_src_type, hdr.net.ip_head, hdr.net.udp) {
+            (ETHERTYPE_IPV4 &&& ETHERTYPE_MASK, IP_HEAD_UDP &&& IP_HEAD_UDP_MASK,
+             UDP_TO(EVENT_UDP_PORT) &&& UDP_TO_MASK): parse_event;
 #ifdef BATCHES
-            (bit<32>)BATCH_UDP_PORT &&& UDP_DST_PORT_MASK: parse_batch;
+            (ETHERTYPE_IPV4 &&& ETHERTYPE_MASK, IP_HEAD_UDP &&& IP_HEAD_UDP_MASK,
+             UDP_TO(BATCH_UDP_PORT) &&& UDP_TO_MASK): parse_batch;
 #endif
             default: accept;
         }
@@ -96,22 +85,18 @@ control MyVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
         update_checksum(
-            hdr.ipv4.isValid(),
-            { hdr.ipv4.version_ihl_diffserv,
-              hdr.ipv4.total_len,
-              hdr.ipv4.id_frag_ttl_protocol,
-              hdr.ipv4.src_addr,
-              hdr.ipv4.dst_addr },
-            hdr.ipv4.hdr_checksum,
+            hdr.net.isValid(),
+            { hdr.net.ip_head,
+              hdr.net.ip_src,
+              hdr.net.ip_dst },
+            hdr.net.ip_checksum,
             HashAlgorithm.csum16);
     }
 }
 
 control MyDeparser(packet_out packet, in headers_t hdr) {
     apply {
-        packet.emit(hdr.ethernet);
-        packet.emit(hdr.ipv4);
-        packet.emit(hdr.udp);
+        packet.emit(hdr.net);
         packet.emit(hdr.event);
         packet.emit(hdr.windows);   /* valid on copies only (egress.p4) */
 #ifdef CEP

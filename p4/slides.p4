@@ -118,9 +118,9 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
  * late, at or past the newest slide's start, and, during a transition, not
  * one of the previous epoch's alone. */
 #ifdef FIXED
-#define IN_ORDER (f.late == 0 && s.x >= s.start)
+#define IN_ORDER ((s.kind & KIND_LATE) == 0 && s.x >= s.start)
 #else
-#define IN_ORDER (f.old_only == 0 && f.late == 0 && s.x >= s.start)
+#define IN_ORDER (f.old_only == 0 && (s.kind & KIND_LATE) == 0 && s.x >= s.start)
 #endif
 
 /* Reads and advances the window state of one stream and fills the
@@ -164,7 +164,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                 if (s.previous_ts - s.x > s.lateness) {
                     verdict.drop_code = DROP_TOO_LATE;
                 } else {
-                    f.late = 1;
+                    s.kind = s.kind | KIND_LATE;
                 }
             } else {
                 last_ts.write(idx, s.x);
@@ -319,7 +319,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                         }
                         old_newest.read(verdict.old_newest, idx);
                         old_window.read(verdict.old_window, idx);
-                        if (f.late == 0) {
+                        if ((s.kind & KIND_LATE) == 0) {
                             /* into b, no longer needed */
                             transition_end.read(s.b, idx);
                             if (s.x >= s.b) {
@@ -345,8 +345,8 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                             s.next = s.start + s.slide;
                             VERDICT_WINDOW = VERDICT_WINDOW + 1;
                             verdict.newest_op = verdict.newest_op + 1;
-                            if (verdict.newest_op >= win.n_ops) {
-                                verdict.newest_op = verdict.newest_op - win.n_ops;
+                            if (verdict.newest_op >= N_OPS_OF(win, s)) {
+                                verdict.newest_op = verdict.newest_op - N_OPS_OF(win, s);
                             }
                             if (s.begun_now < s.cap) {
                                 s.begun_now = s.begun_now + 1;
@@ -359,7 +359,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                             s.start = s.x - s.rest;
                             s.next = s.start + s.slide;
                             VERDICT_WINDOW = VERDICT_WINDOW + s.advanced;
-                            s.n_ops = (bit<64>)win.n_ops;
+                            s.n_ops = (bit<64>)N_OPS_OF(win, s);
                             if (s.advanced < s.n_ops) {
                                 s.step = s.advanced;
                             } else if (s.advanced - s.n_ops < s.n_ops) {
@@ -396,13 +396,13 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                 } else if (f.old_only == 1) {
                     /* decided above */
 #endif
-                } else if (f.late == 1) {
+                } else if ((s.kind & KIND_LATE) != 0) {
                     /* -- back to the late event's own slide; nothing advances - */
                     s.slides_back = 0;   /* hdr.scratch is not reset (headers.p4) */
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)
-                    STEP_BACK(s.start, verdict.newest_op, s.slide, win.n_ops)   /* LATE_STEPS times */
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, N_OPS_OF(win, s))
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, N_OPS_OF(win, s))
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, N_OPS_OF(win, s))
+                    STEP_BACK(s.start, verdict.newest_op, s.slide, N_OPS_OF(win, s))   /* LATE_STEPS times */
                     if (s.slides_back >= s.begun_now) {
                         verdict.drop_code = DROP_BEFORE_ORIGIN;
                     } else {

@@ -19,32 +19,19 @@
 #include "../headers.p4"
 
 struct event_headers_t {
-    ethernet_t ethernet;
-    ipv4_t     ipv4;
-    udp_t      udp;
+    net_t      net;
     event_t    event;
 }
 
+/* As the splitter's parser takes an event (p4/parser.p4): one extract up
+ * to UDP and one select, on the protocol and the port alone. */
 parser EventParser(packet_in packet, out event_headers_t hdr, inout FLOOR_META meta,
                    inout standard_metadata_t standard_metadata) {
     state start {
-        packet.extract(hdr.ethernet);
-        transition select(hdr.ethernet.src_addr_type) {
-            ETHERTYPE_IPV4 &&& ETHERTYPE_MASK: parse_ipv4;
-            default: accept;
-        }
-    }
-    state parse_ipv4 {
-        packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.id_frag_ttl_protocol) {
-            IPV4_WHOLE_UDP &&& 0xFF: parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
-        packet.extract(hdr.udp);
-        transition select(hdr.udp.ports) {
-            (bit<32>)EVENT_UDP_PORT &&& UDP_DST_PORT_MASK: parse_event;
+        packet.extract(hdr.net);
+        transition select(hdr.net.eth_src_type, hdr.net.ip_head, hdr.net.udp) {
+            (ETHERTYPE_IPV4 &&& ETHERTYPE_MASK, (bit<80>)IPV4_WHOLE_UDP &&& 0xFF,
+             UDP_TO(EVENT_UDP_PORT) &&& UDP_TO_MASK): parse_event;
             default: accept;
         }
     }
@@ -70,9 +57,7 @@ control EventEgress(inout event_headers_t hdr, inout FLOOR_META meta,
 
 control EventDeparser(packet_out packet, in event_headers_t hdr) {
     apply {
-        packet.emit(hdr.ethernet);
-        packet.emit(hdr.ipv4);
-        packet.emit(hdr.udp);
+        packet.emit(hdr.net);
         packet.emit(hdr.event);
     }
 }
