@@ -41,7 +41,9 @@
             ? (COUNT_NEWEST + 1 == (bit<24>)hdr.scratch.n_operators                      \
                 ? 64w0 : (hdr.scratch.cell & COUNT_OP_ONLY) + COUNT_ONE_OP)      \
             : hdr.scratch.cell) + 1;                                            \
-        meta.verdict.newest_op = (bit<32>)COUNT_NEWEST;                         \
+        /* split by key, the key's operator instead (split_by_key) */        \
+        meta.verdict.newest_op = SPLIT_BY_KEY ? hdr.scratch.key_op              \
+                                                         : (bit<32>)COUNT_NEWEST; \
         /* no more windows than have begun: the newest's id + 1 (cap, the   \
          * most an event lies in, only bounds the held count) */            \
         meta.verdict.active = hdr.scratch.window + 1 < (bit<64>)COUNT_HELD(full, extra) \

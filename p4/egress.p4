@@ -21,10 +21,10 @@
 #define PREVIOUS_WINDOWS                                                       \
     COPY_BACK(hdr.scratch.back, meta.verdict.old_newest, hdr.scratch.old_position, meta.prev.n_ops) \
     if (hdr.scratch.back < meta.copy.old_active) {                             \
-        hdr.windows.previous = OLD_WINDOWS_OF(meta.verdict.old_window - (bit<64>)hdr.scratch.back, \
-                                              meta.copy.old_active - hdr.scratch.back); \
+        PREVIOUS_HALF(OLD_WINDOWS_OF(meta.verdict.old_window - (bit<64>)hdr.scratch.back, \
+                                              meta.copy.old_active - hdr.scratch.back)) \
     } else {                                                                   \
-        hdr.windows.previous = OLD_WINDOWS_OF(0, 0);                           \
+        PREVIOUS_HALF(OLD_WINDOWS_OF(0, 0))                           \
     }
 
 control MyEgress(inout headers_t hdr,
@@ -81,7 +81,7 @@ control MyEgress(inout headers_t hdr,
         hdr.scratch.position = position;
 #else
         /* one assignment: p4c would fold a field set first into it anyway */
-        hdr.windows.current = WINDOWS_BACK(hdr.windows.current,
+        hdr.windows.halves = WINDOWS_BACK(hdr.windows.halves,
                                            BACK_OF(meta.verdict.newest_op, position, N_OPS));
 #endif
     }
@@ -113,7 +113,7 @@ control MyEgress(inout headers_t hdr,
         hdr.net.ip_dst = ip;
         stream_out.count(STREAM_KEY);
         operator_out.count(instance);
-        hdr.windows.current = hdr.windows.current - windows_back;
+        hdr.windows.halves = hdr.windows.halves - ((bit<256>)windows_back << 128);
     }
 
     table operator_back {
@@ -221,7 +221,7 @@ control MyEgress(inout headers_t hdr,
 #ifdef BATCHES
                     if (SPLIT_BY_KEY) {
                         /* Split by key: the one copy carries every window of the event. */
-                        hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
+                        hdr.windows.halves = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
                     } else if (meta.copy.active == 0) {
 #else
                     /* The event's one copy, first, as most copies are:
@@ -233,14 +233,14 @@ control MyEgress(inout headers_t hdr,
                      * to reset and two writes per copy. */
                     if (meta.verdict.active == 1 && meta.copy.old_active == 0) {
                         if (SPLIT_BY_KEY) {
-                            hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
+                            hdr.windows.halves = WINDOWS_OF(meta.verdict.window, meta.copy.active, 1);
                         } else {
-                            hdr.windows.current = WINDOWS_OF(meta.verdict.window, meta.copy.active, N_OPS);
+                            hdr.windows.halves = WINDOWS_OF(meta.verdict.window, meta.copy.active, N_OPS);
                         }
                     } else if (meta.copy.active == 0) {
 #endif
                         /* only windows of the previous epoch hold the event */
-                        hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
+                        hdr.windows.halves = WINDOWS_OF(0, 0, N_OPS);
 #ifdef BATCHES
                     } else if (position_hit) {
 #else
@@ -248,13 +248,13 @@ control MyEgress(inout headers_t hdr,
 #endif
                         COPY_BACK(hdr.scratch.back, meta.verdict.newest_op, hdr.scratch.position, N_OPS)
                         if (hdr.scratch.back < meta.copy.active) {
-                            hdr.windows.current = WINDOWS_OF(meta.verdict.window - (bit<64>)hdr.scratch.back,
+                            hdr.windows.halves = WINDOWS_OF(meta.verdict.window - (bit<64>)hdr.scratch.back,
                                                              meta.copy.active - hdr.scratch.back, N_OPS);
                         } else {
-                            hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
+                            hdr.windows.halves = WINDOWS_OF(0, 0, N_OPS);
                         }
                     } else {
-                        hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
+                        hdr.windows.halves = WINDOWS_OF(0, 0, N_OPS);
                     }
                     if (meta.copy.old_active != 0) {
 #ifdef BATCHES
@@ -264,7 +264,7 @@ control MyEgress(inout headers_t hdr,
 #endif
                             PREVIOUS_WINDOWS
                         } else {
-                            hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
+                            PREVIOUS_HALF(OLD_WINDOWS_OF(0, 0))
                         }
                     }
                 }
@@ -288,8 +288,8 @@ control MyEgress(inout headers_t hdr,
             rewrite_dst: {
                 if (!hdr.windows.isValid()) {
                     WINDOWS_HEADER_ON
-                    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active,
-                                                     (SPLIT_BY_KEY ? 32w1 : N_OPS));
+                    hdr.windows.halves = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active,
+                                                     COPY_STRIDE);
                 }
             }
             rewrite_back: {
@@ -307,17 +307,17 @@ control MyEgress(inout headers_t hdr,
                  * `!hit || NOT_OWN_SPAN`: p4c would keep that hit in
                  * metadata temporaries, reset on every packet. */
                 if (operator_position.apply().hit) {
-                    if (NOT_OWN_SPAN(hdr.windows.current)) {
-                        hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
+                    if (NOT_OWN_SPAN(hdr.windows.halves)) {
+                        hdr.windows.halves = WINDOWS_OF(0, 0, N_OPS);
                     }
                 } else {
-                    hdr.windows.current = WINDOWS_OF(0, 0, N_OPS);
+                    hdr.windows.halves = WINDOWS_OF(0, 0, N_OPS);
                 }
                 if (meta.copy.old_active != 0) {
                     if (previous_position.apply().hit) {
                         PREVIOUS_WINDOWS
                     } else {
-                        hdr.windows.previous = OLD_WINDOWS_OF(0, 0);
+                        PREVIOUS_HALF(OLD_WINDOWS_OF(0, 0))
                     }
                 }
             }

@@ -40,7 +40,7 @@ control EventStartTracker(in bit<16> idx, in window_params_t win,
         start_back3.read(s.back3, idx);
 
         if (s.x < s.start) {
-            verdict.drop_code = DROP_BEFORE_ORIGIN;
+            DROP_AS(DROP_BEFORE_ORIGIN)
         } else {
             if (s.x - s.start >= s.slide) {
                 /* the event opens a window at its own timestamp; the

@@ -36,7 +36,7 @@
 control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
-    counter<bit<16>>(N_STREAMS, CounterType.packets_and_bytes) stream_in;           /* events given >= 1 window */
+    counter<bit<16>>(N_STREAMS, CounterType.packets_and_bytes) stream_in;           /* events sent on (a batch's: given >= 1 window) */
     counter<bit<32>>(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) stream_drops; /* stream * DROP_SLOTS + code */
     counter<bit<32>>(1, CounterType.packets_and_bytes) non_event;                    /* frames that are no event */
     counter<port_t>(N_PORTS, CounterType.packets_and_bytes) heartbeats;              /* per ingress port (liveness) */
@@ -103,11 +103,12 @@ control MyIngress(inout headers_t hdr,
 
     /* ---- operator_count ----------------------------------------------- */
     /* Round robin over windows: window j to the operator at j mod N.
-     * by_key stays at the 0 bmv2 gives all metadata (rule 3, docs/p4.md). */
+     * by_key stays at the 0 bmv2 gives all metadata (rule 3, docs/p4.md);
+     * the build without changes keeps both in hdr.scratch instead (N_OPS,
+     * headers.p4). */
     action set_operator_count(bit<32> n, bit<32> opset) {
 #ifdef FIXED
         hdr.scratch.n_operators = n;
-        hdr.scratch.by_key = 0;   /* hdr.scratch is not reset (headers.p4) */
 #else
         meta.win.n_ops = n;
 #endif
@@ -118,8 +119,12 @@ control MyIngress(inout headers_t hdr,
      * of its windows (testbed.semantics.splitting). */
     action split_by_key(bit<32> n, bit<32> opset) {
 #ifdef FIXED
-        hdr.scratch.n_operators = n;
-        hdr.scratch.by_key = 1;
+        hdr.scratch.n_operators = n | BY_KEY_N;
+        /* The key's operator, which the verdict takes in place of the
+         * tracker's round robin (counts.p4, and after slides.apply below):
+         * hashed here, only for a stream split by key, it costs an event of
+         * any other stream no test. */
+        hash(hdr.scratch.key_op, HashAlgorithm.crc32, (bit<32>)0, { hdr.event.group_key }, n);
 #else
         meta.win.n_ops = n;
         meta.win.by_key = 1;
@@ -158,14 +163,27 @@ control MyIngress(inout headers_t hdr,
 #endif
 
     /* ---- unicast / multicast ------------------------------------------ */
+    /* Outside the batch build an event is counted in stream_in by the
+     * destination table that sends it on: a count of its own, after the
+     * verdict, was a table of p4c's on every event.  So an event with
+     * windows that no entry routes is counted once, as dropped
+     * (unknown_stream, UNROUTED).  A batch's events are counted one by one
+     * as each is taken, and its one destination counts none. */
+#ifdef BATCHES
+#define COUNT_SENT_ON
+#else
+#define COUNT_SENT_ON stream_in.count(STREAM_KEY);
+#endif
     action to_operator(port_t port) {
         standard_metadata.egress_spec = port;
+        COUNT_SENT_ON
     }
 
     /* A group also serves one operator: an instance on a shared host is
      * reached through a node of its own, whose rid names it (egress.p4). */
     action to_group(bit<16> mgid) {
         standard_metadata.mcast_grp = mgid;
+        COUNT_SENT_ON
     }
 
     table unicast {
@@ -267,9 +285,9 @@ control MyIngress(inout headers_t hdr,
  * build; egress.p4).  Split by key, the one copy carries every
  * window of the event: a stride of 1. */
 #define COPY_WINDOWS                                                            \
-    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, N_OPS);
+    hdr.windows.halves = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, N_OPS);
 #define BY_KEY_WINDOWS                                                          \
-    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, hdr.windows.current[63:32], 1);
+    hdr.windows.halves = WINDOWS_OF(NEWEST_WINDOW, hdr.windows.halves[191:160], 1);
 #endif
 #define COUNTS_FOR_COPIES                                                       \
     /* every copy's Windows header needs the counts unclamped */                \
@@ -342,27 +360,23 @@ control MyIngress(inout headers_t hdr,
  * and is clamped to N only for multicast. */
 #define WINDOWS_FOR_COPIES(STRIDE)                                              \
     WINDOWS_HEADER_ON                                                           \
-    hdr.windows.current = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, STRIDE);
+    hdr.windows.halves = WINDOWS_OF(NEWEST_WINDOW, meta.verdict.active, STRIDE);
 #define ONE_COPY_OR_MANY                                                        \
-    if (SPLIT_BY_KEY) {                                                 \
-        hash(meta.verdict.newest_op, HashAlgorithm.crc32, (bit<32>)0,           \
-             { CURRENT.group_key }, N_OPS);                            \
-    }                                                                           \
-    if (meta.verdict.active == 1 || N_OPS == 1 || SPLIT_BY_KEY) { \
+    if (meta.verdict.active == 1 || N_UNSPLIT == 1 || SPLIT_BY_KEY) { \
         switch (unicast.apply().action_run) {                                   \
             to_operator: {                                                      \
             }                                                                   \
             to_group: {                                                         \
-                WINDOWS_FOR_COPIES((SPLIT_BY_KEY ? 32w1 : N_OPS)) \
+                WINDOWS_FOR_COPIES(COPY_STRIDE) \
             }                                                                   \
             default: {                                                          \
                 UNROUTED                                                        \
             }                                                                   \
         }                                                                       \
     } else {                                                                    \
-        WINDOWS_FOR_COPIES(N_OPS)                                      \
-        if (meta.verdict.active > N_OPS) {                             \
-            meta.verdict.active = N_OPS;                               \
+        WINDOWS_FOR_COPIES(N_UNSPLIT)                                  \
+        if (meta.verdict.active > N_UNSPLIT) {                         \
+            meta.verdict.active = N_UNSPLIT;                           \
         }                                                                       \
         if (!multicast.apply().hit) {                                           \
             UNROUTED                                                            \
@@ -446,15 +460,16 @@ control MyIngress(inout headers_t hdr,
                     switch (window_spec.apply().action_run) {
                         set_count_window: {
                             /* tracked in the action (counts.p4): a count
-                             * of 0 is a gap between windows */
-                            if (meta.verdict.active == 0) {
-                                meta.verdict.drop_code = DROP_NO_WINDOW;
-                            }
+                             * of 0 is a gap between windows (below) */
                         }
                         set_time_window:
                         set_event_time_window: {
                             slides.apply(CURRENT, STREAM_KEY, meta.win, PREVIOUS_EPOCH meta.verdict,
                                          meta.flags, hdr.scratch);
+                            if (SPLIT_BY_KEY) {
+                                /* the key's operator (split_by_key) */
+                                meta.verdict.newest_op = hdr.scratch.key_op;
+                            }
                         }
                         default: {
                             meta.verdict.drop_code = DROP_UNKNOWN_STREAM;
@@ -477,14 +492,12 @@ control MyIngress(inout headers_t hdr,
 #endif
             }
 #ifdef BATCHES
-            if (meta.verdict.drop_code == DROP_NONE) {
-                stream_in.count(STREAM_KEY);
-            }
-
             /* Whether the drops are already counted, one by one. */
             bool counted = false;
             if (batched) {
                 if (meta.verdict.drop_code == DROP_NONE) {
+                    /* a batch's event, counted as it is taken */
+                    stream_in.count(STREAM_KEY);
                     BATCH_TAKE(CURRENT)
                     if (meta.batch.at == 0) {
                         BATCH_WHOLE_SLIDE
@@ -516,21 +529,32 @@ control MyIngress(inout headers_t hdr,
              * each `if` is a condition bmv2 evaluates per event, and the
              * code between two is one more table of p4c's.  The batch
              * build's passes need the tests apart (above). */
-            if (meta.verdict.drop_code == DROP_NONE) {
-                stream_in.count(STREAM_KEY);
 #ifdef FIXED
+            /* Every drop so far left a count of 0 (DROP_AS, headers.p4), and
+             * every event with windows has one at least: one test where a
+             * count stream's gap took a test of its own before the test of
+             * the verdict. */
+            if (meta.verdict.active != 0) {
                 ONE_COPY_OR_MANY
+            } else {
+                if (meta.verdict.drop_code == DROP_NONE) {
+                    meta.verdict.drop_code = DROP_NO_WINDOW;   /* a count stream's gap */
+                }
+                DROP_COUNT
+                mark_to_drop(standard_metadata);
+            }
 #else
+            if (meta.verdict.drop_code == DROP_NONE) {
 #ifndef EGRESS_DECIDES
                 WINDOWS_HEADER_ON
 #endif
                 COUNTS_FOR_COPIES
                 ROUTE_TO_OPERATORS
-#endif
             } else {
                 DROP_COUNT
                 mark_to_drop(standard_metadata);
             }
+#endif
 #endif
 
 #ifdef BATCHES
@@ -543,6 +567,10 @@ control MyIngress(inout headers_t hdr,
                     }
                 }
                 mark_to_drop(standard_metadata);
+            } else if (!batched) {
+                /* a single event, counted once it is sent on, as in the
+                 * other builds (COUNT_SENT_ON) */
+                stream_in.count(STREAM_KEY);
             }
 #endif
 #ifdef CEP
@@ -565,5 +593,6 @@ control MyIngress(inout headers_t hdr,
 #undef OLD_COUNTS_FOR_COPIES
 #undef HANDOVER_OR
 #undef UNROUTED
+#undef COUNT_SENT_ON
 
 #endif

@@ -207,19 +207,20 @@ header scratch_t {
     bit<32> slides_back;   /* slides a late event lies behind the newest (STEP_BACK) */
 #ifdef FIXED
     bit<64> cell;          /* a count stream's count_state cell (counts.p4) */
-    bit<32> n_operators;   /* N (N_OPS, below) */
-    bit<1>  by_key;        /* split by key (SPLIT_BY_KEY) */
-    bit<7>  by_key_spare;
+    bit<32> n_operators;   /* N, and BY_KEY_N split by key (N_OPS, below) */
+    bit<32> key_op;        /* split by key: the key's operator (split_by_key, forwarding.p4) */
 #endif
 }
 
-/* The Windows header of a single event's copy: windows_t's 32 bytes in two
- * fields of 128 bits (egress.p4, WINDOWS_OF), since setValid zeroes every
- * field of a header and bmv2 pays some 660 instructions for each field it
- * writes (docs/p4.md, "What an event costs"): two fields instead of eight. */
+/* The Windows header of a single event's copy: windows_t's 32 bytes in one
+ * field (egress.p4, WINDOWS_OF), since setValid zeroes every field of a
+ * header, and bmv2 pays some 660 instructions for each field it writes
+ * (docs/p4.md, "What an event costs"): one field instead of eight.  Its
+ * halves are the epoch in force's windows and the previous epoch's.  The
+ * first is written whole, which zeroes the second; the second is or'd in
+ * once, after it, where a transition needs it, over the 0 of setValid. */
 header copy_windows_t {
-    bit<128> current;    /* window, span, stride, epoch */
-    bit<128> previous;   /* old_window, old_span, old_stride, reserved */
+    bit<256> halves;     /* window, span, stride, epoch; old_window, old_span, old_stride, reserved */
 }
 
 /* One half of a copy's Windows header (copy_windows_t), as one value: the
@@ -235,11 +236,13 @@ header copy_windows_t {
 /* Shifts and ors, not concatenation: p4c masks each step of a
  * concatenation twice, and bmv2 evaluates every mask. */
 #define WINDOWS_OF(WINDOW, SPAN, STRIDE) \
-    (((bit<128>)(bit<64>)(WINDOW) << 64) | ((bit<128>)(bit<32>)(SPAN) << 32) \
-     | ((bit<128>)(bit<16>)(STRIDE) << 16) | (bit<128>)EPOCH_BITS)
+    (((bit<256>)(bit<64>)(WINDOW) << 192) | ((bit<256>)(bit<32>)(SPAN) << 160) \
+     | ((bit<256>)(bit<16>)(STRIDE) << 144) | ((bit<256>)EPOCH_BITS << 128))
 #define OLD_WINDOWS_OF(WINDOW, SPAN) \
-    (((bit<128>)(bit<64>)(WINDOW) << 64) | ((bit<128>)(bit<32>)(SPAN) << 32) \
-     | ((bit<128>)(bit<16>)meta.prev.n_ops << 16))
+    (((bit<256>)(bit<64>)(WINDOW) << 64) | ((bit<256>)(bit<32>)(SPAN) << 32) \
+     | ((bit<256>)(bit<16>)meta.prev.n_ops << 16))
+/* The previous epoch's half, or'd into the 0 that setValid left. */
+#define PREVIOUS_HALF(OLD) hdr.windows.halves = hdr.windows.halves | (OLD);
 
 /* How many windows back from the event's newest the newest of a copy's
  * operator lies, (NEWEST - POSITION) mod N_OPS for two values below N_OPS,
@@ -254,8 +257,8 @@ header copy_windows_t {
  * the result whether the operator owns none of the event's windows: then
  * BACK >= span, and the span less BACK is 0 or has wrapped. */
 #define WINDOWS_BACK(HALF, BACK) \
-    ((HALF) - (bit<128>)(BACK) * 128w0x10000000100000000)
-#define NOT_OWN_SPAN(HALF) ((HALF)[63:32] - 32w1 >= 32w0x80000000)
+    ((HALF) - (bit<256>)(BACK) * 256w0x1000000010000000000000000000000000000000000000000)
+#define NOT_OWN_SPAN(HALF) ((HALF)[191:160] - 32w1 >= 32w0x80000000)
 
 struct headers_t {
     net_t      net;
@@ -289,20 +292,38 @@ struct window_params_t {
 }
 
 /* N, and whether the stream is split by key.  The build without changes
- * keeps them in hdr.scratch: operator_count's actions write both on every
- * event, and only the copy that unicast sends reads them in egress (its
- * own packet, with its hdr.scratch), so neither needs to be metadata,
- * which every frame pays to reset (rule 4).  Elsewhere a replica's egress
- * reads N, and they stay in meta.win.  Inside the tracker (slides.p4) the
- * two are its parameters win and s. */
+ * keeps both in one field of hdr.scratch, N with BY_KEY_N or'd in split
+ * by key: operator_count's action writes it on every event, and only the
+ * copy that unicast sends reads it in egress (its own packet, with its
+ * hdr.scratch), so it needs no metadata field, which every frame pays to
+ * reset (rule 4), and set_operator_count clears no flag.  N_UNSPLIT is
+ * the field as it is, N where the stream is not split by key: the
+ * multicast path, and the tests that also ask SPLIT_BY_KEY.  Elsewhere a
+ * replica's egress reads N, and they stay in meta.win.  Inside the tracker
+ * (slides.p4) they are its parameters win and s.  COPY_STRIDE is the
+ * stride of the windows in a copy's Windows header: N, or 1 split by key. */
 #ifdef FIXED
-#define N_OPS_OF(WIN, S) (S).n_operators
-#define SPLIT_BY_KEY_OF(WIN, S) ((S).by_key == 1)
+#define BY_KEY_N 32w0x80000000
+#define N_OPS_OF(WIN, S) ((S).n_operators & 32w0x7FFFFFFF)
+#define SPLIT_BY_KEY_OF(WIN, S) ((S).n_operators >= BY_KEY_N)
+#define N_UNSPLIT hdr.scratch.n_operators
 #else
 #define N_OPS_OF(WIN, S) (WIN).n_ops
 #define SPLIT_BY_KEY_OF(WIN, S) ((WIN).by_key == 1)
+#define N_UNSPLIT meta.win.n_ops
 #endif
 #define N_OPS N_OPS_OF(meta.win, hdr.scratch)
+#define COPY_STRIDE (SPLIT_BY_KEY ? 32w1 : N_UNSPLIT)
+
+/* A drop, by the slide tracker (slides.p4, eventstarts.p4).  In the build
+ * without changes a count of 0 is what tells ingress that an event goes
+ * nowhere, in one test (forwarding.p4), so a drop zeroes it too; the
+ * tracker writes the count before any test that drops. */
+#ifdef FIXED
+#define DROP_AS(CODE) verdict.drop_code = CODE; verdict.active = 0;
+#else
+#define DROP_AS(CODE) verdict.drop_code = CODE;
+#endif
 #define SPLIT_BY_KEY SPLIT_BY_KEY_OF(meta.win, hdr.scratch)
 
 /* N of the epoch before the one in force (previous_spec's action data; the

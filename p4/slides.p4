@@ -128,7 +128,9 @@ control ShiftSubtractDivide(in bit<64> dividend, in bit<64> divisor,
  * during a transition, (old_newest, old_active) for the previous one.  The
  * registers are in state.p4.  Its working values are the fields of s, a
  * header that is never valid, and of f, which start at 0 (headers.p4 says
- * why: a local would be a metadata field that bmv2 resets per packet). */
+ * why: a local would be a metadata field that bmv2 resets per packet).
+ * Whether the event is late is a bit of s.kind (KIND_LATE), which the
+ * window_spec action's write of the kind clears. */
 control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
 #ifndef FIXED
                      in prev_spec_t prev, in bit<32> prev_n_ops, in epoch_t sel,
@@ -162,7 +164,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
             s.x = event.ts;
             if (!STREAM_NEW && s.x < s.previous_ts) {
                 if (s.previous_ts - s.x > s.lateness) {
-                    verdict.drop_code = DROP_TOO_LATE;
+                    DROP_AS(DROP_TOO_LATE)
                 } else {
                     s.kind = s.kind | KIND_LATE;
                 }
@@ -404,7 +406,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                     STEP_BACK(s.start, verdict.newest_op, s.slide, N_OPS_OF(win, s))
                     STEP_BACK(s.start, verdict.newest_op, s.slide, N_OPS_OF(win, s))   /* LATE_STEPS times */
                     if (s.slides_back >= s.begun_now) {
-                        verdict.drop_code = DROP_BEFORE_ORIGIN;
+                        DROP_AS(DROP_BEFORE_ORIGIN)
                     } else {
                         s.begun_now = s.begun_now - s.slides_back;
                         VERDICT_WINDOW = VERDICT_WINDOW - (bit<64>)s.slides_back;
@@ -412,7 +414,7 @@ control SlideTracker(in event_t event, in bit<16> idx, in window_params_t win,
                     }
                 } else {
                     /* before the stream's origin (s.x < s.start) */
-                    verdict.drop_code = DROP_BEFORE_ORIGIN;
+                    DROP_AS(DROP_BEFORE_ORIGIN)
                 }
 
                 /* -- how many windows of the epoch in force hold the event ---- */

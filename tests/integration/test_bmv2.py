@@ -736,6 +736,42 @@ def test_unknown_stream_and_missing_rewrite_are_dropped(rig, either_switch):
 
 
 @needs_root
+def test_an_event_no_destination_routes_is_counted_once_as_dropped(rig, either_switch):
+    """Windows found for every event, but no unicast or multicast entry: both
+    targets send nothing, and count each event once, as dropped
+    (unknown_stream), none in stream_in, which counts the events sent on
+    (forwarding.p4, COUNT_SENT_ON)."""
+    _proc, api = either_switch
+    topo = topology([stream(1, {"kind": "count", "size": 2, "slide": 1}, ["h2", "h3"])])
+    run = Run(topo, [(1, s, s) for s in range(5)])
+    run.model = SplitterPipeline()
+    for target in (run.model, api):
+        for g in run.plan.groups:
+            target.mc_mgrp_create(g.mgid)
+            for rid, ports in g.nodes:
+                target.mc_node_associate(g.mgid, target.mc_node_create(rid, list(ports)))
+        held = target.held_tables()
+        for e in run.plan.entries():
+            if e.table in held and e.table not in ("unicast", "multicast"):
+                target.table_add(e.table, e.action, [str(v) for v in e.match], [str(v) for v in e.params])
+    cap = Capture(rig, [run.plan.ports["h2"], run.plan.ports["h3"]])
+    try:
+        send_frames(rig.host_ends[1], run.frames)
+        unknown = drop_counter_index(1, UNKNOWN_STREAM)
+        wait_until(lambda: api.counter_read("stream_drops", unknown)[1] == len(run.frames), 10,
+                   "bmv2 to drop every event")
+        got = by_event(cap.drain(expect=0))
+    finally:
+        cap.close()
+    assert run.model_output() == {} and got == {}
+    for target in (api, run.model):
+        assert target.counter_read("stream_drops", unknown)[1] == 5
+        assert target.counter_read("stream_in", 1)[1] == 0
+        assert target.counter_read("stream_out", 1)[1] == 0
+    assert api.register_read("newest_window", 1) == run.model.register_read("newest_window", 1) > 0
+
+
+@needs_root
 def test_a_stalled_switch_keeps_a_burst_of_frames_in_its_input_ring(rig, switch):
     """bmv2 stopped (SIGSTOP) while 1,000 frames arrive takes every one of them
     once it runs again: its ports' libpcap rings are sized by the MTU

@@ -44,6 +44,21 @@ def test_non_events_are_counted_and_go_nowhere():
     assert mixed.register_read("event_count", 99) == 0      # no state for an unknown stream
 
 
+def test_an_event_no_destination_routes_is_counted_once_as_dropped():
+    """Windows found, but no unicast or multicast entry for them: the event
+    is dropped as unknown_stream and counted there alone, not in stream_in,
+    which counts the events sent on (forwarding.p4, COUNT_SENT_ON)."""
+    pipe = pipeline()
+    routed = [pipe.process(event(1, seq)) for seq in range(6)]
+    assert all(routed) and pipe.counter_read("stream_in", 1)[1] == 6
+    pipe.table_clear("unicast")
+    pipe.table_clear("multicast")
+    assert [pipe.process(event(1, seq)) for seq in range(6, 10)] == [[]] * 4
+    assert pipe.counter_read("stream_in", 1)[1] == 6
+    assert pipe.counter_read("stream_drops", drop_counter_index(1, UNKNOWN_STREAM))[1] == 4
+    assert pipe.register_read("event_count", 1) == 10       # the tracker took every event
+
+
 def test_jumbo_event_is_forwarded_whole():
     out = pipeline().process(jumbo_event(1, 0))
     assert len(out) == 1 and len(out[0][1]) == len(jumbo_event(1, 0)) + WINDOWS_LEN

@@ -146,6 +146,8 @@ class Batches:
         for i, (_stream, _flags, _seq, ts, key, _value) in enumerate(events):
             copy = self.assign(stream, ts, len(frame), key, tables)
             if not isinstance(copy, Decision):
+                # A batch's events are counted as each is taken (batches.p4).
+                self._count("stream_in", stream, len(frame))
                 copies.append((i, copy))
                 if i == 0 and self.whole_slides and self._whole_slide(stream, copy, events, before, len(frame),
                                                                       tables):

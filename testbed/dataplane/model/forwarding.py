@@ -31,7 +31,12 @@ class Forwarding:
         copy = self.assign(stream, ts, nbytes, key)
         if isinstance(copy, Decision):
             return copy
-        return self._to(self._destination_of(stream, copy), stream, nbytes, copy)
+        decision = self._to(self._destination_of(stream, copy), stream, nbytes, copy)
+        if decision.drop is None:
+            # Counted by the destination table that sends it on (forwarding.p4,
+            # COUNT_SENT_ON): an event no entry routes is counted only as dropped.
+            self._count("stream_in", stream, nbytes)
+        return decision
 
     def _destination_of(self, stream: int, copy: CopyMeta):
         """The destination table's hit for the windows of one event (or of a
@@ -54,7 +59,9 @@ class Forwarding:
                tables: Optional[dict] = None) -> "CopyMeta | Decision":
         """The first half of MyIngress, per event: the bank in force (or the
         other one, at an armed change's boundary), its spec and N, and the
-        slide tracker's windows; or the drop, counted.  ``tables`` keeps the
+        slide tracker's windows; or the drop, counted.  The event is counted
+        in ``stream_in`` by the caller: once it is sent on (``ingress``), or
+        once it is taken, for a batch's.  ``tables`` keeps the
         lookups of a batch's configuration tables, which all its events share."""
         switching = self._at_boundary(stream, ts)
         epoch = (self.registers["epoch"][stream] + switching) & 0xFFFFFFFF
@@ -74,7 +81,6 @@ class Forwarding:
         verdict = self._track(stream, ts, WindowParams.of(*spec), n_ops, prev, switching)
         if isinstance(verdict, str):
             return self._drop(stream, verdict, nbytes)
-        self._count("stream_in", stream, nbytes)
         return CopyMeta(bank, epoch, verdict, n_ops, prev.n_ops if verdict.old_active else 0, opset, by_key,
                         key_operator(key, n_ops) if by_key else 0)
 
