@@ -123,6 +123,13 @@ def test_p4cep_complex_events_follow_the_oracle_at_both_rates(tmp_path, target):
     assert not trials.loc[trials["copied"] < trials["sent"], "kept_up"].any()
     assert summary[-1]["capacity_per_s"] > 0 and summary[-2]["capacity_of_forward"] > 0
     assert "splitter_alone_at_least_half" in record["ours"]["targets"][target]
+    # A rate held when two of its (up to) three trials kept up, and every
+    # trial measured the switch's CPU time, which the summary sets side by side.
+    for _, at_rate in trials.groupby(["n", "round", "asked"]):
+        assert len(at_rate) <= 3 and at_rate["held"].nunique() == 1
+        assert bool(at_rate["held"].iloc[0]) == (at_rate["kept_up"].sum() >= 2)
+    assert (trials["switch_cpu_s"] > 0).all()
+    assert summary[-1]["cpu_us_per_event"] > 0 and summary[-2]["per_cpu_of_forward"] > 0
     assert_record_and_redraw(expdir, record)
 
 

@@ -9,6 +9,7 @@ from testbed.experiments.cep import (
     SPLITTER_N,
     CepWindowCost,
     capacities,
+    capacity_of,
     capacity_sentence,
     capacity_trial,
     draw_fig4,
@@ -153,3 +154,78 @@ def test_the_splitter_alones_capacity_is_read_against_forwardings_and_held_to_is
     said = capacity_sentence(list(rows.values()), None)
     assert said.startswith("The switch and the sender shared") and "at most 25.0%" in said and "not shown" in said
     assert capacity_sentence(three_rounds(forward_bound=False), None) is None
+
+
+def test_a_rate_holds_when_most_of_its_trials_keep_up_and_its_cost_is_read_there():
+    """Three trials a rate: 70,000 held by two of three, 80,000 by one (a lucky
+    trial, which is no capacity); the capacity is the lower median of the
+    trials kept up with at the highest rate held, and its CPU time per frame."""
+    def trial(asked: float, kept: bool, held: bool, arrived: float, cpu_s: float) -> dict:
+        return {"target": "bmv2", "n": FORWARD_N, "round": 0, "asked": asked, "sent": 40_000,
+                "arrived_per_s": arrived, "kept_up": kept, "held": held, "switch_cpu_s": cpu_s}
+    trials = pd.DataFrame([trial(40_000, True, True, 40_100, 0.9), trial(40_000, True, True, 39_900, 0.8),
+                           trial(80_000, True, False, 80_050, 0.7), trial(80_000, False, False, 79_000, 0.7),
+                           trial(80_000, False, False, 79_500, 0.7),
+                           trial(70_000, True, True, 70_200, 0.64), trial(70_000, False, True, 69_000, 0.6),
+                           trial(70_000, True, True, 69_800, 0.56)])
+    per_s, at_ceiling, cpu_us = capacity_of(trials)
+    assert per_s == 69_800 and not at_ceiling and cpu_us == pytest.approx(14.0)
+    # a record from before the repeats: one trial a rate, no CPU time
+    old = trials.drop(columns=["held", "switch_cpu_s"]).iloc[[0, 3]]
+    assert capacity_of(old) == (40_100, False, None)
+    assert capacity_of(trials.assign(kept_up=False)) == (0.0, False, None)
+
+
+def test_forwardings_cost_per_event_over_the_splitters_is_set_beside_the_capacities():
+    lat = pd.concat([latency("bmv2", FORWARD_N, [100.0]), latency("bmv2", SPLITTER_N, [200.0])])
+    rates = pd.DataFrame([rate("bmv2", FORWARD_N, 0, 40_000.0), rate("bmv2", SPLITTER_N, 0, 20_000.0)])
+
+    def searched_cpu(n: int, r: int, kept: dict[float, bool], cpu_s: float) -> list[dict]:
+        return [{**row, "sent": 40_000, "switch_cpu_s": cpu_s, "held": row["kept_up"]}
+                for row in searched("bmv2", n, r, kept)]
+    trials = pd.DataFrame(
+        searched_cpu(FORWARD_N, 0, {40_000: True, 80_000: False}, 0.6)
+        + searched_cpu(FORWARD_N, 1, {40_000: True, 80_000: False}, 0.5)
+        + searched_cpu(FORWARD_N, 2, {40_000: True, 80_000: False}, 0.7)
+        + searched_cpu(SPLITTER_N, 0, {20_000: True, 40_000: False}, 0.8))
+    rows = {r["n"]: r for r in summarize(lat, rates, trials)}
+    assert rows[FORWARD_N]["cpu_us_per_event"] == pytest.approx(15.0)       # median of 12.5, 15, 17.5
+    assert rows[SPLITTER_N]["cpu_us_per_event"] == pytest.approx(20.0)
+    assert rows[SPLITTER_N]["per_cpu_of_forward"] == pytest.approx(0.75)
+    said = capacity_sentence(list(rows.values()), None)
+    assert ("the switch process used 20.0 µs of CPU for the splitter alone and 15.0 for forwarding: per CPU "
+            "second, the splitter alone took 75.0% of forwarding's events.") in said
+    # without CPU times (a record from before them), nothing is said of them
+    assert "µs of CPU" not in capacity_sentence(summarize(lat, rates, trials.drop(columns=["switch_cpu_s"])), None)
+
+
+def test_a_capacity_search_tries_a_rate_until_most_of_its_trials_decide(monkeypatch):
+    """Up to three trials a rate, stopping once two agree; every trial is
+    returned with its rate's verdict and the switch's CPU time over it."""
+    from contextlib import contextmanager
+
+    from testbed.experiments import cep
+
+    outcome = {10_000: [True, True], 20_000: [False, True, True], 40_000: [True, False, False],
+               30_000: [False, False], 25_000: [True, False, True]}
+    clock = iter(range(1000))
+    asked: list[float] = []
+
+    @contextmanager
+    def switch(*_args, **_kwargs):
+        yield None, None, 4242
+
+    monkeypatch.setattr(cep, "prepared_switch", switch)
+    monkeypatch.setattr(cep, "cpu_seconds", lambda pid: 0.5 * next(clock) if pid == 4242 else None)
+    monkeypatch.setattr(cep, "sent_through", lambda rig, frames, rate, placement: (rate, 0))
+
+    def trial(rate, sent, asked_rate, drops):
+        asked.append(asked_rate)
+        tried = sum(1 for a in asked if a == asked_rate)
+        return {"asked": asked_rate, "sent": sent, "arrived_per_s": asked_rate, "kept_up": outcome[rate][tried - 1]}
+    monkeypatch.setattr(cep, "capacity_trial", trial)
+    trials = cep.capacity_search("bmv2", None, None, "s", [b""] * 10, None, 10_000, 400_000, 2, None, repeats=3)
+    assert [t["asked"] for t in trials] == [10_000] * 2 + [20_000] * 3 + [40_000] * 3 + [30_000] * 2 + [25_000] * 3
+    assert [t["held"] for t in trials] == [True] * 5 + [False] * 5 + [True] * 3
+    assert all(t["switch_cpu_s"] == 0.5 for t in trials)
+    assert capacity_of(pd.DataFrame(trials))[0] == 25_000

@@ -1,11 +1,13 @@
 """Where a timed switch and its sender run (testbed.emulation.placement): apart,
 the switch's every thread on its CPUs, the sender's thread back where it was after."""
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from testbed.emulation.placement import CpuPlacement, cpu_list, on_cpus, sending_on
+from testbed.emulation.placement import CpuPlacement, cpu_list, cpu_seconds, on_cpus, sending_on
 from testbed.targets.embedded.process import EmbeddedProcess
 
 pytestmark = pytest.mark.unit
@@ -18,6 +20,32 @@ def test_cpu_lists_are_written_as_taskset_reads_them():
     assert cpu_list(frozenset({0})) == "0"
     assert cpu_list(frozenset({0, 1, 2, 5, 7, 8})) == "0-2,5,7-8"
     assert on_cpus(frozenset({3, 1})) == ["taskset", "--cpu-list", "1,3"]
+
+
+def test_a_process_cpu_time_counts_every_one_of_its_threads():
+    """What another thread spends shows in its process's CPU seconds, to
+    the thread's own nanosecond clock, not to a scheduler tick (10 ms)."""
+    spent, done = {}, threading.Event()
+
+    def spin() -> None:
+        start = time.thread_time()
+        while time.thread_time() - start < 0.03:
+            pass
+        spent["s"] = time.thread_time() - start
+        spent["spun"] = True
+        done.wait(10)                          # alive while it is measured
+
+    before = cpu_seconds(os.getpid())
+    worker = threading.Thread(target=spin)
+    worker.start()
+    while "spun" not in spent:
+        time.sleep(0.001)
+    used = cpu_seconds(os.getpid()) - before
+    done.set()
+    worker.join()
+    assert spent["s"] >= 0.03 and spent["s"] <= used < spent["s"] + 1.0
+    with pytest.raises(FileNotFoundError):
+        cpu_seconds(2 ** 22 + 1)               # above any pid_max: no such process
 
 
 def test_a_placement_keeps_the_switch_off_the_senders_cpus():
