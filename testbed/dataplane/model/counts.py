@@ -49,5 +49,7 @@ def step(cell: int, window: int, slide: int, full: int, extra: int, n_ops: int) 
     if state.fill == slide:          # the newest slide is whole: the event begins the next
         state = CountCell(0, 0 if state.newest + 1 == n_ops else state.newest + 1)
         window += 1
-    held = full + (1 if state.fill < extra else 0)
-    return CountCell(state.fill + 1, state.newest).pack(), window, state.newest, min(window + 1, held)
+    # the fewer of the windows begun (window + 1) and those held: the begun
+    # while the newest id is below ``full``, the held from then on
+    active = window + 1 if window < full else full + (1 if state.fill < extra else 0)
+    return CountCell(state.fill + 1, state.newest).pack(), window, state.newest, active
