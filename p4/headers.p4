@@ -25,8 +25,8 @@ typedef bit<9>  port_t;        /* v1model egress_spec / egress_port */
 
 /* The frame's headers up to UDP, as one header: bmv2 pays for each header
  * on every frame, whether it is valid or not (marking it valid when it is
- * extracted, invalid when the frame's header vector is reused, and each
- * emit), some 800 instructions a header (docs/p4.md, rule 8).  The parser
+ * extracted, some 800 instructions, and invalid when the frame's header
+ * vector is reused, some 650, besides each emit; docs/p4.md, rule 8).  The parser
  * extracts it whole and selects on its fields with masks, so a frame that
  * is not IPv4, has options or is not UDP still has it valid, with bytes
  * that mean something else: only hdr.event (or hdr.batch) says that the
