@@ -169,7 +169,7 @@ class CepAdaptation(ExperimentKind):
         timeline = topo.cep_timeline()
         # Each window counts, from the start, the comparison any pattern of the schedule reads of it.
         with prepared_switch(target, self.expdir, rig, f"{target}-cepadapt", topo, topo.cep,
-                             timeline.tests()) as (control, _):
+                             timeline.tests()) as (control, _install, _pid):
             taps = Taps({("out", COPIES): rig.switch_ends[COPIES], ("out", SINK): rig.switch_ends[SINK]},
                         rig.namespace.path)
             try:
