@@ -146,14 +146,8 @@ class RatePoints:
         verdict is noise where a majority is not.  The runs stop once the
         majority is decided.  Returns the held point's lower median run by
         achieved input rate, or ``None``."""
-        need = repeats // 2 + 1
-        rows: list[dict[str, Any]] = []
-        while len(rows) < repeats:
-            rows.append(self.point(target, name, offered, "calibration", repeat=len(rows)))
-            sustained = sum(r["sustained"] for r in rows)
-            if sustained >= need or len(rows) - sustained > repeats - need:
-                break
-        held = sum(r["sustained"] for r in rows) >= need
+        rows, held = by_majority(lambda i: self.point(target, name, offered, "calibration", repeat=i),
+                                 repeats, lambda row: row["sustained"])
         for r in rows:
             r["held"] = held
         pd.DataFrame(self.rows).to_parquet(self.out, index=False)
@@ -177,6 +171,22 @@ class RatePoints:
 
 
 Held = TypeVar("Held")
+Run = TypeVar("Run")
+
+
+def by_majority(run: Callable[[int], Run], repeats: int, passed: Callable[[Run], bool]) -> tuple[list[Run], bool]:
+    """Up to ``repeats`` runs (``run(i)`` for the i-th), stopping once most
+    of them have decided: the runs, and whether most ``passed``.  Near a
+    capacity one run passes or fails by a few frames lost to a slow spell
+    of the machine, where a majority is less of a coin."""
+    need = repeats // 2 + 1
+    runs: list[Run] = []
+    while len(runs) < repeats:
+        runs.append(run(len(runs)))
+        ok = sum(passed(r) for r in runs)
+        if ok >= need or len(runs) - ok > repeats - need:
+            break
+    return runs, sum(passed(r) for r in runs) >= need
 
 
 def highest_held(held: Callable[[float], Optional[Held]], start: float, max_rate: float, refine: int,

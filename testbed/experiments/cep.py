@@ -58,7 +58,7 @@ from testbed.emulation.source import SPLITTER_MAC
 from testbed.emulation.veth import VethRig
 from testbed.experiments import paper
 from testbed.experiments.base import ExperimentKind, KindParams, interruptible, live_switch
-from testbed.experiments.capacity import KEEP_UP, highest_held
+from testbed.experiments.capacity import KEEP_UP, by_majority, highest_held
 from testbed.experiments.stamps import SOURCE_PORT, STAMP_COLUMNS, stamped_send
 from testbed.rundir import ExperimentDir
 from testbed.semantics.cep.lastn import MAX_CEP_WINDOW
@@ -227,16 +227,12 @@ def capacity_search(target: str, expdir: ExperimentDir, rig: VethRig, name: str,
     trials: list[dict[str, Any]] = []
 
     def held(rate: float) -> Optional[dict[str, Any]]:
-        need, at_rate = repeats // 2 + 1, []
-        while len(at_rate) < repeats:
+        def trial(_i: int) -> dict[str, Any]:
             before = cpu_seconds(pid)
             rows, drops = sent_through(rig, frames, rate, placement)
-            at_rate.append({**capacity_trial(rows, len(frames), rate, drops),
-                            "switch_cpu_s": cpu_seconds(pid) - before})
-            kept = sum(t["kept_up"] for t in at_rate)
-            if kept >= need or len(at_rate) - kept > repeats - need:
-                break
-        verdict = sum(t["kept_up"] for t in at_rate) >= need
+            return {**capacity_trial(rows, len(frames), rate, drops), "switch_cpu_s": cpu_seconds(pid) - before}
+
+        at_rate, verdict = by_majority(trial, repeats, lambda t: t["kept_up"])
         trials.extend({**t, "held": verdict} for t in at_rate)
         return trials[-1] if verdict else None
 
